@@ -1,0 +1,253 @@
+"""The Spark Python Data Source "tfrecord" (also registered as "tfspark").
+
+Thin adapter: options in, writer out. The driver checks options, mode and spec in `writer()`
+before any task runs; executors stream Arrow batches into files (task_files.py); the driver's
+`commit()` publishes the manifest and `_SUCCESS`, and `abort()` removes the job's files.
+Spark itself accepts only append and overwrite for Python sources; `.option("mode", ...)`
+adds errorifexists and ignore.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.types import StructType
+
+from tfspark import manifest as mf
+from tfspark.errors import OptionError, SchemaError, TfsparkError
+from tfspark.fs import Location, locate
+from tfspark.options import WriteOptions, parse_write_options
+from tfspark.spec import FeatureSpec, infer_spec
+
+log = logging.getLogger("tfspark")
+_PART_FILE = re.compile(r"(^|/)part-[^/]*\.tfrecord(\.gz)?$")
+_PARTITION_TYPES = ("string", "int", "bigint", "smallint", "tinyint", "boolean", "date")
+
+
+class WriteConflictError(TfsparkError, RuntimeError):
+    """Another write committed to the same path while this one ran."""
+
+
+@dataclass
+class TaskCommit(WriterCommitMessage):
+    write_id: str
+    task: str
+    files: list[dict[str, Any]] = field(default_factory=list)
+
+
+class TfrecordDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "tfrecord"
+
+    def writer(self, schema: StructType, overwrite: bool) -> TfrecordWriter:
+        return plan_write(parse_write_options(self.options), schema, overwrite)
+
+    def schema(self) -> StructType | str:
+        from tfspark.reader import read_schema
+
+        return read_schema(dict(self.options))
+
+    def reader(self, schema: StructType) -> Any:
+        from tfspark.reader import TfrecordReader
+
+        return TfrecordReader(dict(self.options), schema)
+
+
+class TfsparkDataSource(TfrecordDataSource):
+    """The same source under a name no JVM connector takes."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "tfspark"
+
+
+def plan_write(opts: WriteOptions, schema: StructType, overwrite: bool) -> TfrecordWriter:
+    """Everything that can be checked on the driver, before a task runs."""
+    mode = "overwrite" if overwrite else (opts.mode or "append")
+    if overwrite and opts.mode not in (None, "overwrite"):
+        raise OptionError(f"option mode={opts.mode!r} contradicts Spark's .mode('overwrite'); "
+                          f"drop one of them")
+    loc = locate(opts.path)
+    skip = False
+    old = _existing(loc)
+    if mode == "errorifexists" and not loc.is_empty():
+        raise OptionError(f"output path {opts.path!r} already exists and is not empty; use mode "
+                          f"'overwrite' to replace it, 'append' to add to it, or another path")
+    if mode == "ignore" and not loc.is_empty():
+        skip = True
+    names = schema.names
+    extra_cols = list(opts.partition_by) + ([opts.split_column] if opts.split_column else [])
+    for col in extra_cols:
+        if col not in names:
+            raise OptionError(f"partition/split column {col!r} is not in the DataFrame; columns "
+                              f"are {names}")
+        tname = schema[col].dataType.simpleString()
+        if tname not in _PARTITION_TYPES:
+            raise OptionError(f"cannot partition by column {col!r} of type {tname}; use a "
+                              f"string, integer, boolean or date column")
+    keep = [n for n in names if n not in extra_cols]
+    data_schema = StructType([schema[n] for n in keep])
+    spec = _spec(opts, data_schema)
+    if mode == "append" and old is not None:
+        _check_append(opts, old, spec)
+    return TfrecordWriter(uri=opts.path, mode=mode, skip=skip, write_id=uuid.uuid4().hex[:16],
+                          base_write=_last_write(old), spec=spec, opts=opts, keep=keep)
+
+
+def _spec(opts: WriteOptions, data_schema: StructType) -> FeatureSpec | None:
+    if opts.record_type == "ByteArray":
+        fields = data_schema.fields
+        if len(fields) != 1 or fields[0].dataType.simpleString() not in ("binary", "string"):
+            raise OptionError(f"recordType ByteArray needs exactly one binary column (besides "
+                              f"partition columns); got {data_schema.simpleString()}")
+        return None
+    if opts.spec_json:
+        spec = FeatureSpec.from_json(opts.spec_json)
+        missing = sorted({f.path[0] for f in spec.features} - set(data_schema.names))
+        if missing:
+            raise SchemaError(f"the given spec needs column(s) {missing} that the DataFrame "
+                              f"lacks; columns are {data_schema.names}")
+        return spec
+    return infer_spec(data_schema, label_cols=opts.label_cols, shapes=opts.shapes,
+                      defaults=opts.defaults)
+
+
+def _existing(loc: Location) -> dict[str, Any] | None:
+    return mf.read_manifest(loc) if loc.exists(mf.NAME) else None
+
+
+def _last_write(old: dict[str, Any] | None) -> str | None:
+    return old["writes"][-1]["write_id"] if old and old.get("writes") else None
+
+
+def _check_append(opts: WriteOptions, old: dict[str, Any], spec: FeatureSpec | None) -> None:
+    new_spec = spec.to_dict() if spec is not None else None
+    old_spec = old.get("spec")
+    if new_spec is not None and old_spec is not None:
+        new_spec = {k: v for k, v in new_spec.items() if k != "source_schema"}
+        old_spec = {k: v for k, v in old_spec.items() if k != "source_schema"}
+    checks = [("compression", old.get("compression"), opts.compression),
+              ("recordType", old.get("record_type"), opts.record_type),
+              ("partitionBy", old.get("partition_by", []), list(opts.partition_by))]
+    for name, was, now in checks:
+        if was != now:
+            raise OptionError(f"cannot append: the data set at {opts.path!r} has {name}={was!r} "
+                              f"but this write has {now!r}; use the same {name} or overwrite")
+    if new_spec != old_spec:
+        raise SchemaError(f"cannot append to {opts.path!r}: its feature spec differs from this "
+                          f"DataFrame's (columns, types, nullability or labels changed); write "
+                          f"to a new path or overwrite")
+
+
+@dataclass
+class TfrecordWriter(DataSourceArrowWriter):
+    """Pickled to executors: only plain data here; files and encoders are made in write()."""
+
+    uri: str
+    mode: str
+    skip: bool
+    write_id: str
+    base_write: str | None
+    spec: FeatureSpec | None
+    opts: WriteOptions
+    keep: list[str]
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskCommit:
+        from pyspark import TaskContext
+
+        from tfspark.encode import BatchEncoder
+        from tfspark.task_files import TaskFiles, batches_by_group
+
+        ctx = TaskContext.get()
+        task = f"{ctx.partitionId():05d}-{ctx.taskAttemptId()}" if ctx else "00000-0"
+        if self.skip:
+            for _ in iterator:
+                pass
+            return TaskCommit(self.write_id, task)
+        encoder = None if self.spec is None else BatchEncoder(
+            self.spec, null_elements=self.opts.null_elements)
+        files = TaskFiles(locate(self.uri), self.write_id, task, self.opts.compression,
+                          self.opts.record_type, self.opts.max_records_per_file, encoder)
+        try:
+            for split, part, batch in batches_by_group(iterator, self.opts.split_column,
+                                                       list(self.opts.partition_by), self.keep):
+                files.write_group(split, part, batch)
+            return TaskCommit(self.write_id, task, files.close())
+        except BaseException:
+            files.discard()
+            raise
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        if self.skip:
+            log.info("tfspark: %s exists; mode 'ignore' wrote nothing", self.uri)
+            return
+        loc = locate(self.uri)
+        files = [f for m in messages if isinstance(m, TaskCommit) for f in m.files]
+        try:
+            old = _existing(loc)
+            if self.mode == "append" and _last_write(old) != self.base_write:
+                raise WriteConflictError(
+                    f"another write committed to {self.uri!r} while this append ran; nothing of "
+                    f"this write was kept: run it again")
+            manifest = old if (self.mode == "append" and old is not None) else mf.new_manifest(
+                spec=self.spec.to_dict() if self.spec else None,
+                compression=self.opts.compression, record_type=self.opts.record_type,
+                partition_by=self.opts.partition_by)
+            mf.add_files(manifest, sorted(files, key=lambda f: f["path"]), self.write_id)
+            if self.opts.stats is not None:
+                manifest["stats"] = dict(self.opts.stats)
+            mf.write_manifest(loc, manifest)
+        except BaseException:
+            self._remove_ours(loc)
+            raise
+        self._sweep(loc, {f["path"] for f in manifest["files"]})
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        self._remove_ours(locate(self.uri))
+
+    def _remove_ours(self, loc: Location) -> None:
+        for rel in loc.list_files():
+            if self.write_id in rel and _PART_FILE.search(rel):
+                loc.delete(rel)
+
+    def _sweep(self, loc: Location, keep: set[str]) -> None:
+        """After commit: drop failed attempts' files, and on overwrite the old data set's."""
+        for rel in loc.list_files():
+            if rel in keep or not _PART_FILE.search(rel):
+                continue
+            if self.write_id in rel or self.mode == "overwrite":
+                loc.delete(rel)
+        if self.mode == "overwrite":
+            splits = set(mf.read_manifest(loc).get("splits", []))
+            for rel in loc.list_files():
+                top = rel.split("/")[0]
+                if rel.endswith("/" + mf.NAME) and top not in splits and "=" not in top:
+                    loc.delete(rel)
+
+
+def register(spark: Any) -> list[str]:
+    """Register the source as "tfspark", and as "tfrecord" when no other source has that name.
+
+    Idempotent. Returns the names registered.
+    """
+    spark.dataSource.register(TfsparkDataSource)
+    names = ["tfspark"]
+    try:
+        spark.dataSource.register(TfrecordDataSource)
+        names.append("tfrecord")
+    except Exception as e:  # DATA_SOURCE_ALREADY_EXISTS from a JVM connector on the classpath
+        if "ALREADY_EXISTS" not in str(e):
+            raise
+        if not getattr(register, "_warned", False):
+            log.warning("tfspark: another data source is already named 'tfrecord' (a JVM "
+                        "connector on the classpath?); use format('tfspark') for tfspark")
+            register._warned = True  # type: ignore[attr-defined]
+    return names

@@ -1,0 +1,94 @@
+"""Where files live: local paths (including Databricks /Volumes and /dbfs mounts) and object
+stores (s3://, gs://, abfs://, hdfs://) through pyarrow's filesystems, behind a few helpers.
+
+Paths stay strings in the caller's form; `Location` pairs a pyarrow filesystem with the
+filesystem-relative base path.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import uuid
+from dataclasses import dataclass
+
+import pyarrow.fs as pafs
+
+from tfspark.errors import OptionError
+
+
+@dataclass(frozen=True)
+class Location:
+    fs: pafs.FileSystem
+    base: str  # path inside fs, no trailing slash
+    uri: str  # as the user gave it
+
+    @property
+    def is_local(self) -> bool:
+        return isinstance(self.fs, pafs.LocalFileSystem)
+
+    def join(self, *parts: str) -> str:
+        return posixpath.join(self.base, *parts)
+
+    def exists(self, rel: str = "") -> bool:
+        return self.fs.get_file_info(self.join(rel) if rel else self.base).type != \
+            pafs.FileType.NotFound
+
+    def is_empty(self) -> bool:
+        info = self.fs.get_file_info(self.base)
+        if info.type == pafs.FileType.NotFound:
+            return True
+        if info.type == pafs.FileType.File:
+            return False
+        return not self.fs.get_file_info(pafs.FileSelector(self.base, recursive=False))
+
+    def list_files(self, recursive: bool = True) -> list[str]:
+        """Relative paths of all files under base."""
+        if not self.exists():
+            return []
+        infos = self.fs.get_file_info(pafs.FileSelector(self.base, recursive=recursive))
+        return sorted(posixpath.relpath(i.path, self.base) for i in infos
+                      if i.type == pafs.FileType.File)
+
+    def read_bytes(self, rel: str) -> bytes:
+        with self.fs.open_input_stream(self.join(rel)) as f:
+            return f.read()
+
+    def write_bytes_atomic(self, rel: str, data: bytes) -> None:
+        """Readers see the old or the new content, never a part: temp file + rename locally;
+        object stores publish a whole object on close."""
+        target = self.join(rel)
+        self.fs.create_dir(posixpath.dirname(target), recursive=True)
+        if not self.is_local:
+            with self.fs.open_output_stream(target) as f:
+                f.write(data)
+            return
+        tmp = f"{target}.tmp-{uuid.uuid4().hex}"
+        with self.fs.open_output_stream(tmp) as f:
+            f.write(data)
+        self.fs.move(tmp, target)
+
+    def delete(self, rel: str) -> None:
+        try:
+            self.fs.delete_file(self.join(rel))
+        except FileNotFoundError:
+            pass
+
+    def delete_all(self) -> None:
+        if self.exists():
+            self.fs.delete_dir(self.base)
+
+
+def locate(path: str) -> Location:
+    if not isinstance(path, str) or not path.strip():
+        raise OptionError(f"output path must be a non-empty string, got {path!r}; pass "
+                          f"save(path) or .option('path', ...)")
+    try:
+        if "://" in path and not path.startswith("file://"):
+            fs, base = pafs.FileSystem.from_uri(path)
+        else:
+            local = path[len("file://"):] if path.startswith("file://") else path
+            fs, base = pafs.LocalFileSystem(), posixpath.abspath(local)
+    except Exception as e:  # pyarrow raises ArrowInvalid/OSError for unknown schemes
+        raise OptionError(f"cannot open path {path!r}: {e}. Use a local path or an s3://, "
+                          f"gs://, abfs:// or hdfs:// URI with credentials configured") from None
+    return Location(fs, base.rstrip("/") or "/", path)

@@ -1,0 +1,101 @@
+"""The `_tfspark.json` sidecar: spec + files + counts. It is the commit: readers take the files
+it names and ignore everything else in the directory (failed attempts, _SUCCESS, .crc files).
+
+Layout of a manifest:
+    {"format": "tfspark.manifest", "version": 1, "created_by": "tfspark X",
+     "record_type": "Example" | "ByteArray", "compression": null | "gzip",
+     "spec": {...FeatureSpec...} | null, "partition_by": [...], "splits": [...],
+     "records": N, "bytes": B,
+     "files": [{"path": "train/part-...tfrecord.gz", "records": n, "bytes": b,
+                "split": "train" | null, "partition": {"col": "value"}, "write_id": "..."}],
+     "writes": [{"write_id": "...", "records": n, "files": k}],   # one per append
+     "stats": {...}}                                                # counts from the workflow
+A split directory also gets its own manifest naming just its files, so it reads on its own.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from tfspark import __version__
+from tfspark.errors import TfsparkError
+from tfspark.fs import Location, locate
+
+NAME = "_tfspark.json"
+SUCCESS = "_SUCCESS"
+FORMAT = "tfspark.manifest"
+VERSION = 1
+
+
+class ManifestError(TfsparkError, ValueError):
+    """A manifest that is missing, unreadable or not ours."""
+
+
+def new_manifest(*, spec: dict[str, Any] | None, compression: str | None, record_type: str,
+                 partition_by: Iterable[str] = ()) -> dict[str, Any]:
+    return {"format": FORMAT, "version": VERSION, "created_by": f"tfspark {__version__}",
+            "record_type": record_type, "compression": compression, "spec": spec,
+            "partition_by": list(partition_by), "splits": [], "records": 0, "bytes": 0,
+            "files": [], "writes": [], "stats": {}}
+
+
+def add_files(manifest: dict[str, Any], files: list[dict[str, Any]], write_id: str) -> None:
+    manifest["files"].extend(files)
+    manifest["writes"].append({"write_id": write_id, "records": sum(f["records"] for f in files),
+                               "files": len(files)})
+    _recount(manifest)
+
+
+def _recount(manifest: dict[str, Any]) -> None:
+    files = manifest["files"]
+    manifest["records"] = sum(f["records"] for f in files)
+    manifest["bytes"] = sum(f["bytes"] for f in files)
+    manifest["splits"] = sorted({f["split"] for f in files if f.get("split")})
+
+
+def split_manifest(manifest: dict[str, Any], split: str) -> dict[str, Any]:
+    """The manifest of one split directory: its files with paths relative to it."""
+    sub = {k: v for k, v in manifest.items() if k not in ("files", "writes")}
+    prefix = split + "/"
+    sub["files"] = [dict(f, path=f["path"][len(prefix):]) for f in manifest["files"]
+                    if f.get("split") == split]
+    sub["writes"] = []
+    sub["split"] = split
+    _recount(sub)
+    sub["splits"] = []
+    return sub
+
+
+def dumps(manifest: dict[str, Any]) -> bytes:
+    return (json.dumps(manifest, indent=1, allow_nan=False) + "\n").encode()
+
+
+def read_manifest(path: str | Location) -> dict[str, Any]:
+    """The manifest in directory `path`; ManifestError says what is wrong and what to do."""
+    loc = locate(path) if isinstance(path, str) else path
+    if not loc.exists(NAME):
+        raise ManifestError(f"no {NAME} in {loc.uri!r}: it was not written by tfspark, or its "
+                            f"write did not commit. Rewrite it, or read the files with an "
+                            f"explicit spec")
+    raw = loc.read_bytes(NAME)
+    try:
+        doc = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise ManifestError(f"{loc.join(NAME)} is not valid JSON ({e}); the file is damaged, "
+                            f"rewrite the data set") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise ManifestError(f"{loc.join(NAME)} is not a tfspark manifest")
+    if doc.get("version") != VERSION:
+        raise ManifestError(f"{loc.join(NAME)} has version {doc.get('version')!r}; this tfspark "
+                            f"reads version {VERSION}: upgrade tfspark")
+    return doc
+
+
+def write_manifest(loc: Location, manifest: dict[str, Any]) -> None:
+    """Split manifests first, then the top one, then _SUCCESS, each replaced atomically."""
+    for split in manifest.get("splits", []):
+        loc.write_bytes_atomic(f"{split}/{NAME}", dumps(split_manifest(manifest, split)))
+    loc.write_bytes_atomic(NAME, dumps(manifest))
+    loc.write_bytes_atomic(SUCCESS, b"")
