@@ -1,0 +1,60 @@
+# tfspark developer tasks. Needs only Python >= 3.10, Java 17+ and pip (with PyPI) on the machine.
+#
+#   make setup   create .venv and install tfspark[tf,dev] in it (cheap when already done)
+#   make demo    run the main job on embedded sample data (local Spark, local warehouse)
+#   make test    run the test suite; "no tests collected" counts as a failure
+#   make lint    ruff check
+#   make bench   run the benchmarks (tfspark bench)
+#
+# Variables: PYTHON (interpreter that creates the venv), VENV, PYTEST_ARGS (e.g. "-m 'not slow'"
+# or "tests/unit"), BENCH_ARGS.
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+BENCH_ARGS ?=
+
+# Spark's Python workers must run the venv's interpreter, not whatever `python3` is on PATH.
+# abspath (not realpath) keeps the venv's symlink, so site-packages stays the venv's.
+export PYSPARK_PYTHON ?= $(abspath $(PY))
+export PYSPARK_DRIVER_PYTHON ?= $(abspath $(PY))
+# Quiet logs and local defaults from conf/ (spark-defaults.conf, log4j2.properties).
+export SPARK_CONF_DIR ?= $(CURDIR)/conf
+export TF_CPP_MIN_LOG_LEVEL ?= 2
+
+.DEFAULT_GOAL := help
+.PHONY: help setup demo test lint bench clean
+
+help:
+	@sed -n '3,10p' $(firstword $(MAKEFILE_LIST)) | sed 's/^# *//'
+
+setup: $(STAMP)
+
+# Re-runs only when pyproject.toml changes (or the venv is gone). The stamp is written last, so
+# a failed install is retried next time.
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --upgrade pip
+	$(PY) -m pip install -e '.[tf,dev]'
+	@touch $@
+
+demo: setup
+	$(PY) -m tfspark.cli demo
+
+# pytest exits 5 when it collected no tests: that is a broken run, not a green one.
+test: setup
+	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests; failing" >&2; exit 1; fi; \
+	exit $$rc
+
+lint: setup
+	$(VENV)/bin/ruff check .
+
+bench: setup
+	$(PY) -m tfspark.cli bench $(BENCH_ARGS)
+
+clean:
+	rm -rf build dist *.egg-info .pytest_cache .ruff_cache .mypy_cache spark-warehouse \
+		metastore_db derby.log

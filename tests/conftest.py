@@ -1,0 +1,26 @@
+"""Test set-up shared by every test.
+
+This file imports neither Spark nor TensorFlow: tests under tests/unit must run without them.
+Spark and TensorFlow fixtures live in tests/integration/conftest.py.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Before any SparkSession starts: Spark's Python workers run PYSPARK_PYTHON (default `python3`
+# on PATH, which may lack pyarrow/numba/tfspark), so pin them to the interpreter running pytest.
+os.environ["PYSPARK_PYTHON"] = sys.executable
+os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+# Quiet TensorFlow's C++ start-up logging (INFO and WARNING).
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# The repo's quiet log4j2.properties and local spark-defaults.conf; the fixture sets what the
+# tests rely on explicitly, so this only affects log noise.
+os.environ.setdefault("SPARK_CONF_DIR", str(ROOT / "conf"))
+# Bind the local driver to loopback: no "hostname resolves to a loopback address" warning, and
+# nothing listens on an outside interface.
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
