@@ -83,6 +83,8 @@ def plan_write(opts: WriteOptions, schema: StructType, overwrite: bool) -> Tfrec
                           f"'overwrite' to replace it, 'append' to add to it, or another path")
     if mode == "ignore" and not loc.is_empty():
         skip = True
+    if not skip:
+        loc.check_writable()
     names = schema.names
     extra_cols = list(opts.partition_by) + ([opts.split_column] if opts.split_column else [])
     for col in extra_cols:

@@ -50,7 +50,7 @@ class Location:
                       if i.type == pafs.FileType.File)
 
     def read_bytes(self, rel: str) -> bytes:
-        with self.fs.open_input_stream(self.join(rel)) as f:
+        with self.fs.open_input_stream(self.join(rel), compression=None) as f:
             return f.read()
 
     def write_bytes_atomic(self, rel: str, data: bytes) -> None:
@@ -59,13 +59,25 @@ class Location:
         target = self.join(rel)
         self.fs.create_dir(posixpath.dirname(target), recursive=True)
         if not self.is_local:
-            with self.fs.open_output_stream(target) as f:
+            with self.fs.open_output_stream(target, compression=None) as f:
                 f.write(data)
             return
         tmp = f"{target}.tmp-{uuid.uuid4().hex}"
-        with self.fs.open_output_stream(tmp) as f:
+        with self.fs.open_output_stream(tmp, compression=None) as f:
             f.write(data)
         self.fs.move(tmp, target)
+
+    def check_writable(self) -> None:
+        """Create the directory and a probe file now, so a bad path fails before any work."""
+        probe = f"_tfspark_probe-{uuid.uuid4().hex}"
+        try:
+            self.fs.create_dir(self.base, recursive=True)
+            with self.fs.open_output_stream(self.join(probe)) as f:
+                f.write(b"")
+            self.delete(probe)
+        except (OSError, ValueError) as e:
+            raise OptionError(f"cannot write to {self.uri!r}: {e}. Check the path and its "
+                              f"permissions (or credentials for object stores)") from None
 
     def delete(self, rel: str) -> None:
         try:

@@ -1,7 +1,8 @@
 """Compiled kernels that write tf.train.Example protobuf bytes for whole columns at once.
 
-Wire format written (protobuf, deterministic: map entries in key order, as TF's
-SerializeToString(deterministic=True)):
+Wire format written (protobuf, deterministic: map entries in bytewise key order, as C++
+protobuf's deterministic serialization; Python's upb protobuf puts "floats" before "float", so
+compare parsed messages, not bytes, with what Python serializes):
 
     Example   = 0x0A len Features
     Features  = repeated (0x0A len Entry)            # map<string, Feature> feature = 1

@@ -343,6 +343,12 @@ def _check_unique_keys(features: Iterable[Feature]) -> None:
 
 
 def _tf_default(f: Feature) -> Any:
+    if f.dtype == "float32":
+        import numpy as np
+
+        # Not a Python float: TF caches eager constants of Python scalars by value, and
+        # -0.0 == 0.0, so a -0.0 default could come back as 0.0 (or 0.0 as -0.0).
+        return np.float32(f.default)
     return f.default.encode() if f.dtype == "string" else f.default
 
 

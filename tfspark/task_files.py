@@ -80,7 +80,8 @@ class TaskFiles:
         self._seq += 1
         rel = f"{folder}/{name}" if folder else name
         self.loc.fs.create_dir(self.loc.join(folder) if folder else self.loc.base, recursive=True)
-        stream = self.loc.fs.open_output_stream(self.loc.join(rel))
+        # compression=None: pyarrow would otherwise gzip ".gz" names a second time.
+        stream = self.loc.fs.open_output_stream(self.loc.join(rel), compression=None)
         opened = _Open(rel, stream, RecordWriter(stream, compression=self.compression))
         opened.writer.meta = {"split": split, "partition": partition}  # type: ignore[attr-defined]
         self._open[key] = opened

@@ -116,6 +116,7 @@ def write_tfrecords(df: DataFrame, path: str, *, label_cols: Iterable[str] = (),
                               f"replace it, mode='append' to add to it, or another path")
         if mode == "ignore":
             return WriteResult(path, None, 0, 0, 0, skipped=True)
+    loc.check_writable()
     default_backup = loc.join("_backup") if loc.is_local else f"{path.rstrip('/')}/_backup"
     backup_target = backup_table or backup_path or default_backup
     if backup_table and mode == "errorifexists" and spark.catalog.tableExists(backup_table):
@@ -235,12 +236,22 @@ def _file_count(df: DataFrame, spec: FeatureSpec, rows: int, compression: str | 
     """Files needed for `target` bytes each, from encoding a small sample (no second pass)."""
     if rows == 0:
         return 1
-    sample = df.limit(_SAMPLE_ROWS).toArrow()
+    vectors = {f.path[0] for f in spec.features if f.encoding == "vector"}
+    cols = list(dict.fromkeys(f.path[0] for f in spec.features))
+    if vectors:  # toArrow() trips over null ml Vectors; their array form encodes the same
+        from pyspark.ml.functions import vector_to_array
+
+        df = df.select(*[vector_to_array(F.col(f"`{c}`")).alias(c) if c in vectors
+                         else F.col(f"`{c}`") for c in cols])
+    try:
+        sample = df.limit(_SAMPLE_ROWS).toArrow().select(cols)
+        buf, _ = BatchEncoder(spec, null_elements=null_elements).encode(sample, framed=True)
+    except Exception as e:  # noqa: BLE001 - sizing is a guess; the real write reports errors
+        log.warning("tfspark: could not size files from a sample (%s); writing one file per "
+                    "task", str(e).splitlines()[0])
+        return 0
     if sample.num_rows == 0:
         return 1
-    cols = [f.path[0] for f in spec.features]
-    buf, _ = BatchEncoder(spec, null_elements=null_elements).encode(
-        sample.select(list(dict.fromkeys(cols))), framed=True)
     size = len(buf)
     if compression == "gzip":
         size = len(zlib.compress(buf.tobytes(), 6))
@@ -251,7 +262,10 @@ def _arrange(df: DataFrame, splits: dict[str, float], split_key: str | None, see
              shuffle: bool, n_files: int) -> tuple[DataFrame, str | None]:
     """Add the split column and spread rows over tasks so each writes ~target-sized files."""
     if not splits:
-        out = df.repartition(n_files, F.rand(seed)) if shuffle else df.repartition(n_files)
+        if n_files == 0:  # unknown size: keep Spark's partitions
+            out = df
+        else:
+            out = df.repartition(n_files, F.rand(seed)) if shuffle else df.repartition(n_files)
         if shuffle:
             out = out.sortWithinPartitions(F.rand(seed + 1))
         return out, None
@@ -266,6 +280,7 @@ def _arrange(df: DataFrame, splits: dict[str, float], split_key: str | None, see
         bound += splits[name]
         expr = (F.when(u < bound, name) if expr is None else expr.when(u < bound, name))
     expr = F.lit(names[-1]) if expr is None else expr.otherwise(names[-1])
+    n_files = n_files or 1
     buckets = {name: max(1, round(n_files * frac)) for name, frac in splits.items()}
     bucket = F.floor(F.rand(seed + 2) * F.coalesce(*[
         F.when(F.col(SPLIT_COLUMN) == name, F.lit(k)) for name, k in buckets.items()]))

@@ -19,14 +19,17 @@ if TYPE_CHECKING:
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
-    """One local[2] SparkSession for the whole test session, with everything under a tmp dir."""
+    """One local[2] SparkSession for the whole test session, everything under a tmp dir.
+
+    local[2,2]: a failed task is tried once more, so task retries can be tested.
+    """
     from pyspark.sql import SparkSession
 
     base = tmp_path_factory.mktemp("spark")
     derby_home = base / "derby"
     derby_home.mkdir()
     session = (
-        SparkSession.builder.master("local[2]")
+        SparkSession.builder.master("local[2,2]")
         .appName("tfspark-tests")
         .config("spark.pyspark.python", sys.executable)
         .config("spark.pyspark.driver.python", sys.executable)

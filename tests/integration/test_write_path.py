@@ -1,0 +1,347 @@
+"""The Spark write path end to end: data source modes, partitions, splits, backup, retries,
+bad input. TensorFlow reads every file back and each value is compared to the source rows."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+import math
+import os
+
+import pytest
+from tfcheck import f32, read_with_tf, rows_by
+
+import tfspark
+from tfspark.errors import OptionError, SchemaError
+
+pytestmark = [pytest.mark.spark]
+
+
+@pytest.fixture(scope="module")
+def F(spark):
+    tfspark.register(spark)
+    from pyspark.sql import functions
+
+    return functions
+
+
+def manifest(path):
+    with open(os.path.join(path, "_tfspark.json")) as f:
+        return json.load(f)
+
+
+def part_files(path):
+    return sorted(os.path.relpath(os.path.join(d, n), path) for d, _, names in os.walk(path)
+                  for n in names if n.startswith("part-") and ".tfrecord" in n)
+
+
+def test_register_is_idempotent(spark):
+    assert tfspark.register(spark) == ["tfspark", "tfrecord"]
+    assert tfspark.register(spark) == ["tfspark", "tfrecord"]
+
+
+@pytest.mark.tf
+def test_append_twice_then_overwrite(spark, F, tf, tmp_path):
+    out = str(tmp_path / "ds")
+    spark.range(0, 500).write.format("tfrecord").mode("append").save(out)
+    spark.range(500, 800).write.format("tfrecord").mode("append").option("codec", "none") \
+        .save(out)
+    m = manifest(out)
+    assert m["records"] == 800 and len(m["writes"]) == 2
+    _, cols = read_with_tf(tf, out)
+    assert sorted(cols["id"]) == list(range(800))  # both batches, no duplicates
+    old_files = part_files(out)
+    spark.range(5, 10).write.format("tfrecord").mode("overwrite").save(out)
+    _, cols = read_with_tf(tf, out)
+    assert sorted(cols["id"]) == list(range(5, 10))
+    assert not set(old_files) & set(part_files(out)), "overwrite left the old files behind"
+    assert os.path.exists(os.path.join(out, "_SUCCESS"))
+
+
+def test_spark_refuses_errorifexists_and_ignore_natively(spark, tmp_path):
+    # Engine fact: Spark rejects these modes for Python sources before our code runs.
+    for mode in ("errorifexists", "ignore"):
+        with pytest.raises(Exception, match="UNSUPPORTED_DATA_SOURCE_SAVE_MODE"):
+            spark.range(3).write.format("tfrecord").mode(mode).save(str(tmp_path / mode))
+
+
+def test_mode_option_gives_errorifexists_and_ignore(spark, tmp_path):
+    out = str(tmp_path / "m")
+    w = spark.range(10).write.format("tfrecord").mode("append")
+    w.option("mode", "errorifexists").save(out)  # empty path: writes
+    assert manifest(out)["records"] == 10
+    with pytest.raises(Exception, match="already exists and is not empty"):
+        spark.range(3).write.format("tfrecord").mode("append").option("mode", "errorifexists") \
+            .save(out)
+    spark.range(3).write.format("tfrecord").mode("append").option("mode", "ignore").save(out)
+    assert manifest(out)["records"] == 10 and len(part_files(out)) == len(manifest(out)["files"])
+
+
+@pytest.mark.tf
+def test_partitions_are_escaped_and_stay_inside(spark, F, tf, tmp_path):
+    out = tmp_path / "parts"
+    values = ["a/b", "..", "x=y", None, "plain", "../../escape"]
+    rows = [(i, values[i % len(values)]) for i in range(60)]
+    df = spark.createDataFrame(rows, "id long, p string")
+    df.write.format("tfrecord").mode("overwrite").option("partitionBy", "p").save(str(out))
+    m = manifest(out)
+    assert m["partition_by"] == ["p"] and m["records"] == 60
+    seen = {}
+    for entry in m["files"]:
+        full = os.path.realpath(out / entry["path"])
+        assert full.startswith(os.path.realpath(out) + os.sep), entry["path"]
+        assert os.path.dirname(entry["path"]).startswith("p=")
+        comp = "GZIP" if m["compression"] else ""
+        ds = tf.data.TFRecordDataset(str(out / entry["path"]), compression_type=comp)
+        spec = tfspark.FeatureSpec.from_dict(m["spec"])
+        assert spec.names == ["id"], "the partition column must not be stored in the records"
+        for rec in ds.batch(100):
+            ids = tf.io.parse_example(rec, spec.parsing_spec())["id"].numpy().tolist()
+            for i in ids:
+                seen[i] = entry["partition"]["p"]
+    assert seen == {i: p for i, p in rows}
+    assert not os.path.exists(tmp_path / "escape")
+
+
+@pytest.mark.tf
+def test_max_records_per_file_and_bytearray(spark, F, tf, tmp_path):
+    out = str(tmp_path / "max")
+    spark.range(1000).repartition(1).write.format("tfrecord").mode("overwrite") \
+        .option("maxRecordsPerFile", 300).save(out)
+    counts = sorted(e["records"] for e in manifest(out)["files"])
+    assert counts == [100, 300, 300, 300]
+    raw = str(tmp_path / "raw")
+    payloads = [bytes([i % 256]) * (i % 7) + b"\x00end" for i in range(50)]
+    spark.createDataFrame([(p,) for p in payloads], "b binary").write.format("tfrecord") \
+        .mode("overwrite").option("recordType", "ByteArray").option("compression", "gzip") \
+        .save(raw)
+    m = manifest(raw)
+    assert m["record_type"] == "ByteArray" and m["spec"] is None
+    files = [os.path.join(raw, e["path"]) for e in m["files"]]
+    got = [r.numpy() for r in tf.data.TFRecordDataset(files, compression_type="GZIP")]
+    assert sorted(got) == sorted(payloads)
+
+
+def _rich_df(spark):
+    from pyspark.ml.linalg import Vectors
+    from pyspark.sql import types as T
+
+    schema = T.StructType([
+        T.StructField("id", T.LongType(), False),
+        T.StructField("i", T.IntegerType()), T.StructField("s16", T.ShortType()),
+        T.StructField("b8", T.ByteType()), T.StructField("flag", T.BooleanType()),
+        T.StructField("f", T.FloatType()), T.StructField("d", T.DoubleType()),
+        T.StructField("dec", T.DecimalType(12, 3)), T.StructField("txt", T.StringType()),
+        T.StructField("bin", T.BinaryType()), T.StructField("day", T.DateType()),
+        T.StructField("ts", T.TimestampType()),
+        T.StructField("arr", T.ArrayType(T.DoubleType(), False)),
+        T.StructField("emb", T.ArrayType(T.FloatType(), False)),
+        T.StructField("rag", T.ArrayType(T.ArrayType(T.LongType(), False), False)),
+        T.StructField("st", T.StructType([T.StructField("a", T.IntegerType()),
+                                          T.StructField("b", T.StringType())])),
+        T.StructField("vec", VectorUDT()),
+        T.StructField("y", T.IntegerType(), False),
+    ])
+    rows = []
+    for k in range(40):
+        null = k % 5 == 4
+        rows.append((
+            k, None if null else k * 1000 - 7, None if null else -32768 + k,
+            None if null else (k % 256) - 128, None if null else k % 2 == 0,
+            None if null else k / 3, None if null else (-1.0) ** k * 1e10 / (k + 1),
+            None if null else decimal.Decimal(f"{k}.125"), None if null else f"té{k}\u4e2d",
+            None if null else bytes([0, k, 255]), None if null else dt.date(1960 + k, 2, 28),
+            None if null else dt.datetime(1950 + k, 1, 1, 12, 0, 0, 123456,
+                                          tzinfo=dt.timezone.utc),
+            None if null else [float(j) for j in range(k % 4)],
+            [float(k), 0.5, -0.0],
+            None if null else [[j] * j for j in range(k % 3)],
+            None if null else (k, f"s{k}"),
+            None if null else (Vectors.dense([k, 1.0]) if k % 2 else
+                               Vectors.sparse(2, [1], [float(k)])),
+            k % 2,
+        ))
+    return spark.createDataFrame(rows, schema), rows
+
+
+def VectorUDT():
+    from pyspark.ml.linalg import VectorUDT as V
+
+    return V()
+
+
+@pytest.mark.tf
+def test_workflow_every_type_matches_source(spark, F, tf, tmp_path):
+    df, rows = _rich_df(spark)
+    out = str(tmp_path / "rich")
+    result = tfspark.write_tfrecords(df, out, label_cols=["y"], compression="gzip",
+                                     target_file_bytes=2000)
+    assert result.rows == result.source_rows == result.backup_rows == 40
+    assert result.files == len(manifest(out)["files"]) > 1
+    spec, cols = read_with_tf(tf, out)
+    assert spec["emb"].kind == "fixed" and spec["emb"].shape == (3,)  # observed fixed length
+    assert spec["vec"].kind == "fixed" and spec["vec"].shape == (2,)
+    assert spec["arr"].kind == "varlen" and spec["y"].label
+    got = rows_by(cols, "id")
+    assert sorted(got) == list(range(40))
+    epoch = dt.date(1970, 1, 1)
+    for r in rows:
+        g = got[r[0]]
+        null = r[1] is None
+        assert g["i"] == (0 if null else r[1])
+        assert g["s16"] == (0 if null else r[2]) and g["b8"] == (0 if null else r[3])
+        assert g["flag"] == (0 if null else int(r[4]))
+        assert g["f"] == (0.0 if null else f32(r[5])) and g["d"] == (0.0 if null else f32(r[6]))
+        assert g["dec"] == (0.0 if null else f32(float(r[7])))
+        assert g["txt"] == (b"" if null else r[8].encode())
+        assert g["bin"] == (b"" if null else r[9])
+        assert g["day"] == (0 if null else (r[10] - epoch).days)
+        if not null:
+            micros = (r[11] - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)) // \
+                dt.timedelta(microseconds=1)
+            assert g["ts"] == micros
+        assert g["arr"] == ([] if null else r[12])
+        assert g["emb"] == f32(r[13]) and math.copysign(1, g["emb"][2]) == -1
+        assert g["rag"] == ([] if null else r[14])
+        assert g["st.a"] == (0 if null else r[15][0])
+        assert g["st.b"] == (b"" if null else r[15][1].encode())
+        assert g["vec"] == ([0.0, 0.0] if null else f32(r[16].toArray().tolist()))
+        assert g["y"] == r[17]
+    stats = manifest(out)["stats"]
+    assert stats["null_counts"]["i"] == 8 and stats["rows"] == {"source": 40, "backup": 40}
+
+
+@pytest.mark.tf
+def test_splits_are_reproducible_by_key(spark, F, tf, tmp_path):
+    df = spark.range(3000).select("id", (F.col("id") % 7).alias("y"))
+    split = {"train": 0.8, "validation": 0.1, "test": 0.1}
+    a = tfspark.write_tfrecords(df, str(tmp_path / "a"), label_cols="y", split=split,
+                                split_key="id", seed=3)
+    b = tfspark.write_tfrecords(df.repartition(5), str(tmp_path / "b"), label_cols="y",
+                                split=split, split_key="id", seed=3)
+    assert set(a.splits) == set(split) and a.rows == 3000
+    assert sum(s["rows"] for s in a.splits.values()) == 3000
+    assert 2200 < a.splits["train"]["rows"] < 2600
+    members = {}
+    for name in split:
+        _, cols_a = read_with_tf(tf, str(tmp_path / "a"), split=name)
+        _, cols_b = read_with_tf(tf, str(tmp_path / "b"), split=name)
+        assert sorted(cols_a["id"]) == sorted(cols_b["id"])  # same key -> same split
+        assert len(cols_a["id"]) == a.splits[name]["rows"] == b.splits[name]["rows"]
+        members.update({i: name for i in cols_a["id"]})
+    assert sorted(members) == list(range(3000))
+    assert manifest(str(tmp_path / "a"))["splits"] == sorted(split)
+
+
+def test_backup_table_counts_agree(spark, F, tmp_path):
+    df = spark.range(1234).select("id", F.rand(7).alias("x"), (F.col("id") % 2).alias("y"))
+    out = str(tmp_path / "bk")
+    r = tfspark.write_tfrecords(df, out, label_cols=["y"], backup_table="tfs_counts",
+                                mode="overwrite")
+    assert spark.table("tfs_counts").count() == r.backup_rows == r.rows == 1234
+    assert manifest(out)["records"] == 1234
+    r2 = tfspark.write_tfrecords(df.limit(100), out, label_cols=["y"], backup_table="tfs_counts",
+                                 mode="append")
+    assert r2.rows == r2.backup_rows == 100
+    assert spark.table("tfs_counts").count() == manifest(out)["records"] == 1334
+    assert "rows" in r2.summary() and "tfs_counts" in r2.summary()
+
+
+@pytest.mark.tf
+def test_task_failing_once_leaves_exactly_the_source_rows(spark, F, tf, tmp_path):
+    from pyspark import TaskContext
+
+    def flaky(i):
+        ctx = TaskContext.get()
+        if ctx.partitionId() == 0 and ctx.attemptNumber() == 0 and i == 900:
+            raise RuntimeError("injected failure on the first attempt")
+        return i
+
+    flaky_udf = F.udf(flaky, "long")
+    df = spark.range(0, 2000, numPartitions=2).select(flaky_udf("id").alias("id"))
+    out = str(tmp_path / "retry")
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "100")
+    try:
+        df.write.format("tfrecord").mode("overwrite").save(out)
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    _, cols = read_with_tf(tf, out)
+    assert sorted(cols["id"]) == list(range(2000))
+    assert part_files(out) == sorted(e["path"] for e in manifest(out)["files"])
+
+
+# ---- bad input: a clear error, and nothing written
+
+
+def test_errorifexists_refuses_existing_path(spark, tmp_path):
+    out = tmp_path / "exists"
+    out.mkdir()
+    (out / "keep.txt").write_text("precious")
+    with pytest.raises(OptionError, match="already exists"):
+        tfspark.write_tfrecords(spark.range(3), str(out))
+    assert os.listdir(out) == ["keep.txt"]
+    r = tfspark.write_tfrecords(spark.range(3), str(out), mode="ignore")
+    assert r.skipped and os.listdir(out) == ["keep.txt"]
+
+
+@pytest.mark.parametrize("option,value,message", [
+    ("bogus", "1", r"unknown tfrecord option\(s\) \['bogus'\]"),
+    ("compression", "zip", "compression"),
+    ("recordType", "SequenceExample", "recordType"),
+    ("maxRecordsPerFile", "-4", "maxRecordsPerFile"),
+    ("nullElements", "ignore", "nullElements"),
+    ("partitionBy", "nope", "partition/split column 'nope'"),
+])
+def test_bad_options_are_refused_before_writing(spark, tmp_path, option, value, message):
+    out = tmp_path / "bad"
+    with pytest.raises(Exception, match=message):
+        spark.range(3).write.format("tfrecord").mode("overwrite").option(option, value) \
+            .save(str(out))
+    assert not out.exists() or not part_files(str(out))
+
+
+def test_bad_workflow_arguments_write_nothing(spark, F, tmp_path):
+    df = spark.range(10).select("id", F.create_map(F.lit("k"), F.col("id")).alias("m"))
+    cases = [
+        (lambda p: tfspark.write_tfrecords(df, p), SchemaError, r"column 'm' has type map"),
+        (lambda p: tfspark.write_tfrecords(spark.range(3), p, label_cols=["label"]),
+         SchemaError, r"label column\(s\) \['label'\] not found"),
+        (lambda p: tfspark.write_tfrecords(spark.range(3), p, split={"a": 0.5, "b": 0.4}),
+         OptionError, "must sum to 1"),
+        (lambda p: tfspark.write_tfrecords(spark.range(3), p, split={"../x": 1.0}),
+         OptionError, "split name"),
+        (lambda p: tfspark.write_tfrecords(spark.range(3), p, mode="upsert"),
+         OptionError, "mode 'upsert' is not valid"),
+        (lambda p: tfspark.write_tfrecords(spark.range(3), p, compression="lz4"),
+         OptionError, "compression"),
+        (lambda p: tfspark.write_tfrecords(spark.range(3), p, partition_by=["zz"]),
+         OptionError, "partition_by column 'zz'"),
+    ]
+    for i, (call, err, message) in enumerate(cases):
+        out = tmp_path / f"case{i}"
+        with pytest.raises(err, match=message):
+            call(str(out))
+        assert not out.exists(), f"case {i} left {out}"
+
+
+def test_unwritable_path_is_a_clear_error(spark, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(OptionError, match="cannot write to"):
+        tfspark.write_tfrecords(spark.range(3), str(blocker / "out"))
+    with pytest.raises(Exception, match="cannot write to"):
+        spark.range(3).write.format("tfrecord").mode("overwrite").save(str(blocker / "o2"))
+
+
+def test_append_with_other_schema_is_refused(spark, F, tmp_path):
+    out = str(tmp_path / "app")
+    spark.range(5).write.format("tfrecord").mode("append").save(out)
+    before = manifest(out)
+    with pytest.raises(Exception, match="feature spec differs"):
+        spark.range(5).withColumn("x", F.lit(1.0)).write.format("tfrecord").mode("append") \
+            .save(out)
+    with pytest.raises(Exception, match="compression"):
+        spark.range(5).write.format("tfrecord").mode("append").option("compression", "gzip") \
+            .save(out)
+    assert manifest(out) == before
