@@ -35,6 +35,7 @@ class _Col:
     present: np.ndarray  # bool, n
     values: np.ndarray  # int64 | float32 | uint8 data (bytes)
     offsets: np.ndarray | None = None  # int64 element offsets into data (bytes only)
+    scalar: bool = False  # one value per row (rows == arange): the kernels' fast path
 
 
 def encode_batch(batch: pa.RecordBatch | pa.Table, spec: FeatureSpec, *,
@@ -109,7 +110,13 @@ class BatchEncoder:
 def _run(c: _Col, step: str, target: np.ndarray, key: np.ndarray,
          cursor: np.ndarray | None = None, lo: int = 0, hi: int = 0) -> None:
     lead = (target,) if step == "size" else (target, cursor, lo, hi)
-    if c.kind == pw.INT:
+    if c.scalar and c.kind == pw.INT:
+        fn = pw.size_int_scalars if step == "size" else pw.write_int_scalars
+        fn(*lead, key, c.present, c.values)
+    elif c.scalar and c.kind == pw.FLOAT:
+        fn = pw.size_float_scalars if step == "size" else pw.write_float_scalars
+        fn(*lead, key, c.present, c.values.view(np.uint8))
+    elif c.kind == pw.INT:
         fn = pw.size_ints if step == "size" else pw.write_ints
         fn(*lead, key, c.rows, c.present, c.values)
     elif c.kind == pw.FLOAT:
@@ -176,7 +183,9 @@ def _columns_of(f: Feature, arr: pa.Array, policy: str) -> list[_Col]:
     if _is_list(arr.type):
         raise EncodeError(f"column {f.name!r} holds Arrow {arr.type} but the spec has a scalar "
                           f"({f.source_type}); re-infer the spec from this data")
-    return [_leaf(f, f.name, np.arange(n + 1, dtype=np.int64), present, arr)]
+    col = _leaf(f, f.name, np.arange(n + 1, dtype=np.int64), present, arr)
+    col.scalar = True
+    return [col]
 
 
 def _present(f: Feature, arr: pa.Array) -> np.ndarray:
@@ -255,17 +264,21 @@ def _leaf(f: Feature, key: str, rows: np.ndarray, present: np.ndarray, arr: pa.A
     if enc in ("float", "decimal"):
         if not (pa.types.is_floating(t) or pa.types.is_decimal(t) or pa.types.is_integer(t)):
             _wrong_type(f, t)
-        raw = pc.fill_null(arr, 0).cast(pa.float64()).to_numpy(zero_copy_only=False)
+        raw = _fill(arr, 0).cast(pa.float64()).to_numpy(zero_copy_only=False)
         return _Col(key, pw.FLOAT, rows, present, _to_float32(f, raw, rows))
     raise EncodeError(f"feature {f.name!r} has unknown encoding {enc!r}")  # pragma: no cover
+
+
+def _fill(arr: pa.Array, value: object) -> pa.Array:
+    return pc.fill_null(arr, value) if arr.null_count else arr
 
 
 def _to_int64(f: Feature, arr: pa.Array) -> np.ndarray:
     t, enc = arr.type, f.encoding
     if enc == "bool" and pa.types.is_boolean(t):
-        return pc.fill_null(arr, False).cast(pa.int64()).to_numpy(zero_copy_only=False)
+        return _fill(arr, False).cast(pa.int64()).to_numpy(zero_copy_only=False)
     if enc in ("int", "bool") and pa.types.is_integer(t):
-        filled = pc.fill_null(arr, 0)
+        filled = _fill(arr, 0)
         if pa.types.is_uint64(t):
             big = pc.greater(filled, pa.scalar(2**63 - 1, pa.uint64())).to_numpy(
                 zero_copy_only=False)
@@ -275,11 +288,11 @@ def _to_int64(f: Feature, arr: pa.Array) -> np.ndarray:
                                   f"{row} is out of int64 range; cast or scale the column")
         return filled.cast(pa.int64(), safe=False).to_numpy(zero_copy_only=False)
     if enc == "date" and (pa.types.is_date32(t) or pa.types.is_date64(t)):
-        days = pc.fill_null(arr, 0).cast(pa.date32()) if pa.types.is_date64(t) else arr
-        return pc.fill_null(days.view(pa.int32()), 0).cast(pa.int64()).to_numpy(
+        days = _fill(arr, 0).cast(pa.date32()) if pa.types.is_date64(t) else arr
+        return _fill(days.view(pa.int32()), 0).cast(pa.int64()).to_numpy(
             zero_copy_only=False)
     if enc == "timestamp" and pa.types.is_timestamp(t):
-        raw = pc.fill_null(arr.view(pa.int64()), 0).to_numpy(zero_copy_only=False)
+        raw = _fill(arr.view(pa.int64()), 0).to_numpy(zero_copy_only=False)
         scale = _TS_TO_US[t.unit]
         if scale is None:
             return np.floor_divide(raw, 1000)
@@ -319,19 +332,19 @@ def _vector(f: Feature, arr: pa.Array, present: np.ndarray) -> tuple[np.ndarray,
     """ml Vector column (its Arrow struct form, or a plain list) -> dense float64 rows."""
     if _is_list(arr.type):
         rows, child = _list_parts(f, arr, present, "error")
-        return rows, pc.fill_null(child, 0).cast(pa.float64()).to_numpy(zero_copy_only=False)
+        return rows, _fill(child, 0).cast(pa.float64()).to_numpy(zero_copy_only=False)
     names = {arr.type.field(i).name for i in range(arr.type.num_fields)} \
         if pa.types.is_struct(arr.type) else set()
     if names != {"type", "size", "indices", "values"}:
         raise EncodeError(f"column {f.name!r} should be an ml Vector (struct of type, size, "
                           f"indices, values) but holds Arrow {arr.type}")
     parts = dict(zip([arr.type.field(i).name for i in range(4)], arr.flatten()))
-    kind = pc.fill_null(parts["type"], 1).cast(pa.int8()).to_numpy(zero_copy_only=False)
-    size = pc.fill_null(parts["size"], 0).cast(pa.int64()).to_numpy(zero_copy_only=False)
+    kind = _fill(parts["type"], 1).cast(pa.int8()).to_numpy(zero_copy_only=False)
+    size = _fill(parts["size"], 0).cast(pa.int64()).to_numpy(zero_copy_only=False)
     idx_rows, idx = _list_parts(f, parts["indices"], present, "error")
     val_rows, val = _list_parts(f, parts["values"], present, "error")
-    indices = pc.fill_null(idx, 0).cast(pa.int64()).to_numpy(zero_copy_only=False)
-    values = pc.fill_null(val, 0).cast(pa.float64()).to_numpy(zero_copy_only=False)
+    indices = _fill(idx, 0).cast(pa.int64()).to_numpy(zero_copy_only=False)
+    values = _fill(val, 0).cast(pa.float64()).to_numpy(zero_copy_only=False)
     sparse = present & (kind == 0)
     owner = np.repeat(np.arange(len(arr)), np.diff(idx_rows))
     bad = sparse[owner] & ((indices < 0) | (indices >= size[owner]))

@@ -31,10 +31,18 @@ FEATURE_TAG = {BYTES: 0x0A, FLOAT: 0x12, INT: 0x1A}
 
 @njit
 def varint_size(v):
-    u = np.uint64(v)
-    n = 1
-    while u >= np.uint64(0x80):
-        u >>= np.uint64(7)
+    if v < 0:
+        return 10  # two's complement of a negative int64 fills all 64 bits
+    if v < 0x80:
+        return 1
+    if v < 0x4000:
+        return 2
+    if v < 0x200000:
+        return 3
+    n = 4
+    u = v >> 28
+    while u > 0:
+        u >>= 7
         n += 1
     return n
 
@@ -192,6 +200,66 @@ def write_heads(out, offsets, sizes, frame, lo, hi):
         p = offsets[i] + head
         out[p] = 0x0A
         put_varint(out, p + 1, sizes[i])
+
+
+@njit
+def _scalar_head(key, tag, payload):
+    """The bytes of an entry up to its values, for one scalar value of `payload` bytes."""
+    body = 1 + 1 + payload  # 0x0A len values: payload is at most 10 bytes
+    feature = 1 + 1 + body
+    entry = key.shape[0] + 1 + 1 + feature
+    head = np.empty(1 + varint_size(entry) + entry - payload, np.uint8)
+    pos = _put_entry_head(head, 0, key, tag, body)
+    head[pos] = 0x0A
+    head[pos + 1] = payload
+    return head
+
+
+@njit
+def size_float_scalars(sizes, key, present, values_u8):
+    n = _scalar_head(key, 0x12, 4).shape[0] + 4
+    for i in range(present.shape[0]):
+        if present[i]:
+            sizes[i] += n
+
+
+@njit
+def write_float_scalars(out, cursor, lo, hi, key, present, values_u8):
+    """Scalar floats: every entry is the same head followed by the value's 4 bytes."""
+    head = _scalar_head(key, 0x12, 4)
+    h = head.shape[0]
+    for i in range(lo, hi):
+        if present[i]:
+            pos = cursor[i]
+            for k in range(h):
+                out[pos + k] = head[k]
+            pos += h
+            for k in range(4):
+                out[pos + k] = values_u8[4 * i + k]
+            cursor[i] = pos + 4
+
+
+@njit
+def size_int_scalars(sizes, key, present, values):
+    lengths = np.empty(11, np.int64)  # entry bytes by the value's varint size
+    for p in range(1, 11):
+        lengths[p] = _scalar_head(key, 0x1A, p).shape[0] + p
+    for i in range(present.shape[0]):
+        if present[i]:
+            sizes[i] += lengths[varint_size(values[i])]
+
+
+@njit
+def write_int_scalars(out, cursor, lo, hi, key, present, values):
+    heads = [_scalar_head(key, 0x1A, p) for p in range(1, 11)]
+    for i in range(lo, hi):
+        if present[i]:
+            v = values[i]
+            head = heads[varint_size(v) - 1]
+            pos = cursor[i]
+            for k in range(head.shape[0]):
+                out[pos + k] = head[k]
+            cursor[i] = put_varint(out, pos + head.shape[0], v)
 
 
 @njit

@@ -1,0 +1,63 @@
+"""Shared bits of the benchmarks: the standard 10-column table, timing, one-core pinning."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from collections.abc import Callable
+
+import numpy as np
+import pyarrow as pa
+
+WORDS = np.array(["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"])
+
+
+def table(rows: int, seed: int = 0) -> pa.Table:
+    """rows x 10 columns: 5 float64, 3 int64, 2 short strings (the benchmark issues' table)."""
+    rng = np.random.default_rng(seed)
+    cols: dict[str, pa.Array] = {}
+    for i in range(5):
+        cols[f"f{i}"] = pa.array(rng.standard_normal(rows))
+    for i in range(3):
+        cols[f"i{i}"] = pa.array(rng.integers(-10**6, 10**6, rows))
+    for i in range(2):
+        cols[f"s{i}"] = pa.array(WORDS[rng.integers(0, len(WORDS), rows)])
+    return pa.table(cols)
+
+
+def spark_schema():
+    from pyspark.sql import types as T
+
+    return T.StructType(
+        [T.StructField(f"f{i}", T.DoubleType()) for i in range(5)]
+        + [T.StructField(f"i{i}", T.LongType()) for i in range(3)]
+        + [T.StructField(f"s{i}", T.StringType()) for i in range(2)])
+
+
+def best_of(fn: Callable[[], object], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def pin_one_core() -> str:
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+        return "pinned to one core"
+    return "not pinned (no sched_setaffinity)"
+
+
+def machine() -> str:
+    return (f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+            f"load average {os.getloadavg()[0]:.1f} at start")
+
+
+def save_json(path: str | None, doc: dict) -> None:
+    if path:
+        with open(path, "w") as f:
+            json.dump(doc, f, indent=1)
