@@ -13,9 +13,10 @@ import json
 import logging
 import math
 import re
+import time
 import zlib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pyspark.sql import DataFrame, Observation
@@ -33,7 +34,6 @@ from tfspark.spec import FeatureSpec, infer_spec
 
 log = logging.getLogger("tfspark")
 SPLIT_COLUMN = "__tfspark_split__"
-_BUCKET_COLUMN = "__tfspark_bucket__"
 _SPLIT_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 _SAMPLE_ROWS = 2000
 
@@ -55,6 +55,7 @@ class WriteResult:
     backup_rows: int = 0
     compression: str | None = None
     skipped: bool = False
+    seconds: dict[str, float] = field(default_factory=dict)  # backup, tfrecords
 
     def summary(self) -> str:
         if self.skipped:
@@ -65,6 +66,8 @@ class WriteResult:
                  f"  rows: source {self.source_rows:,} = backup {self.backup_rows:,} = "
                  f"tfrecords {self.rows:,}",
                  f"  backup: {self.backup}"]
+        if self.seconds:
+            lines.append("  time: " + ", ".join(f"{k} {v:.1f}s" for k, v in self.seconds.items()))
         for name, s in self.splits.items():
             lines.append(f"  split {name}: {s['rows']:,} rows, {s['files']} files, "
                          f"{s['bytes'] / 2**20:,.1f} MiB")
@@ -124,6 +127,7 @@ def write_tfrecords(df: DataFrame, path: str, *, label_cols: Iterable[str] = (),
                           f"or 'append', or another backup_table")
     register(spark)
 
+    started = time.perf_counter()
     obs = Observation("tfspark")
     observed = df.observe(obs, *observe.metrics(df.schema, base_spec))
     new_files = _write_backup(spark, observed, backup_table, backup_target, mode)
@@ -136,9 +140,11 @@ def write_tfrecords(df: DataFrame, path: str, *, label_cols: Iterable[str] = (),
     spec = infer_spec(df.select(*[F.col(f"`{c}`") for c in data_cols]).schema,
                       label_cols=label_cols, shapes={**facts["shapes"], **dict(shapes or {})},
                       defaults=defaults)
-    n_files = _file_count(backup_df, spec, backup_rows, compression, target_file_bytes,
-                          null_elements)
-    out_df, split_col = _arrange(backup_df, splits, split_key, seed, shuffle, n_files)
+    backup_done = time.perf_counter()
+    row_bytes = _row_bytes(backup_df, spec, compression, null_elements) if backup_rows else None
+    out_df, split_col, per_file = _arrange(backup_df, splits, split_key, seed, shuffle,
+                                           backup_rows, row_bytes, target_file_bytes,
+                                           max_records_per_file)
     stats = {"rows": {"source": facts["rows"], "backup": backup_rows},
              "null_counts": facts["null_counts"], "backup": backup_target,
              "backup_files": len(new_files)}
@@ -149,8 +155,8 @@ def write_tfrecords(df: DataFrame, path: str, *, label_cols: Iterable[str] = (),
               .option("stats", json.dumps(stats)))
     if compression:
         writer = writer.option("compression", compression)
-    if max_records_per_file:
-        writer = writer.option("maxRecordsPerFile", str(max_records_per_file))
+    if per_file:
+        writer = writer.option("maxRecordsPerFile", str(per_file))
     if partition_by:
         writer = writer.option("partitionBy", ",".join(partition_by))
     if split_col:
@@ -158,6 +164,8 @@ def write_tfrecords(df: DataFrame, path: str, *, label_cols: Iterable[str] = (),
     writer.save(path)
     result = _result(path, spec, mf.read_manifest(loc), backup_target, facts["rows"],
                      backup_rows, compression)
+    result = replace(result, seconds={"backup": round(backup_done - started, 2),
+                                      "tfrecords": round(time.perf_counter() - backup_done, 2)})
     log.info("%s", result.summary())
     return result
 
@@ -231,44 +239,60 @@ def _read_back(spark: Any, schema: Any, files: list[str]) -> DataFrame:
     return spark.read.schema(schema).parquet(*files)
 
 
-def _file_count(df: DataFrame, spec: FeatureSpec, rows: int, compression: str | None,
-                target: int, null_elements: str) -> int:
-    """Files needed for `target` bytes each, from encoding a small sample (no second pass)."""
-    if rows == 0:
-        return 1
+def _row_bytes(df: DataFrame, spec: FeatureSpec, compression: str | None,
+               null_elements: str) -> float | None:
+    """Bytes per record on disk, from encoding a small sample (no second pass); None if unknown.
+    """
     vectors = {f.path[0] for f in spec.features if f.encoding == "vector"}
     cols = list(dict.fromkeys(f.path[0] for f in spec.features))
     if vectors:  # toArrow() trips over null ml Vectors; their array form encodes the same
         from pyspark.ml.functions import vector_to_array
 
-        df = df.select(*[vector_to_array(F.col(f"`{c}`")).alias(c) if c in vectors
-                         else F.col(f"`{c}`") for c in cols])
+        def col(c: str) -> Any:
+            v = F.col(f"`{c}`")
+            return F.when(v.isNotNull(), vector_to_array(v)).alias(c) if c in vectors else v
+
+        df = df.select(*[col(c) for c in cols])
     try:
         sample = df.limit(_SAMPLE_ROWS).toArrow().select(cols)
         buf, _ = BatchEncoder(spec, null_elements=null_elements).encode(sample, framed=True)
     except Exception as e:  # noqa: BLE001 - sizing is a guess; the real write reports errors
-        log.warning("tfspark: could not size files from a sample (%s); writing one file per "
-                    "task", str(e).splitlines()[0])
-        return 0
+        log.warning("tfspark: could not size files from a sample (%s); one file per task",
+                    str(e).splitlines()[0])
+        return None
     if sample.num_rows == 0:
-        return 1
-    size = len(buf)
-    if compression == "gzip":
-        size = len(zlib.compress(buf.tobytes(), 6))
-    return max(1, math.ceil(rows * size / sample.num_rows / target))
+        return None
+    size = len(buf) if compression != "gzip" else len(zlib.compress(buf.tobytes(), 6))
+    return size / sample.num_rows
+
+
+def _partitions(df: DataFrame) -> int | None:
+    try:
+        return df.rdd.getNumPartitions()
+    except Exception:  # noqa: BLE001 - Spark Connect has no RDDs
+        return None
 
 
 def _arrange(df: DataFrame, splits: dict[str, float], split_key: str | None, seed: int,
-             shuffle: bool, n_files: int) -> tuple[DataFrame, str | None]:
-    """Add the split column and spread rows over tasks so each writes ~target-sized files."""
+             shuffle: bool, rows: int, row_bytes: float | None, target: int,
+             max_records: int | None) -> tuple[DataFrame, str | None, int | None]:
+    """Add the split column and lay rows out so files come out near `target` bytes.
+
+    No shuffle unless asked: tasks roll files at target / row_bytes records, and partitions
+    much smaller than the target are coalesced first.
+    """
+    per_file = max(1, int(target / row_bytes)) if row_bytes else None
+    if max_records:
+        per_file = min(per_file, max_records) if per_file else max_records
+    n_files = max(1, math.ceil(rows / per_file)) if per_file and rows else 1
+    if shuffle:
+        df = df.repartition(n_files, F.rand(seed)).sortWithinPartitions(F.rand(seed + 1))
+    else:
+        have = _partitions(df)
+        if have is not None and have > n_files:
+            df = df.coalesce(n_files)
     if not splits:
-        if n_files == 0:  # unknown size: keep Spark's partitions
-            out = df
-        else:
-            out = df.repartition(n_files, F.rand(seed)) if shuffle else df.repartition(n_files)
-        if shuffle:
-            out = out.sortWithinPartitions(F.rand(seed + 1))
-        return out, None
+        return df, None, per_file
     if split_key is not None:  # a hash of the key in [0, 1): the same row, the same split
         u = F.pmod(F.xxhash64(F.col(f"`{split_key}`"), F.lit(seed)), F.lit(1 << 30)) / (1 << 30)
     else:
@@ -280,15 +304,7 @@ def _arrange(df: DataFrame, splits: dict[str, float], split_key: str | None, see
         bound += splits[name]
         expr = (F.when(u < bound, name) if expr is None else expr.when(u < bound, name))
     expr = F.lit(names[-1]) if expr is None else expr.otherwise(names[-1])
-    n_files = n_files or 1
-    buckets = {name: max(1, round(n_files * frac)) for name, frac in splits.items()}
-    bucket = F.floor(F.rand(seed + 2) * F.coalesce(*[
-        F.when(F.col(SPLIT_COLUMN) == name, F.lit(k)) for name, k in buckets.items()]))
-    out = df.withColumn(SPLIT_COLUMN, expr).withColumn(_BUCKET_COLUMN, bucket)
-    out = out.repartition(sum(buckets.values()), SPLIT_COLUMN, _BUCKET_COLUMN)
-    if shuffle:
-        out = out.sortWithinPartitions(F.rand(seed + 1))
-    return out.drop(_BUCKET_COLUMN), SPLIT_COLUMN
+    return df.withColumn(SPLIT_COLUMN, expr), SPLIT_COLUMN, per_file
 
 
 def _result(path: str, spec: FeatureSpec, manifest: dict[str, Any], backup: str,
