@@ -1,0 +1,35 @@
+"""spark-submit entry point of the export job: the same flags and config as `tfspark export`.
+
+    spark-submit jobs/export_tfrecords.py --config conf/export.toml [--output gs://bucket/out]
+
+spark-submit provides the session (master, warehouse, metastore), so the config's master and
+warehouse are not used here. tfspark must be installed on the driver and the executors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pyspark.sql import SparkSession
+
+from tfspark.cli import add_export_args, config_from_args, run_export
+from tfspark.errors import TfsparkError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="export_tfrecords.py", description=__doc__)
+    add_export_args(parser)
+    args = parser.parse_args(argv)
+    try:
+        cfg = config_from_args(args)
+        spark = SparkSession.builder.appName(cfg.app_name).getOrCreate()
+        print(run_export(spark, cfg).summary())
+    except TfsparkError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

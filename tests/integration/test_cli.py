@@ -1,0 +1,124 @@
+"""The `tfspark` command line, run as a user runs it: in a subprocess, in a scratch directory.
+
+export writes the backup into a warehouse under tmp; a second process (a new Spark session) must
+still find the backup table there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(args: list[str], cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))  # tfspark importable from any cwd
+    return subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def _write_small(spark, out: Path, backup: Path, compression: str | None) -> None:
+    workflow = pytest.importorskip("tfspark.workflow")  # skip only until the write path lands
+    df = spark.createDataFrame(
+        [(1, 0.5, "a", [1, 2], 1), (2, None, None, [], 0), (3, -1.5, "c", None, 1)],
+        "id long, x double, s string, arr array<int>, y int")
+    workflow.write_tfrecords(df, str(out), label_cols=["y"], compression=compression,
+                             backup_path=str(backup), split={"train": 0.5, "test": 0.5},
+                             split_key="id")
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("compression", [None, "gzip"])
+def test_inspect(spark, tmp_path, compression):
+    out = tmp_path / "data"
+    _write_small(spark, out, tmp_path / "backup", compression)
+    done = _run(["-m", "tfspark.cli", "inspect", str(out), "--records", "5"], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    text = done.stdout
+    assert "3 Example records" in text and f"compression={compression or 'none'}" in text
+    for header in ("feature", "kind", "dtype", "shape", "source type", "nullable", "default"):
+        assert header in text
+    assert text.count("record ") == 3 and "arr: [1, 2]" in text and "s: None" in text
+    # One split only, and a lone file (no manifest: raw Example keys).
+    manifest = json.loads((out / "_tfspark.json").read_text())
+    split = manifest["splits"][0]  # with 3 rows, a split may well be empty
+    done = _run(["-m", "tfspark.cli", "inspect", str(out), "--split", split], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    in_split = [f for f in manifest["files"] if f["split"] == split]
+    assert done.stdout.count("record ") == sum(f["records"] for f in in_split)
+    one = out / manifest["files"][0]["path"]
+    done = _run(["-m", "tfspark.cli", "inspect", str(one), "--records", "1"], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "record 0:" in done.stdout and "id: [" in done.stdout
+
+
+def test_inspect_errors(tmp_path):
+    done = _run(["-m", "tfspark.cli", "inspect", str(tmp_path)], cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.startswith("error: ") and "_tfspark.json" in \
+        done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_export_end_to_end_and_backup_persists(tmp_path):
+    pytest.importorskip("tfspark.workflow")
+    config = tmp_path / "export.toml"
+    config.write_text('sample_rows = 2000\noutput = "out/data"\nmode = "overwrite"\n'
+                      'label_cols = ["label"]\ncompression = "gzip"\n'
+                      'backup_table = "tfspark_it.sample_backup"\nsplit_key = "id"\n'
+                      'master = "local[2]"\n'
+                      "[split]\ntrain = 0.8\nvalidation = 0.1\ntest = 0.1\n")
+    done = _run(["-m", "tfspark.cli", "export", "--config", str(config),
+                 "--warehouse", "wh"], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "2,000 rows" in done.stdout and "split train" in done.stdout
+    manifest = json.loads((tmp_path / "out/data/_tfspark.json").read_text())
+    assert manifest["records"] == 2000 and manifest["compression"] == "gzip"
+    assert set(manifest["splits"]) == {"train", "validation", "test"}
+    assert {f["name"] for f in manifest["spec"]["features"] if f["label"]} == {"label"}
+
+    # A new process, a new Spark session: the table is in the warehouse's metastore.
+    query = ("from tfspark.cli import local_session; from tfspark.config import ExportConfig;"
+             "s = local_session(ExportConfig(warehouse='wh', master='local[1]'));"
+             "print('ROWS', s.sql('SELECT COUNT(*) FROM tfspark_it.sample_backup').first()[0]);"
+             "s.stop()")
+    again = _run(["-c", query], cwd=tmp_path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "ROWS 2000" in again.stdout
+
+    # The gzip files read back, and a record decodes with its spec.
+    shown = _run(["-m", "tfspark.cli", "inspect", "out/data", "--records", "1",
+                  "--split", "validation"], cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "2,000 Example records" in shown.stdout and "label: " in shown.stdout
+
+
+def test_missing_source_file_exits_2_before_spark_starts(tmp_path):
+    missing = tmp_path / "nope" / "events.parquet"
+    done = _run(["-m", "tfspark.cli", "export", "--source", str(missing), "--output", "out",
+                 "--warehouse", "wh"], cwd=tmp_path, timeout=60)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert f"error: source '{missing}' not found: no such file or directory" in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "wh").exists()
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_missing_source_table_exits_2(tmp_path):
+    done = _run(["-m", "tfspark.cli", "export", "--source", "tfspark_nope.events", "--output",
+                 "out", "--warehouse", "wh", "--master", "local[1]"], cwd=tmp_path)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "error: source 'tfspark_nope.events' not found: no such table" in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "out").exists()
+
+
+def test_job_entry_point_parses_the_export_flags(tmp_path):
+    done = _run([str(ROOT / "jobs" / "export_tfrecords.py"), "--help"], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "--config" in done.stdout and "--backup-table" in done.stdout
