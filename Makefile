@@ -4,7 +4,7 @@
 #   make demo    run the main job on embedded sample data (local Spark, local warehouse)
 #   make test    run the test suite; "no tests collected" counts as a failure
 #   make lint    ruff check
-#   make bench   run the benchmarks (tfspark bench)
+#   make bench   run the benchmarks (bench/run_all.py; BENCH_ARGS=--quick for a smoke run)
 #
 # Variables: PYTHON (interpreter that creates the venv), VENV, PYTEST_ARGS (e.g. "-m 'not slow'"
 # or "tests/unit"), BENCH_ARGS.
@@ -53,7 +53,7 @@ lint: setup
 	$(VENV)/bin/ruff check .
 
 bench: setup
-	$(PY) -m tfspark.cli bench $(BENCH_ARGS)
+	$(PY) bench/run_all.py $(BENCH_ARGS)
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .ruff_cache .mypy_cache spark-warehouse \

@@ -1,0 +1,65 @@
+"""Run every benchmark, each in its own process, and write docs/benchmarks.md from the results.
+
+    python bench/run_all.py                 # full sizes (1M encode/read rows, 5M write rows)
+    python bench/run_all.py --quick         # small sizes, for a smoke run
+    python bench/run_all.py --only encode,write
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+RESULTS = os.path.join(HERE, "results")
+
+# name -> (script, full-size args, quick args)
+BENCHES = {
+    "encode": ("bench_encode.py", ["--rows", "1000000"], ["--rows", "100000", "--loop-rows",
+                                                          "20000"]),
+    "write": ("bench_write.py", ["--rows", "5000000"], ["--rows", "200000", "--repeat", "1"]),
+    "read": ("bench_read.py", ["--rows", "1000000"], ["--rows", "100000"]),
+    "spark_read": ("bench_spark_read.py", ["--rows", "1000000"], ["--rows", "100000"]),
+}
+
+
+def run(names: list[str], quick: bool) -> dict[str, dict]:
+    os.makedirs(RESULTS, exist_ok=True)
+    out = {}
+    for name in names:
+        script, full, small = BENCHES[name]
+        path = os.path.join(HERE, script)
+        if not os.path.exists(path):
+            print(f"skip {name}: {script} not found")
+            continue
+        result = os.path.join(RESULTS, f"{name}.json")
+        cmd = [sys.executable, path, *(small if quick else full), "--json", result]
+        print("$", " ".join(os.path.relpath(c, ROOT) if c.startswith(ROOT) else c for c in cmd),
+              flush=True)
+        t = time.time()
+        subprocess.run(cmd, check=True, cwd=ROOT)
+        with open(result) as f:
+            out[name] = json.load(f) | {"command": " ".join(
+                ["python", os.path.relpath(path, ROOT), *(small if quick else full)]),
+                "wall_s": round(time.time() - t, 1)}
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--only", default=",".join(BENCHES))
+    a = p.parse_args()
+    results = run([n.strip() for n in a.only.split(",") if n.strip()], a.quick)
+    with open(os.path.join(RESULTS, "all.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    print(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
