@@ -24,3 +24,8 @@ os.environ.setdefault("SPARK_CONF_DIR", str(ROOT / "conf"))
 # Bind the local driver to loopback: no "hostname resolves to a loopback address" warning, and
 # nothing listens on an outside interface.
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+# Dummy credentials for the S3-compatible server the object-store tests start on loopback; set
+# before Spark starts so its Python workers inherit them. Never real credentials.
+for _key, _value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
+                     ("AWS_DEFAULT_REGION", "us-east-1"), ("AWS_EC2_METADATA_DISABLED", "true")):
+    os.environ.setdefault(_key, _value)

@@ -1,4 +1,4 @@
-"""`tfspark export | demo | spec | inspect`: the command line (also `python -m tfspark.cli`).
+"""`tfspark export | demo | spec | inspect | verify`: the command line (also `python -m tfspark.cli`).
 
 export and demo run a local Spark session whose catalog persists in a Derby metastore under the
 warehouse directory, so the backup table is still there for the next session. inspect reads a
@@ -56,7 +56,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--records", type=int, default=3, help="records to decode (default 3)")
     p.add_argument("--split", help="decode records of this split only")
     p.set_defaults(run=_inspect)
+    p = sub.add_parser("verify", help="check every file, CRC, count and record against the "
+                       "manifest; exit 1 on any problem")
+    p.add_argument("path", help="a directory written by tfspark (or one of its splits)")
+    p.set_defaults(run=_verify)
     return parser
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from tfspark.verify import verify
+
+    report = verify(args.path)
+    print(report.render())
+    return 0 if report.ok else 1
 
 
 def add_export_args(p: argparse.ArgumentParser, config_help: str = "") -> None:
