@@ -1,4 +1,4 @@
-"""`tfspark export | demo | spec | inspect | verify`: the command line (also `python -m tfspark.cli`).
+"""`tfspark export | demo | spec | inspect | verify`: the command line (`python -m tfspark.cli`).
 
 export and demo run a local Spark session whose catalog persists in a Derby metastore under the
 warehouse directory, so the backup table is still there for the next session. inspect reads a
