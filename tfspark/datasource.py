@@ -177,7 +177,8 @@ class TfrecordWriter(DataSourceArrowWriter):
         encoder = None if self.spec is None else BatchEncoder(
             self.spec, null_elements=self.opts.null_elements)
         files = TaskFiles(locate(self.uri), self.write_id, task, self.opts.compression,
-                          self.opts.record_type, self.opts.max_records_per_file, encoder)
+                          self.opts.gzip_level, self.opts.record_type,
+                          self.opts.max_records_per_file, encoder)
         try:
             for split, part, batch in batches_by_group(iterator, self.opts.split_column,
                                                        list(self.opts.partition_by), self.keep):

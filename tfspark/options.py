@@ -24,6 +24,7 @@ WRITE_OPTIONS = {
     "path": "output directory or URI (what save(path) passes)",
     "compression": "none | gzip",
     "codec": "alias of compression (JVM connector name)",
+    "gziplevel": "1 (fastest) .. 9 (smallest); default 6, as zlib and TensorFlow",
     "recordtype": "Example (default) | ByteArray (one binary column written raw)",
     "maxrecordsperfile": "roll to a new file after this many records",
     "partitionby": "comma-separated columns; one col=value/ directory per value",
@@ -42,6 +43,7 @@ WRITE_OPTIONS = {
 class WriteOptions:
     path: str
     compression: str | None = None
+    gzip_level: int = 6
     record_type: str = "Example"
     max_records_per_file: int | None = None
     partition_by: tuple[str, ...] = ()
@@ -74,6 +76,7 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     return WriteOptions(
         path=opts["path"],
         compression=normalize_compression(opts.get("compression", opts.get("codec"))),
+        gzip_level=_gzip_level(opts.get("gziplevel")),
         record_type=record_type,
         max_records_per_file=_positive_int("maxRecordsPerFile", opts.get("maxrecordsperfile")),
         partition_by=_names(opts.get("partitionby")),
@@ -106,6 +109,14 @@ def _positive_int(name: str, value: str | None) -> int | None:
     if n <= 0:
         raise OptionError(f"option {name}={value!r} must be a positive integer")
     return n
+
+
+def _gzip_level(value: str | None) -> int:
+    if value is None:
+        return 6
+    if str(value).strip() not in [str(n) for n in range(1, 10)]:
+        raise OptionError(f"option gzipLevel={value!r} must be an integer from 1 to 9")
+    return int(value)
 
 
 def _names(value: str | None) -> tuple[str, ...]:

@@ -33,6 +33,7 @@ class TaskFiles:
     write_id: str
     task: str  # "<partition id>-<task attempt id>"
     compression: str | None
+    gzip_level: int
     record_type: str
     max_records: int | None
     encoder: BatchEncoder | None
@@ -82,7 +83,8 @@ class TaskFiles:
         self.loc.fs.create_dir(self.loc.join(folder) if folder else self.loc.base, recursive=True)
         # compression=None: pyarrow would otherwise gzip ".gz" names a second time.
         stream = self.loc.fs.open_output_stream(self.loc.join(rel), compression=None)
-        opened = _Open(rel, stream, RecordWriter(stream, compression=self.compression))
+        opened = _Open(rel, stream, RecordWriter(stream, compression=self.compression,
+                                                   gzip_level=self.gzip_level))
         opened.writer.meta = {"split": split, "partition": partition}  # type: ignore[attr-defined]
         self._open[key] = opened
         return opened

@@ -115,6 +115,7 @@ def test_max_records_per_file_and_bytearray(spark, F, tf, tmp_path):
     payloads = [bytes([i % 256]) * (i % 7) + b"\x00end" for i in range(50)]
     spark.createDataFrame([(p,) for p in payloads], "b binary").write.format("tfrecord") \
         .mode("overwrite").option("recordType", "ByteArray").option("compression", "gzip") \
+        .option("gzipLevel", 1) \
         .save(raw)
     m = manifest(raw)
     assert m["record_type"] == "ByteArray" and m["spec"] is None
@@ -291,6 +292,7 @@ def test_errorifexists_refuses_existing_path(spark, tmp_path):
     ("recordType", "SequenceExample", "recordType"),
     ("maxRecordsPerFile", "-4", "maxRecordsPerFile"),
     ("nullElements", "ignore", "nullElements"),
+    ("gzipLevel", "0", "gzipLevel"),
     ("partitionBy", "nope", "partition/split column 'nope'"),
 ])
 def test_bad_options_are_refused_before_writing(spark, tmp_path, option, value, message):
