@@ -16,6 +16,8 @@ _API = {
     "Feature": "tfspark.spec",
     "infer_spec": "tfspark.spec",
     "encode_batch": "tfspark.encode",
+    "make_dataset": "tfspark.dataset",
+    "keras_inputs": "tfspark.keras_inputs",
     "register": "tfspark.datasource",
     "write_tfrecords": "tfspark.workflow",
     "WriteResult": "tfspark.workflow",

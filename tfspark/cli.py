@@ -1,4 +1,4 @@
-"""`tfspark export | demo | spec | inspect | verify`: the command line (`python -m tfspark.cli`).
+"""`tfspark export|demo|spec|inspect|verify|train`: the command line (`python -m tfspark.cli`).
 
 export and demo run a local Spark session whose catalog persists in a Derby metastore under the
 warehouse directory, so the backup table is still there for the next session. inspect reads a
@@ -60,7 +60,27 @@ def build_parser() -> argparse.ArgumentParser:
                        "manifest; exit 1 on any problem")
     p.add_argument("path", help="a directory written by tfspark (or one of its splits)")
     p.set_defaults(run=_verify)
+    p = sub.add_parser("train", help="train a small Keras model on an exported data set "
+                       "(needs tfspark[tf])")
+    p.add_argument("--config", default=None, help="TOML of train settings (conf/train.toml)")
+    p.add_argument("--data", help="exported data set directory")
+    p.add_argument("--label", help="label feature (default: the spec's labels)")
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--epochs", type=int)
+    p.add_argument("--model-out", help="where to save the .keras model")
+    p.set_defaults(run=_train)
     return parser
+
+
+def _train(args: argparse.Namespace) -> int:
+    from tfspark.train import TrainConfig, load_train_config, train
+
+    flags = {k: v for k, v in (("data", args.data), ("label", args.label),
+                               ("batch_size", args.batch_size), ("epochs", args.epochs),
+                               ("model_out", args.model_out)) if v is not None}
+    cfg = load_train_config(args.config, **flags) if args.config else TrainConfig(**flags)
+    train(cfg)
+    return 0
 
 
 def _verify(args: argparse.Namespace) -> int:
@@ -213,7 +233,25 @@ def _export(args: argparse.Namespace, demo: bool = False) -> int:
         split = "train" if "train" in result.splits else None
         print(f"\n3 decoded records{' of the train split' if split else ''}:")
         _print_records(result.path, 3, split)
+        _demo_train(result.path)
     return 0
+
+
+def _demo_train(path: str) -> None:
+    """The second half of the main flow: train on what was exported (when TF is installed)."""
+    import importlib.util
+
+    if importlib.util.find_spec("tensorflow") is None:
+        print("\nTensorFlow is not installed: skipping training (pip install 'tfspark[tf]')")
+        return
+    from tfspark.train import TrainConfig, load_train_config, train
+
+    conf = Path("conf/train.toml")
+    flags = {"data": path, "epochs": 2, "model_out": str(Path(path).parent / "model.keras")}
+    cfg = load_train_config(conf, **flags) if conf.exists() else TrainConfig(
+        exclude=("id",), **flags)
+    print(f"\nTraining a Keras model on {path} (tfspark train):")
+    train(cfg)
 
 
 def _spec(args: argparse.Namespace) -> int:
