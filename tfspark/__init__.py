@@ -17,7 +17,7 @@ _API = {
     "infer_spec": "tfspark.spec",
     "encode_batch": "tfspark.encode",
     "make_dataset": "tfspark.dataset",
-    "keras_inputs": "tfspark.keras_inputs",
+    "keras_inputs": "tfspark.kerasio",
     "register": "tfspark.datasource",
     "write_tfrecords": "tfspark.workflow",
     "WriteResult": "tfspark.workflow",
@@ -31,7 +31,15 @@ _API = {
 __all__ = sorted(_API)
 
 
+# Not "kerasio" or any module named like a function: importing a submodule sets an attribute
+# on the package that would shadow the function of the same name.
+_MODULES = {"spec", "encode", "decode", "framing", "manifest", "datasource", "workflow",
+            "dataset", "verify", "errors"}
+
+
 def __getattr__(name: str) -> Any:
+    if name in _MODULES:  # tfspark.manifest etc. without an explicit import
+        return import_module(f"tfspark.{name}")
     module = _API.get(name)
     if module is None:
         raise AttributeError(f"module 'tfspark' has no attribute {name!r}")

@@ -7,7 +7,7 @@
 Parsing whole batches (one parse_example call per batch) and moving blocks of records instead
 of single records are what make it fast: tf.data's cost per element dominates otherwise.
 TensorFlow is imported inside functions: `import tfspark.dataset` and `plan_read` work without it.
-Keras inputs are in tfspark.keras_inputs.
+Keras inputs are in tfspark.kerasio.
 """
 
 from __future__ import annotations

@@ -260,7 +260,7 @@ def _build_model(spec: FeatureSpec, numeric: list[Feature],
     import keras
     import numpy as np
 
-    from tfspark.keras_inputs import keras_inputs
+    from tfspark.kerasio import keras_inputs
 
     inputs = keras_inputs(spec, names=[f.name for f in numeric] + [f.name for f, _ in categorical])
     parts = []

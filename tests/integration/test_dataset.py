@@ -20,7 +20,7 @@ from tfcheck import f32
 import tfspark
 from tfspark.dataset import make_dataset, plan_read
 from tfspark.errors import OptionError, SchemaError
-from tfspark.keras_inputs import keras_inputs
+from tfspark.kerasio import keras_inputs
 from tfspark.manifest import ManifestError
 from tfspark.spec import FeatureSpec
 

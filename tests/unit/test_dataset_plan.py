@@ -42,7 +42,7 @@ def ds_dir(tmp_path):
 
 
 def test_import_does_not_load_tensorflow():
-    code = "import tfspark.dataset, tfspark.keras_inputs, tfspark.train, sys; " \
+    code = "import tfspark.dataset, tfspark.kerasio, tfspark.train, sys; " \
            "print('tensorflow' in sys.modules, 'keras' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
