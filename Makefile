@@ -54,6 +54,7 @@ lint: setup
 
 bench: setup
 	$(PY) bench/run_all.py $(BENCH_ARGS)
+	$(PY) bench/report.py
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .ruff_cache .mypy_cache spark-warehouse \
