@@ -75,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _train(args: argparse.Namespace) -> int:
     from tfspark.train import TrainConfig, load_train_config, train
 
-    flags = {k: v for k, v in (("data", args.data), ("label", args.label),
+    flags: dict[str, Any] = {k: v for k, v in (("data", args.data), ("label", args.label),
                                ("batch_size", args.batch_size), ("epochs", args.epochs),
                                ("model_out", args.model_out)) if v is not None}
     cfg = load_train_config(args.config, **flags) if args.config else TrainConfig(**flags)
@@ -247,7 +247,8 @@ def _demo_train(path: str) -> None:
     from tfspark.train import TrainConfig, load_train_config, train
 
     conf = Path("conf/train.toml")
-    flags = {"data": path, "epochs": 2, "model_out": str(Path(path).parent / "model.keras")}
+    flags: dict[str, Any] = {"data": path, "epochs": 2,
+                             "model_out": str(Path(path).parent / "model.keras")}
     cfg = load_train_config(conf, **flags) if conf.exists() else TrainConfig(
         exclude=("id",), **flags)
     print(f"\nTraining a Keras model on {path} (tfspark train):")

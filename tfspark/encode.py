@@ -91,7 +91,7 @@ class BatchEncoder:
         n = batch.num_rows
         sizes = np.zeros(n, np.int64)
         for c, key in zip(cols, keys):
-            _run(c, "size", sizes, key)
+            _size(c, sizes, key)
         offsets, cursor = pw.layout(sizes, framed)
         total = int(offsets[-1])
         if total > len(self._buf):
@@ -101,30 +101,44 @@ class BatchEncoder:
             hi = min(lo + _BLOCK_ROWS, n)
             pw.write_heads(out, offsets, sizes, framed, lo, hi)
             for c, key in zip(cols, keys):
-                _run(c, "write", out, key, cursor, lo, hi)
+                _write(c, out, cursor, lo, hi, key)
             if framed:
                 frame_into(out, offsets[lo:hi + 1])
         return out, offsets
 
 
-def _run(c: _Col, step: str, target: np.ndarray, key: np.ndarray,
-         cursor: np.ndarray | None = None, lo: int = 0, hi: int = 0) -> None:
-    lead = (target,) if step == "size" else (target, cursor, lo, hi)
-    if c.scalar and c.kind == pw.INT:
-        fn = pw.size_int_scalars if step == "size" else pw.write_int_scalars
-        fn(*lead, key, c.present, c.values)
-    elif c.scalar and c.kind == pw.FLOAT:
-        fn = pw.size_float_scalars if step == "size" else pw.write_float_scalars
-        fn(*lead, key, c.present, c.values.view(np.uint8))
-    elif c.kind == pw.INT:
-        fn = pw.size_ints if step == "size" else pw.write_ints
-        fn(*lead, key, c.rows, c.present, c.values)
+def _size(c: _Col, sizes: np.ndarray, key: np.ndarray) -> None:
+    """Add each row's entry bytes for column c to sizes."""
+    if c.kind == pw.INT:
+        if c.scalar:
+            pw.size_int_scalars(sizes, key, c.present, c.values)
+        else:
+            pw.size_ints(sizes, key, c.rows, c.present, c.values)
     elif c.kind == pw.FLOAT:
-        fn = pw.size_floats if step == "size" else pw.write_floats
-        fn(*lead, key, c.rows, c.present, c.values.view(np.uint8))
+        if c.scalar:
+            pw.size_float_scalars(sizes, key, c.present, c.values.view(np.uint8))
+        else:
+            pw.size_floats(sizes, key, c.rows, c.present, c.values.view(np.uint8))
     else:
-        fn = pw.size_bytes if step == "size" else pw.write_bytes
-        fn(*lead, key, c.rows, c.present, c.values, c.offsets)
+        pw.size_bytes(sizes, key, c.rows, c.present, c.values, c.offsets)
+
+
+def _write(c: _Col, out: np.ndarray, cursor: np.ndarray, lo: int, hi: int,
+           key: np.ndarray) -> None:
+    """Write column c's entries of rows [lo, hi) at the rows' cursors."""
+    if c.kind == pw.INT:
+        if c.scalar:
+            pw.write_int_scalars(out, cursor, lo, hi, key, c.present, c.values)
+        else:
+            pw.write_ints(out, cursor, lo, hi, key, c.rows, c.present, c.values)
+    elif c.kind == pw.FLOAT:
+        if c.scalar:
+            pw.write_float_scalars(out, cursor, lo, hi, key, c.present, c.values.view(np.uint8))
+        else:
+            pw.write_floats(out, cursor, lo, hi, key, c.rows, c.present,
+                            c.values.view(np.uint8))
+    else:
+        pw.write_bytes(out, cursor, lo, hi, key, c.rows, c.present, c.values, c.offsets)
 
 
 def _check_columns(batch: pa.RecordBatch, spec: FeatureSpec) -> None:

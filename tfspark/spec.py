@@ -190,13 +190,15 @@ def infer_spec(schema: T.StructType, label_cols: Iterable[str] = (),
     if not isinstance(schema, T.StructType):
         raise SchemaError(f"infer_spec needs a pyspark StructType (df.schema), got "
                           f"{type(schema).__name__}")
-    shapes = {k: _shape_of(k, v) for k, v in (shapes or {}).items()}
+    fixed = {k: _shape_of(k, v) for k, v in (shapes or {}).items()}
     defaults = dict(defaults or {})
     features: list[Feature] = []
     for sf in schema.fields:
-        features.extend(_features_of(sf.dataType, (sf.name,), sf.nullable, shapes, defaults))
+        features.extend(_features_of(sf.dataType, (sf.name,), sf.nullable, fixed, defaults))
     names = {f.name for f in features}
-    for what, given in (("shapes", shapes), ("defaults", defaults)):
+    given_names: tuple[tuple[str, Mapping[str, Any]], ...] = (("shapes", fixed),
+                                                              ("defaults", defaults))
+    for what, given in given_names:
         unknown = sorted(set(given) - names)
         if unknown:
             raise SchemaError(f"{what} names unknown feature(s) {unknown}; features are "
