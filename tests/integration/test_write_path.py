@@ -347,3 +347,29 @@ def test_append_with_other_schema_is_refused(spark, F, tmp_path):
         spark.range(5).write.format("tfrecord").mode("append").option("compression", "gzip") \
             .save(out)
     assert manifest(out) == before
+
+
+@pytest.mark.tf
+def test_failed_job_leaves_old_data_and_no_new_files(spark, F, tf, tmp_path):
+    from pyspark import TaskContext
+
+    out = str(tmp_path / "keep")
+    spark.range(100).write.format("tfrecord").mode("overwrite").save(out)
+    before = manifest(out)
+    old_files = part_files(out)
+
+    def broken(i):
+        if TaskContext.get().partitionId() == 1 and i % 50 == 49:
+            raise ValueError("this partition always fails")
+        return i
+
+    bad = spark.range(0, 1000, numPartitions=2).select(F.udf(broken, "long")("id").alias("id"))
+    with pytest.raises(Exception, match="always fails"):
+        bad.write.format("tfrecord").mode("overwrite").save(out)
+    assert manifest(out) == before and part_files(out) == old_files  # abort cleaned up
+    _, cols = read_with_tf(tf, out)
+    assert sorted(cols["id"]) == list(range(100))
+    fresh = str(tmp_path / "fresh")
+    with pytest.raises(Exception, match="always fails"):
+        bad.write.format("tfrecord").mode("overwrite").save(fresh)
+    assert not os.path.exists(os.path.join(fresh, "_tfspark.json")) and not part_files(fresh)
