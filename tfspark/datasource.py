@@ -100,8 +100,11 @@ def plan_write(opts: WriteOptions, schema: StructType, overwrite: bool) -> Tfrec
     spec = _spec(opts, data_schema)
     if mode == "append" and old is not None:
         _check_append(opts, old, spec)
+    # The written schema, partition columns included (the reader restores their types).
+    written = StructType([f for f in schema.fields if f.name != opts.split_column]).jsonValue()
     return TfrecordWriter(uri=opts.path, mode=mode, skip=skip, write_id=uuid.uuid4().hex[:16],
-                          base_write=_last_write(old), spec=spec, opts=opts, keep=keep)
+                          base_write=_last_write(old), spec=spec, opts=opts, keep=keep,
+                          schema=written)
 
 
 def _spec(opts: WriteOptions, data_schema: StructType) -> FeatureSpec | None:
@@ -161,6 +164,7 @@ class TfrecordWriter(DataSourceArrowWriter):
     spec: FeatureSpec | None
     opts: WriteOptions
     keep: list[str]
+    schema: dict[str, Any] | None = None
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskCommit:
         from pyspark import TaskContext
@@ -205,6 +209,8 @@ class TfrecordWriter(DataSourceArrowWriter):
                 compression=self.opts.compression, record_type=self.opts.record_type,
                 partition_by=self.opts.partition_by)
             mf.add_files(manifest, sorted(files, key=lambda f: f["path"]), self.write_id)
+            if self.schema is not None:
+                manifest["schema"] = self.schema
             if self.opts.stats is not None:
                 manifest["stats"] = dict(self.opts.stats)
             mf.write_manifest(loc, manifest)
@@ -239,8 +245,14 @@ class TfrecordWriter(DataSourceArrowWriter):
 def register(spark: Any) -> list[str]:
     """Register the source as "tfspark", and as "tfrecord" when no other source has that name.
 
-    Idempotent. Returns the names registered.
+    Idempotent. Returns the names registered. Spark looks Python sources up in the calling
+    JVM thread's active session, which a new Python thread lacks (DATA_SOURCE_NOT_FOUND), so
+    this also makes `spark` the active session of the calling thread: call it in each thread
+    that writes. (Spark Connect sessions have no JVM here and need nothing.)
     """
+    jvm_session = getattr(spark, "_jsparkSession", None)
+    if jvm_session is not None:
+        spark._jvm.SparkSession.setActiveSession(jvm_session)
     spark.dataSource.register(TfsparkDataSource)
     names = ["tfspark"]
     try:

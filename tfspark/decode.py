@@ -1,221 +1,258 @@
-"""Serialized tf.train.Example -> Python values: the mirror of encode.py.
+"""Serialized tf.train.Example -> Arrow columns, whole buffers at a time: the mirror of
+encode.py, for the Spark reader. No protobuf objects, no TensorFlow.
 
-A small pure-Python decoder (no protobuf, no TensorFlow) for inspecting records and for tests;
-a vectorized decoder for the Spark reader comes with the read path.
-
-Wire format read (see protowire.py for the writer's side)::
-
-    Example   = field 1 (len) Features
-    Features  = repeated field 1 (len) Entry             # map<string, Feature>
-    Entry     = field 1 (len) key, field 2 (len) Feature
-    Feature   = one of field 1 BytesList / 2 FloatList / 3 Int64List (len)
-    BytesList = repeated field 1 (len) bytes
-    FloatList = field 1, packed (len, float32 LE) or unpacked (fixed32)
-    Int64List = field 1, packed (len, varints) or unpacked (varint)
-
-Unknown fields are skipped, as protobuf parsers do; a later entry for the same key wins.
+decode_records(buf, offsets, spec) finds every record's Feature for each spec key once
+(unwire.index_records, any key order, unknown keys skipped), then reads each key's values with
+a count pass and a fill pass into one canonical Arrow column per feature. frame_offsets walks
+TFRecord framing, checking both CRCs. Wire format: see unwire.py (reader) and protowire.py
+(writer). The one-record pure-Python decoder lives in pydecode.py and is re-exported here.
 """
 
 from __future__ import annotations
 
-import struct
 from typing import Any
 
-from tfspark.errors import CorruptRecordError
+import numpy as np
+import pyarrow as pa
+
+from tfspark import unwire as uw
+from tfspark import unwire_lists as ul
+from tfspark.errors import CorruptRecordError, SchemaError
+from tfspark.framing import _TABLES, OVERHEAD, _checked_offsets
+from tfspark.pydecode import decode_example, decode_with_spec
 from tfspark.spec import Feature, FeatureSpec
 
-_VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
-_STRING_TYPES = ("string", "char", "varchar")
+__all__ = ["Decoder", "decode_example", "decode_records", "decode_with_spec", "frame_error",
+           "frame_offsets", "records_column"]
+
+_FIX = "the file is corrupt or was not fully written; rewrite it or drop it from the data set"
+_KIND_NAMES = {uw.BYTES: "bytes", uw.FLOAT: "float", uw.INT: "int64"}
+_WANT = {"int64": uw.INT, "float32": uw.FLOAT, "string": uw.BYTES}
+_STOPS = {uw.LENGTH_CRC: "length CRC mismatch (length field reads {n})",
+          uw.DATA_CRC: "data CRC mismatch (record length {n})",
+          uw.BAD_LENGTH: "implausible record length {n}",
+          uw.PARTIAL: "truncated record: the data ends inside it"}
 
 
-def decode_example(data: bytes | bytearray | memoryview) -> dict[str, list]:
-    """{key: list of int | float | bytes} for one serialized tf.train.Example."""
-    buf = memoryview(data).cast("B")
-    out: dict[str, list] = {}
-    for field, wire, pos, end in _fields(buf, 0, len(buf)):
-        if field == 1 and wire == _LEN:
-            for f2, w2, p2, e2 in _fields(buf, pos, end):
-                if f2 == 1 and w2 == _LEN:
-                    key, values = _entry(buf, p2, e2)
-                    out[key] = values
-    return out
+def frame_offsets(buf: np.ndarray, *, path: str | None = None, verify: bool = True,
+                  offset: int = 0) -> np.ndarray:
+    """Boundaries (n+1 int64) of the framed TFRecords that tile buf, both CRCs checked.
 
-
-def decode_with_spec(data: bytes | bytearray | memoryview, spec: FeatureSpec, *,
-                     fill_defaults: bool = True) -> dict[str, Any]:
-    """{feature name: value} in spec order, with the source's shapes rebuilt.
-
-    Fixed shape [] -> a scalar, [n] -> a list, varlen -> a list, ragged -> a list of lists.
-    An absent feature (a null) is None, or the spec's default for a nullable fixed feature when
-    fill_defaults is true (what tf.io.parse_example fills in). Strings from string columns come
-    back as str, binary as bytes, booleans as bool; dates and timestamps stay ints (days and
-    microseconds since the epoch).
+    CorruptRecordError names `path` and the byte offset (offset = where buf starts in the file).
     """
-    raw = decode_example(data)
-    return {f.name: _value(f, raw, fill_defaults) for f in spec.features}
+    data = _as_bytes(buf)
+    out = np.empty(data.size // OVERHEAD + 1, np.int64)
+    count, stop, pos, info = uw.scan_frames(data, 0, out.size, verify, _TABLES, out)
+    if stop not in (uw.END, uw.LIMIT):
+        raise frame_error(stop, path, offset + pos, info)
+    return out[:count + 1].copy()
 
 
-# ---------------------------------------------------------------- spec-aware values
+def frame_error(stop: int, path: str | None, offset: int, length: int,
+                where: str = "") -> CorruptRecordError:
+    """The error for a scan_frames stop; where: e.g. " of the uncompressed stream"."""
+    what = _STOPS[stop].format(n=length)
+    name = path or "<buffer>"
+    return CorruptRecordError(f"{name}: {what} in the record at byte offset {offset}{where}; "
+                              f"{_FIX}", path=name, offset=offset)
 
-def _value(f: Feature, raw: dict[str, list], fill_defaults: bool) -> Any:
+
+def decode_records(buf: np.ndarray, offsets: np.ndarray, spec: FeatureSpec, *,
+                   framed: bool = False, path: str | None = None,
+                   offset: int = 0) -> pa.RecordBatch:
+    """One Arrow column per spec feature for the n records buf[offsets[i]:offsets[i+1]].
+
+    framed=True: the offsets delimit framed records (what frame_offsets returns) and the 12 + 4
+    framing bytes around each are skipped. Columns come in canonical form: fixed scalars are
+    int64 / float32 / large_binary with nulls where the feature is absent (or empty); fixed [n]
+    and varlen features are lists; ragged features lists of lists. path and offset (where buf
+    starts in the file) go into error messages.
+    """
+    return Decoder(spec).decode(buf, offsets, framed=framed, path=path, offset=offset)
+
+
+def records_column(buf: np.ndarray, offsets: np.ndarray, *, framed: bool = True) -> pa.Array:
+    """The records themselves as one large_binary column (recordType ByteArray)."""
+    data = _as_bytes(buf)
+    head, tail = (12, 4) if framed else (0, 0)
+    off = _checked_offsets(offsets, data.size, head + tail, "record")
+    n = off.size - 1
+    out = np.empty(int(off[-1] - off[0]) - (head + tail) * n, np.uint8)
+    out_offsets = np.empty(n + 1, np.int64)
+    uw.gather_records(data, off, head, tail, out, out_offsets)
+    return pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(out_offsets),
+                                                        pa.py_buffer(out)])
+
+
+def _as_bytes(buf: Any) -> np.ndarray:
+    data = buf if isinstance(buf, np.ndarray) else np.frombuffer(buf, dtype=np.uint8)
+    return np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+
+
+class Decoder:
+    """The key table of a spec, built once and reused for every buffer."""
+
+    def __init__(self, spec: FeatureSpec):
+        self.spec = spec
+        self.keys = [k for f in spec.features for k in f.keys]
+        raw = [k.encode("utf-8") for k in self.keys]
+        self._key_data = np.frombuffer(b"".join(raw) or b"\0", np.uint8)
+        self._key_offsets = np.cumsum([0] + [len(r) for r in raw]).astype(np.int64)
+        size = 1 << max(3, (2 * len(raw)).bit_length())  # at most half full
+        self._table = np.zeros(size, np.int64)
+        for k, r in enumerate(raw):
+            slot = uw.key_hash(np.frombuffer(r or b"\0", np.uint8), 0, len(r)) & (size - 1)
+            while self._table[slot]:
+                slot = (slot + 1) & (size - 1)
+            self._table[slot] = k + 1
+
+    def decode(self, buf: np.ndarray, offsets: np.ndarray, *, framed: bool = False,
+               path: str | None = None, offset: int = 0) -> pa.RecordBatch:
+        data = _as_bytes(buf)
+        head, tail = (12, 4) if framed else (0, 0)
+        off = _checked_offsets(offsets, data.size, head + tail, "record")
+        n = off.size - 1
+        kinds = np.full((n, len(self.keys)), -1, np.int8)
+        starts = np.zeros((n, len(self.keys)), np.int64)
+        ends = np.zeros((n, len(self.keys)), np.int64)
+        code, rec, pos = uw.index_records(data, off, head, tail, self._key_data,
+                                          self._key_offsets, self._table, kinds, starts, ends)
+        ctx = _Ctx(data, off, (kinds, starts, ends), path or "<buffer>", offset)
+        if code:
+            raise ctx.error(rec, f"malformed tf.train.Example (at byte {pos - off[rec] - head} "
+                                 f"of the record's data)")
+        arrays = []
+        k = 0
+        for f in self.spec.features:
+            arrays.append(_feature_column(ctx, f, k))
+            k += len(f.keys)
+        return pa.RecordBatch.from_arrays(arrays, names=self.spec.names)
+
+
+class _Ctx:
+    """One buffer's index (kinds, starts, ends per record and key) and its error messages."""
+
+    def __init__(self, data, offsets, index, path, offset):
+        self.data, self.offsets, self.index = data, offsets, index
+        self.path, self.offset = path, offset
+        self.n = offsets.size - 1
+
+    def error(self, rec: int, what: str, schema: bool = False) -> Exception:
+        """A CorruptRecordError, or a SchemaError when the record is fine but the spec is not."""
+        at = self.offset + int(self.offsets[rec])
+        msg = f"{self.path}: {what} (record at byte offset {at})"
+        return SchemaError(msg) if schema else CorruptRecordError(msg, path=self.path, offset=at)
+
+    def check(self, code: int, rec: int, info: int, f: Feature, key: str, dtype: str) -> None:
+        if code == uw.WRONG_TYPE:
+            raise self.error(rec, f"feature {f.name!r} (key {key!r}) holds a "
+                                  f"{_KIND_NAMES[info]} list but the spec says {dtype}; "
+                                  f"read it with a schema that gives this column a "
+                                  f"{_KIND_NAMES[info]} type", schema=True)
+        if code == uw.TOO_MANY:
+            raise self.error(rec, f"feature {f.name!r} has {info} values where the spec (or "
+                                  f"schema) has a scalar; read it as an array column",
+                             schema=True)
+        if code:
+            raise self.error(rec, f"malformed {dtype} list of feature {f.name!r}")
+
+    def scalars(self, f: Feature, k: int) -> pa.Array:
+        """A fixed scalar int64 / float32 feature in one pass; null where absent or empty."""
+        out = np.zeros(self.n, np.int64 if f.dtype == "int64" else np.float32)
+        valid = np.empty(self.n, np.bool_)
+        code, rec, info = ul.scalars(self.data, *self.index, k, _WANT[f.dtype], out,
+                                     out.view(np.uint8), valid)
+        self.check(code, rec, info, f, f.name, f.dtype)
+        if valid.all():
+            return pa.array(out)
+        mask = pa.py_buffer(np.packbits(valid, bitorder="little"))
+        return pa.Array.from_buffers(pa.from_numpy_dtype(out.dtype), self.n,
+                                     [mask, pa.py_buffer(out)])
+
+    def values(self, f: Feature, key: str, k: int, dtype: str):
+        """(counts per record, -1 when absent; element offsets n+1; values) of key k."""
+        counts = np.empty(self.n, np.int64)
+        code, rec, info, nbytes = ul.count_values(self.data, *self.index, k, _WANT[dtype],
+                                                  counts)
+        self.check(code, rec, info, f, key, dtype)
+        rows = np.zeros(self.n + 1, np.int64)
+        np.cumsum(np.maximum(counts, 0), out=rows[1:])
+        total = int(rows[-1])
+        if dtype == "int64":
+            out = np.empty(total, np.int64)
+            ul.fill_ints(self.data, *self.index, k, rows, out)
+            return counts, rows, out
+        if dtype == "float32":
+            out = np.empty(total, np.float32)
+            ul.fill_floats(self.data, *self.index, k, rows, out, out.view(np.uint8))
+            return counts, rows, out
+        blob = np.empty(nbytes, np.uint8)
+        blob_offsets = np.empty(total + 1, np.int64)
+        ul.fill_bytes(self.data, *self.index, k, rows, blob, blob_offsets)
+        return counts, rows, (blob, blob_offsets)
+
+
+def _feature_column(ctx: _Ctx, f: Feature, k: int) -> pa.Array:
     if f.kind == "ragged":
-        values_key, lengths_key = f.keys
-        if values_key not in raw and lengths_key not in raw:
-            return None
-        values = _convert(f, raw.get(values_key, []))
-        lengths = raw.get(lengths_key, [])
-        if any(n < 0 for n in lengths) or sum(lengths) != len(values):
-            raise CorruptRecordError(f"feature {f.name!r}: row lengths {lengths} do not add up "
-                                     f"to its {len(values)} values")
-        out, start = [], 0
-        for n in lengths:
-            out.append(values[start:start + n])
-            start += n
-        return out
-    if f.name not in raw:
-        if f.kind == "fixed" and fill_defaults and f.default is not None:
-            fill = _convert(f, [f.default.encode() if isinstance(f.default, str)
-                                else f.default])[0]
-            return [fill] * f.shape[0] if f.shape else fill
-        return None
-    values = _convert(f, raw[f.name])
+        counts, rows, values = ctx.values(f, f.keys[0], k, f.dtype)
+        lcounts, lrows, lengths = ctx.values(f, f.keys[1], k + 1, "int64")
+        present = (counts >= 0) | (lcounts >= 0)
+        inner_offsets = np.zeros(lengths.size + 1, np.int64)
+        np.cumsum(lengths, out=inner_offsets[1:])
+        sums = inner_offsets[lrows[1:]] - inner_offsets[lrows[:-1]]
+        bad = (sums != np.diff(rows)) | _any_negative(lengths, lrows)
+        if bad.any():
+            rec = int(np.argmax(bad))
+            raise ctx.error(rec, f"ragged feature {f.name!r}: row lengths add up to "
+                                 f"{int(sums[rec])} but there are {int(np.diff(rows)[rec])} "
+                                 f"values")
+        inner = _list(inner_offsets, _leaf(f.dtype, values, inner_offsets[-1]), None)
+        return _list(lrows, inner, ~present)
+    if f.kind == "fixed" and not f.shape and f.dtype != "string":
+        return ctx.scalars(f, k)
+    counts, rows, values = ctx.values(f, f.name, k, f.dtype)
+    present = counts >= 0
+    if f.kind == "fixed" and not f.shape:
+        if (counts > 1).any():
+            rec = int(np.argmax(counts > 1))
+            ctx.check(uw.TOO_MANY, rec, int(counts[rec]), f, f.name, f.dtype)
+        return _strings(counts == 1, rows, values)
     if f.kind == "fixed":
-        want = f.shape[0] if f.shape else 1
-        if len(values) != want:
-            raise CorruptRecordError(f"feature {f.name!r} has {len(values)} values but the spec "
-                                     f"fixes its shape to {list(f.shape)}")
-        return values if f.shape else values[0]
-    return values
+        bad = present & (counts != f.shape[0])
+        if bad.any():
+            rec = int(np.argmax(bad))
+            raise ctx.error(rec, f"feature {f.name!r} has {int(counts[rec])} values but the spec "
+                                 f"fixes its shape to {list(f.shape)}", schema=True)
+    return _list(rows, _leaf(f.dtype, values, rows[-1]), ~present)
 
 
-def _convert(f: Feature, values: list) -> list:
-    kinds = {"int64": int, "float32": float, "string": bytes}
-    bad = [v for v in values if not isinstance(v, kinds[f.dtype])]
-    if bad:
-        raise CorruptRecordError(f"feature {f.name!r} should hold {f.dtype} values but holds "
-                                 f"{type(bad[0]).__name__}")
-    if f.encoding == "bool":
-        return [bool(v) for v in values]
-    if f.dtype == "string" and _leaf_type(f.source_type).startswith(_STRING_TYPES):
-        try:
-            return [bytes(v).decode("utf-8") for v in values]
-        except UnicodeDecodeError:
-            return values  # not UTF-8 after all: show the bytes rather than fail
-    return values
+def _any_negative(lengths: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    neg = np.zeros(rows.size - 1, bool)
+    if (lengths < 0).any():
+        owner = np.repeat(np.arange(rows.size - 1), np.diff(rows))
+        neg[owner[lengths < 0]] = True
+    return neg
 
 
-def _leaf_type(source_type: str) -> str:
-    while source_type.startswith("array<"):
-        source_type = source_type[len("array<"):-1]
-    return source_type
+def _leaf(dtype: str, values, total: int) -> pa.Array:
+    if dtype == "string":
+        blob, blob_offsets = values
+        return pa.Array.from_buffers(pa.large_binary(), int(total),
+                                     [None, pa.py_buffer(blob_offsets), pa.py_buffer(blob)])
+    return pa.array(values)
 
 
-# ---------------------------------------------------------------- wire format
-
-def _entry(buf: memoryview, pos: int, end: int) -> tuple[str, list]:
-    key = b""
-    values: list = []
-    for field, wire, p, e in _fields(buf, pos, end):
-        if field == 1 and wire == _LEN:
-            key = bytes(buf[p:e])
-        elif field == 2 and wire == _LEN:
-            values = _feature(buf, p, e)
-    try:
-        return key.decode("utf-8"), values
-    except UnicodeDecodeError:
-        raise CorruptRecordError(f"feature key at byte {pos} is not UTF-8: {key!r}",
-                                 offset=pos) from None
+def _strings(valid: np.ndarray, rows: np.ndarray, values) -> pa.Array:
+    """Scalar strings: each row holds 0 or 1 value, so row i's bytes are value rows[i]'s."""
+    blob, blob_offsets = values
+    mask = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    row_offsets = np.ascontiguousarray(blob_offsets[rows])
+    return pa.Array.from_buffers(pa.large_binary(), valid.size,
+                                 [mask, pa.py_buffer(row_offsets), pa.py_buffer(blob)])
 
 
-def _feature(buf: memoryview, pos: int, end: int) -> list:
-    values: list = []
-    for field, wire, p, e in _fields(buf, pos, end):
-        if wire != _LEN or field not in (1, 2, 3):
-            continue
-        values = []  # a later list replaces an earlier one (last one of a oneof wins)
-        for f2, w2, p2, e2 in _fields(buf, p, e):
-            if f2 != 1:
-                continue
-            if field == 1 and w2 == _LEN:
-                values.append(bytes(buf[p2:e2]))
-            elif field == 2:
-                values.extend(_floats(buf, w2, p2, e2))
-            elif field == 3:
-                values.extend(_ints(buf, w2, p2, e2))
-    return values
-
-
-def _floats(buf: memoryview, wire: int, pos: int, end: int) -> list[float]:
-    if wire == _I32:
-        return [struct.unpack_from("<f", buf, pos)[0]]
-    if wire != _LEN or (end - pos) % 4:
-        raise CorruptRecordError(f"malformed float list at byte {pos}", offset=pos)
-    return list(struct.unpack_from(f"<{(end - pos) // 4}f", buf, pos))
-
-
-def _ints(buf: memoryview, wire: int, pos: int, end: int) -> list[int]:
-    if wire == _VARINT:
-        return [_signed(_varint_at(buf, pos, end))]
-    if wire != _LEN:
-        raise CorruptRecordError(f"malformed int64 list at byte {pos}", offset=pos)
-    out = []
-    while pos < end:
-        v, pos = _varint(buf, pos, end)
-        out.append(_signed(v))
-    return out
-
-
-def _signed(v: int) -> int:
-    return v - (1 << 64) if v >= 1 << 63 else v
-
-
-def _fields(buf: memoryview, pos: int, end: int):
-    """Yield (field number, wire type, start, end) of each field's payload in buf[pos:end].
-
-    For varint and fixed-width fields the payload range covers the value's bytes.
-    """
-    while pos < end:
-        start = pos
-        tag, pos = _varint(buf, pos, end)
-        field, wire = tag >> 3, tag & 7
-        if field == 0:
-            raise CorruptRecordError(f"invalid field number 0 at byte {start}", offset=start)
-        if wire == _VARINT:
-            _, after = _varint(buf, pos, end)
-        elif wire == _I64:
-            after = pos + 8
-        elif wire == _I32:
-            after = pos + 4
-        elif wire == _LEN:
-            n, pos = _varint(buf, pos, end)
-            after = pos + n
-        else:
-            raise CorruptRecordError(f"unsupported wire type {wire} at byte {start}",
-                                     offset=start)
-        if after > end:
-            raise CorruptRecordError(f"field {field} at byte {start} runs past the end of its "
-                                     f"message (byte {end}): truncated or corrupt record",
-                                     offset=start)
-        yield field, wire, pos, after
-        pos = after
-
-
-def _varint(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
-    result = shift = 0
-    start = pos
-    while pos < end:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            if shift >= 63 and result >= 1 << 64:
-                break
-            return result, pos
-        shift += 7
-        if shift >= 70:
-            break
-    raise CorruptRecordError(f"malformed or truncated varint at byte {start}", offset=start)
-
-
-def _varint_at(buf: memoryview, pos: int, end: int) -> int:
-    return _varint(buf, pos, end)[0]
+def _list(offsets: np.ndarray, values: pa.Array, null: np.ndarray | None) -> pa.Array:
+    mask = None if null is None or not null.any() else pa.array(null)
+    if offsets[-1] < 2**31:
+        return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), values, mask=mask)
+    return pa.LargeListArray.from_arrays(pa.array(offsets), values, mask=mask)

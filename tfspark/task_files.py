@@ -96,7 +96,9 @@ class TaskFiles:
         meta = f.writer.meta  # type: ignore[attr-defined]
         self.done.append({"path": f.rel, "records": f.writer.records,
                           "bytes": f.writer.bytes_written, "split": meta["split"],
-                          "partition": meta["partition"], "write_id": self.write_id})
+                          "partition": {k: None if v is None else partitions._text(v)
+                                        for k, v in meta["partition"].items()},  # JSON: text
+                          "write_id": self.write_id})
 
     def close(self) -> list[dict[str, Any]]:
         for key in list(self._open):

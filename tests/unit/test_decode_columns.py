@@ -1,0 +1,382 @@
+"""The vectorized decoder (decode_records, frame_offsets), restore and the stream reader
+against the encoder, hand-built bytes and damaged input. No Spark session, no TensorFlow."""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import math
+import struct
+from decimal import Decimal
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pyspark.sql import types as T
+
+from tfspark import infer_spec
+from tfspark.decode import decode_records, frame_offsets, records_column
+from tfspark.encode import encode_records
+from tfspark.errors import CorruptRecordError, SchemaError
+from tfspark.framing import frame_record
+from tfspark.infer import KeyStats, pick_files, sample_stats, schema_from_stats
+from tfspark.reader import stream_framed
+from tfspark.restore import restore
+
+F32 = np.float32
+UTC = dt.timezone.utc
+
+
+def _f32(x):
+    return None if x is None else float(F32(x))
+
+
+def _schema(**cols) -> T.StructType:
+    return T.StructType([T.StructField(k, v) for k, v in cols.items()])
+
+
+def _decode(table: pa.Table, schema: T.StructType, **spec_kw) -> pa.RecordBatch:
+    spec = infer_spec(schema, **spec_kw)
+    buf, offsets = encode_records(table, spec)
+    return decode_records(buf, offsets, spec)
+
+
+# Spark type, Arrow type, values; the canonical column decode_records gives back, and what
+# restore gives back for the Spark type (None: the values themselves).
+CASES = {
+    "long": (T.LongType(), pa.int64(), [0, -1, 2**63 - 1, -(2**63), None], None, None),
+    "tinyint": (T.ByteType(), pa.int8(), [-128, 127, None], None, None),
+    "bool": (T.BooleanType(), pa.bool_(), [True, False, None], [1, 0, None], None),
+    "double": (T.DoubleType(), pa.float64(), [1.5, -0.1, 1e30, None],
+               [1.5, _f32(-0.1), _f32(1e30), None], [1.5, _f32(-0.1), _f32(1e30), None]),
+    "decimal": (T.DecimalType(10, 2), pa.decimal128(10, 2),
+                [Decimal("123.45"), Decimal("-0.01"), None], [_f32(123.45), _f32(-0.01), None],
+                None),
+    "string": (T.StringType(), pa.string(), ["a", "", "héllo", None],
+               [b"a", b"", "héllo".encode(), None], None),
+    "binary": (T.BinaryType(), pa.binary(), [b"\x00\xff", b"", None], None, None),
+    "date": (T.DateType(), pa.date32(), [dt.date(1970, 1, 2), dt.date(1, 1, 1), None],
+             [1, -719162, None], None),
+    "timestamp": (T.TimestampType(), pa.timestamp("us", tz="UTC"),
+                  [dt.datetime(1970, 1, 1, 0, 0, 1, 5, tzinfo=UTC), None], [1_000_005, None],
+                  None),
+    "timestamp_ntz": (T.TimestampNTZType(), pa.timestamp("us"),
+                      [dt.datetime(1969, 12, 31, 23, 59, 59), None], [-1_000_000, None], None),
+    "array<int>": (T.ArrayType(T.IntegerType()), pa.list_(pa.int32()),
+                   [[1, -2, 3], [], None, [-(2**31)]], None, None),
+    "array<string>": (T.ArrayType(T.StringType()), pa.list_(pa.string()),
+                      [["x", ""], [], None], [[b"x", b""], [], None], None),
+    "array<array<long>>": (T.ArrayType(T.ArrayType(T.LongType())),
+                           pa.list_(pa.list_(pa.int64())),
+                           [[[1, 2], [], [-3]], [], None, [[]]], None, None),
+    "array<array<float>>": (T.ArrayType(T.ArrayType(T.FloatType())),
+                            pa.list_(pa.list_(pa.float32())),
+                            [[[0.5], []], None, [[1.5, -2.0]]], None, None),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_round_trip(case):
+    spark_type, arrow_type, values, canonical, restored = CASES[case]
+    schema = _schema(c=spark_type)
+    table = pa.table({"c": pa.array(values, arrow_type)})
+    batch = _decode(table, schema)
+    assert batch.column(0).to_pylist() == (values if canonical is None else canonical)
+    back = restore(batch, infer_spec(schema), schema).column(0).to_pylist()
+    assert back == (values if restored is None else restored)
+
+
+def test_fixed_shape_struct_and_vector():
+    from pyspark.ml.linalg import VectorUDT
+
+    schema = T.StructType([
+        T.StructField("emb", T.ArrayType(T.FloatType())),
+        T.StructField("s", T.StructType([T.StructField("a", T.LongType()),
+                                         T.StructField("b", T.StringType())])),
+        T.StructField("v", VectorUDT()),
+    ])
+    vec = pa.struct([("type", pa.int8()), ("size", pa.int32()),
+                     ("indices", pa.list_(pa.int32())), ("values", pa.list_(pa.float64()))])
+    table = pa.table({
+        "emb": pa.array([[1, 2], None, [3, 4]], pa.list_(pa.float32())),
+        "s": pa.array([{"a": 1, "b": None}, None, {"a": None, "b": "z"}],
+                      pa.struct([("a", pa.int64()), ("b", pa.string())])),
+        "v": pa.array([{"type": 1, "size": None, "indices": None, "values": [0.5, 1.0]}, None,
+                       {"type": 0, "size": 2, "indices": [1], "values": [2.0]}], vec),
+    })
+    spec = infer_spec(schema, shapes={"emb": [2]})
+    buf, offsets = encode_records(table, spec)
+    batch = decode_records(buf, offsets, spec)
+    assert batch.schema.names == ["emb", "s.a", "s.b", "v"]
+    assert batch.column("emb").to_pylist() == [[1, 2], None, [3, 4]]
+    back = restore(batch, spec, schema).to_pylist()
+    assert [r["s"] for r in back] == [{"a": 1, "b": None}, None, {"a": None, "b": "z"}]
+    assert [r["v"] and r["v"]["values"] for r in back] == [[0.5, 1.0], None, [0.0, 2.0]]
+    assert back[0]["v"]["type"] == 1
+
+
+def test_float_specials_and_framed_buffers():
+    schema = _schema(f=T.FloatType())
+    values = [math.nan, math.inf, -math.inf, -0.0, 1e-45]
+    spec = infer_spec(schema)
+    buf, offsets = encode_records(pa.table({"f": pa.array(values, pa.float32())}), spec,
+                                  framed=True)
+    found = frame_offsets(buf)
+    assert found.tolist() == offsets.tolist()
+    out = decode_records(buf, found, spec, framed=True).column(0).to_pylist()
+    assert math.isnan(out[0]) and out[1:3] == [math.inf, -math.inf]
+    assert math.copysign(1, out[3]) == -1 and out[4] == _f32(1e-45)
+
+
+# ---------------------------------------------------------------- hand-built records
+
+def _varint(v: int) -> bytes:
+    v &= (1 << 64) - 1
+    out = bytearray()
+    while v >= 0x80:
+        out.append(v & 0x7F | 0x80)
+        v >>= 7
+    return bytes(out + bytes([v]))
+
+
+def _ld(field: int, payload: bytes) -> bytes:
+    return _varint(field << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _entry(key: bytes, feature: bytes, value_first: bool = False) -> bytes:
+    parts = [_ld(1, key), _ld(2, feature)]
+    return _ld(1, b"".join(parts[::-1] if value_first else parts))
+
+
+def _example(*entries: bytes, extra: bytes = b"") -> bytes:
+    return _ld(1, b"".join(entries)) + extra
+
+
+def _ints_unpacked(*vs: int) -> bytes:
+    return _ld(3, b"".join(b"\x08" + _varint(v) for v in vs))
+
+
+def _ints_packed(*vs: int) -> bytes:
+    return _ld(3, _ld(1, b"".join(_varint(v) for v in vs)))
+
+
+def _floats_unpacked(*vs: float) -> bytes:
+    return _ld(2, b"".join(b"\x0d" + struct.pack("<f", v) for v in vs))
+
+
+def _bytes(*vs: bytes) -> bytes:
+    return _ld(1, b"".join(_ld(1, v) for v in vs))
+
+
+def _records(*records: bytes) -> tuple[np.ndarray, np.ndarray]:
+    offsets = np.cumsum([0] + [len(r) for r in records]).astype(np.int64)
+    return np.frombuffer(b"".join(records) or b"\0", np.uint8), offsets
+
+
+SPEC = infer_spec(T.StructType([
+    T.StructField("a", T.LongType()), T.StructField("f", T.ArrayType(T.FloatType())),
+    T.StructField("s", T.StringType()), T.StructField("l", T.ArrayType(T.LongType()))]))
+
+
+def test_any_key_order_unpacked_lists_unknown_keys_and_fields():
+    r0 = _example(_entry(b"zzz", _ints_packed(9)),  # unknown key
+                  _entry(b"s", _bytes(b"x")),
+                  _entry(b"l", _ints_unpacked(1, -2) + _ints_packed(7)),  # last list wins
+                  _entry(b"f", _floats_unpacked(0.5, -1.5), value_first=True),
+                  _entry(b"a", _ints_unpacked(-5)),
+                  extra=_varint(9 << 3) + _varint(300))  # an unknown varint field
+    both = _ld(3, b"\x08" + _varint(4) + _ld(1, _varint(5) + _varint(6)))  # mixed packing
+    r1 = _example(_entry(b"l", both), _entry(b"a", _ints_packed(3)), _entry(b"a", _bytes()))
+    r2 = b""  # an empty Example: every feature absent
+    batch = decode_records(*_records(r0, r1, r2), SPEC)
+    assert batch.to_pylist() == [
+        {"a": -5, "f": [0.5, -1.5], "l": [7], "s": b"x"},
+        {"a": None, "f": None, "l": [4, 5, 6], "s": None},  # the later empty 'a' wins: null
+        {"a": None, "f": None, "l": None, "s": None}]
+
+
+def test_ints_are_read_as_floats_but_not_the_other_way():
+    rec = _example(_entry(b"f", _ints_packed(3, -1)))
+    assert decode_records(*_records(rec), SPEC).column("f").to_pylist() == [[3.0, -1.0]]
+    rec = _example(_entry(b"a", _floats_unpacked(1.5)))
+    with pytest.raises(SchemaError, match="feature 'a' .* holds a float list but the spec says "
+                                          "int64"):
+        decode_records(*_records(b"", rec), SPEC)
+
+
+def test_scalar_with_two_values_names_the_feature():
+    rec = _example(_entry(b"a", _ints_packed(1, 2)))
+    with pytest.raises(SchemaError, match="feature 'a' has 2 values"):
+        decode_records(*_records(rec), SPEC)
+
+
+def test_bad_ragged_lengths():
+    spec = infer_spec(_schema(h=T.ArrayType(T.ArrayType(T.LongType()))))
+    rec = _example(_entry(b"h/row_lengths", _ints_packed(3)), _entry(b"h/values",
+                                                                      _ints_packed(1)))
+    with pytest.raises(CorruptRecordError, match="ragged feature 'h'"):
+        decode_records(*_records(rec), spec)
+
+
+@pytest.mark.parametrize("data", [
+    b"\x0a\x05\x0a\x03",  # length runs past the end
+    b"\x0a",  # truncated length varint
+    b"\x0b",  # wire type 3 (start group)
+    b"\x0a\x03\x0a\x05\x00",  # nested length runs past its parent
+    b"\x00\x00",  # field number 0
+    b"\x0a\x0b" + b"\xff" * 11,  # an 11-byte varint
+    _example(_entry(b"f", _ld(2, _ld(1, b"\x00\x00\x80")))),  # 3 bytes of packed floats
+])
+def test_malformed_bytes(data):
+    with pytest.raises(CorruptRecordError, match=r"record at byte offset 7\b"):
+        decode_records(*_records(_ld(5, b"12345"), data), SPEC, path="f.tfrecord")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=80))
+def test_random_bytes_never_crash(data):
+    try:
+        decode_records(*_records(data), SPEC)
+    except (CorruptRecordError, SchemaError):
+        pass
+
+
+def test_every_truncation_and_byte_flip_is_an_error_or_a_value():
+    table = pa.table({"a": [7], "f": [[1.0, 2.0]], "s": ["hey"], "l": [[1, 300]]})
+    buf, offsets = encode_records(table, SPEC)
+    rec = buf.tobytes()
+    for cut in range(len(rec)):
+        try:
+            decode_records(*_records(rec[:cut]), SPEC)
+        except (CorruptRecordError, SchemaError):
+            pass
+    for i in range(len(rec)):
+        for bit in (1, 0x80):
+            bad = bytearray(rec)
+            bad[i] ^= bit
+            try:
+                decode_records(*_records(bytes(bad)), SPEC)
+            except (CorruptRecordError, SchemaError):
+                pass
+
+
+# ---------------------------------------------------------------- framing and streaming
+
+def test_frame_offsets_reports_crc_and_truncation_offsets():
+    framed = b"".join(frame_record(b"x" * n) for n in (3, 0, 10))
+    good = np.frombuffer(framed, np.uint8)
+    assert frame_offsets(good).tolist() == [0, 19, 35, 61]
+    bad = bytearray(framed)
+    bad[19 + 12 + 0] ^= 1  # the second record's data CRC (it has no data)
+    with pytest.raises(CorruptRecordError, match=r"f\.tfrecord: data CRC mismatch .* byte "
+                                                 r"offset 119"):
+        frame_offsets(np.frombuffer(bytes(bad), np.uint8), path="f.tfrecord", offset=100)
+    assert frame_offsets(np.frombuffer(bytes(bad), np.uint8), verify=False).size == 4
+    with pytest.raises(CorruptRecordError, match="truncated .* byte offset 35"):
+        frame_offsets(good[:-1])
+    bad = bytearray(framed)
+    bad[3] ^= 4
+    with pytest.raises(CorruptRecordError, match="length CRC mismatch .* offset 0"):
+        frame_offsets(np.frombuffer(bytes(bad), np.uint8))
+
+
+@pytest.mark.parametrize("chunk", [16, 40, 1000])
+def test_stream_carries_partial_records_and_grows_for_big_ones(monkeypatch, chunk):
+    import tfspark.reader as reader
+
+    monkeypatch.setattr(reader, "CHUNK_BYTES", chunk)
+    monkeypatch.setattr(reader, "BATCH_ROWS", 3)
+    payloads = [bytes([i]) * (i * 7 % 50) for i in range(20)]
+    stream = io.BytesIO(b"".join(frame_record(p) for p in payloads))
+    got = []
+    for col in stream_framed(stream, "s", True, lambda b, o, base: records_column(b, o)):
+        assert len(col) <= 3
+        got.extend(col.to_pylist())
+    assert got == payloads
+    stream = io.BytesIO(b"".join(frame_record(p) for p in payloads)[:-5])
+    with pytest.raises(CorruptRecordError, match="truncated .* byte offset"):
+        list(stream_framed(stream, "s", True, lambda b, o, base: records_column(b, o)))
+
+
+def test_stream_reports_bad_gzip_with_name_and_offset():
+    import gzip
+
+    import pyarrow as pa
+
+    data = gzip.compress(b"".join(frame_record(bytes([i]) * 50) for i in range(100)))
+    for bad in (data[:len(data) // 2], data[:40] + bytes([data[40] ^ 0xFF]) + data[41:]):
+        stream = pa.CompressedInputStream(pa.BufferReader(bad), "gzip")
+        with pytest.raises(CorruptRecordError, match=r"f\.gz: bad or truncated gzip data after "
+                                                     r"byte offset 0 of the uncompressed"):
+            list(stream_framed(stream, "f.gz", True, lambda b, o, base: records_column(b, o),
+                               gz=True))
+
+
+# ---------------------------------------------------------------- inference rules
+
+def test_inference_rules():
+    def ex(**feats):
+        return _example(*[_entry(k.encode(), v) for k, v in feats.items()])
+
+    records = [
+        ex(i=_ints_packed(1), m=_ints_packed(1), l=_ints_packed(1, 2), s=_bytes(b"a"),
+           b=_bytes(b"\xff"), e=_bytes(),
+           **{"r/values": _ints_packed(1, 2), "r/row_lengths": _ints_packed(2)}),
+        ex(i=_ints_packed(2), m=_floats_unpacked(0.5), l=_ints_packed(), s=_bytes("é".encode()),
+           o=_floats_unpacked(1.0, 2.0),
+           **{"r/values": _ints_packed(), "r/row_lengths": _ints_packed()}),
+    ]
+    stats, n = sample_stats(("f", r) for r in records)
+    assert n == 2 and isinstance(stats["i"], KeyStats)
+    schema = schema_from_stats(stats)
+    assert [(f.name, f.dataType.simpleString(), f.nullable) for f in schema.fields] == [
+        ("b", "binary", True), ("e", "array<string>", True), ("i", "bigint", True),
+        ("l", "array<bigint>", True), ("m", "float", True), ("o", "array<float>", True),
+        ("r", "array<array<bigint>>", True), ("s", "string", True)]
+    mixed = [ex(x=_ints_packed(1)), ex(x=_bytes(b"a"))]
+    with pytest.raises(SchemaError, match="'x' holds bytes in some records"):
+        schema_from_stats(sample_stats(("f", r) for r in mixed)[0])
+
+
+def test_pick_files_spreads_over_the_list():
+    assert pick_files(list(range(100)), 5) == [0, 25, 50, 74, 99]
+    assert pick_files([1, 2], 16) == [1, 2]
+    assert pick_files(list(range(10)), 1) == [0]
+
+
+# ---------------------------------------------------------------- property
+
+_COLS = {
+    "i": (T.LongType(), pa.int64(), st.integers(-(2**63), 2**63 - 1), lambda v: v),
+    "f": (T.FloatType(), pa.float32(), st.floats(width=32, allow_nan=False), lambda v: v),
+    "s": (T.StringType(), pa.string(), st.text(max_size=5), str.encode),
+    "l": (T.ArrayType(T.LongType()), pa.list_(pa.int64()),
+          st.lists(st.integers(-(2**63), 2**63 - 1), max_size=4), lambda v: v),
+    "b": (T.ArrayType(T.BinaryType()), pa.list_(pa.binary()),
+          st.lists(st.binary(max_size=4), max_size=3), lambda v: v),
+    "r": (T.ArrayType(T.ArrayType(T.FloatType())), pa.list_(pa.list_(pa.float32())),
+          st.lists(st.lists(st.floats(width=32, allow_nan=False), max_size=3), max_size=3),
+          lambda v: v),
+}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_encode_decode_property(data):
+    names = data.draw(st.lists(st.sampled_from(sorted(_COLS)), min_size=1, max_size=6,
+                               unique=True))
+    n = data.draw(st.integers(0, 12))
+    cols = {k: data.draw(st.lists(st.none() | _COLS[k][2], min_size=n, max_size=n))
+            for k in names}
+    schema = _schema(**{k: _COLS[k][0] for k in names})
+    table = pa.table({k: pa.array(v, _COLS[k][1]) for k, v in cols.items()})
+    spec = infer_spec(schema)
+    framed = data.draw(st.booleans())
+    buf, offsets = encode_records(table, spec, framed=framed)
+    batch = decode_records(buf, offsets, spec, framed=framed)
+    for k in names:
+        want = [None if v is None else _COLS[k][3](v) for v in cols[k]]
+        assert batch.column(k).to_pylist() == want, k
+    assert restore(batch, spec, schema).to_pylist() == table.to_pylist()

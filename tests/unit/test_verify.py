@@ -1,0 +1,100 @@
+"""`tfspark verify`: a clean data set passes; each kind of damage is reported with its file."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import types as T
+
+import tfspark
+from tfspark import manifest as mf
+from tfspark.cli import main
+from tfspark.encode import encode_records
+from tfspark.framing import RecordWriter
+from tfspark.fs import locate
+
+
+@pytest.fixture(params=[None, "gzip"])
+def dataset(request, tmp_path):
+    """A 3-file data set written with the library's own pieces (no Spark needed)."""
+    compression = request.param
+    schema = T.StructType([T.StructField("id", T.LongType()),
+                           T.StructField("tags", T.ArrayType(T.StringType()))])
+    spec = tfspark.infer_spec(schema)
+    out = tmp_path / "ds"
+    out.mkdir()
+    m = mf.new_manifest(spec=spec.to_dict(), compression=compression, record_type="Example")
+    files = []
+    for k in range(3):
+        batch = pa.RecordBatch.from_pylist(
+            [{"id": k * 100 + i, "tags": ["a"] * (i % 3)} for i in range(50)],
+            schema=pa.schema([("id", pa.int64()), ("tags", pa.list_(pa.string()))]))
+        buf, offsets = encode_records(batch, spec, framed=True)
+        name = f"part-{k:05d}.tfrecord" + (".gz" if compression else "")
+        with open(out / name, "wb") as f, RecordWriter(f, compression=compression) as w:
+            w.write_framed(buf, count=len(offsets) - 1)
+            written = w.bytes_written
+        files.append({"path": name, "records": 50, "bytes": written, "split": None,
+                      "partition": {}, "write_id": "w1"})
+    mf.add_files(m, files, "w1")
+    mf.write_manifest(locate(str(out)), m)
+    return out, compression
+
+
+def run(path, capsys):
+    code = main(["verify", str(path)])
+    return code, capsys.readouterr().out
+
+
+def test_clean_data_set_passes(dataset, capsys):
+    out, _ = dataset
+    code, text = run(out, capsys)
+    assert code == 0, text
+    assert "files 3" in text and "records 150" in text and "OK" in text
+
+
+def test_flipped_byte_is_reported_with_file_and_offset(dataset, capsys):
+    out, compression = dataset
+    target = out / sorted(os.listdir(out))[-1]
+    raw = bytearray(target.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    target.write_bytes(bytes(raw))
+    code, text = run(out, capsys)
+    assert code == 1
+    assert target.name in text
+    if compression is None:
+        assert "offset" in text
+
+
+def test_truncated_file(dataset, capsys):
+    out, _ = dataset
+    target = out / sorted(os.listdir(out))[-1]
+    target.write_bytes(target.read_bytes()[:-7])
+    code, text = run(out, capsys)
+    assert code == 1 and target.name in text
+
+
+def test_missing_and_extra_files(dataset, capsys):
+    out, _ = dataset
+    names = sorted(n for n in os.listdir(out) if n.startswith("part-"))
+    os.rename(out / names[0], out / ("part-99999-stray" + names[0][len("part-00000"):]))
+    code, text = run(out, capsys)
+    assert code == 1
+    assert f"{names[0]}: missing" in text
+    assert "extra data file" in text and "part-99999-stray" in text
+
+
+def test_count_mismatch_and_no_manifest(dataset, capsys, tmp_path):
+    out, _ = dataset
+    doc = json.loads((out / mf.NAME).read_text())
+    doc["files"][1]["records"] = 49
+    (out / mf.NAME).write_text(json.dumps(doc))
+    code, text = run(out, capsys)
+    assert code == 1 and "manifest says 49" in text
+    empty = tmp_path / "nothing"
+    empty.mkdir()
+    code, text = run(empty, capsys)
+    assert code == 1 and "no _tfspark.json" in text

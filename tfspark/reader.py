@@ -1,0 +1,355 @@
+"""spark.read.format("tfrecord"): the Python Data Source reader.
+
+The driver finds the files (the manifest's, or for a directory without one every file whose
+name contains ".tfrecord", skipping names that start with "_" or "."), works out the schema
+(the manifest's, a user's `.schema(...)`, or one inferred from a sample: infer.py), and plans
+one partition per file. Each task streams its file in chunks with bounded memory, checks both
+CRCs, decodes up to 10,000 records at a time with the numba decoder (decode.py), turns the
+canonical columns into the Spark schema's Arrow types (restore.py) and yields Arrow batches.
+
+Options (any case): path, recordType (Example | ByteArray), split (one split of a split data
+set), compression (none | gzip; overrides the manifest and gzip detection), schemaSampleRecords
+(default 1000), schemaSampleFiles (default 16), verify (CRC checks, default true).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.fs as pafs
+from pyspark.sql import types as T
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+
+from tfspark import manifest as mf
+from tfspark.errors import CorruptRecordError, OptionError
+from tfspark.framing import normalize_compression
+from tfspark.fs import Location, locate
+from tfspark.spec import FeatureSpec
+
+CHUNK_BYTES = 32 << 20  # framed bytes read at a time; a bigger record grows the buffer
+BATCH_ROWS = 10_000
+_GZIP_MAGIC = b"\x1f\x8b"
+READ_OPTIONS = {
+    "path": "a data set directory (with or without _tfspark.json) or one TFRecord file",
+    "recordtype": "Example (default) | ByteArray (each record as one binary column 'value')",
+    "split": "read only this split of a data set written with splits",
+    "compression": "none | gzip: overrides the manifest and gzip detection",
+    "schemasamplerecords": "records read per file to infer a schema (default 1000)",
+    "schemasamplefiles": "files sampled to infer a schema, spread over the list (default 16)",
+    "verify": "true (default) | false: check both CRCs of every record",
+}
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    path: str
+    record_type: str | None = None  # None: the manifest's, else Example
+    split: str | None = None
+    compression: str | None = "auto"  # "auto": the manifest's, else detected per file
+    sample_records: int = 1000
+    sample_files: int = 16
+    verify: bool = True
+
+
+def parse_read_options(options: Mapping[str, Any]) -> ReadOptions:
+    opts = {str(k).lower(): v for k, v in options.items()}
+    unknown = sorted(set(opts) - set(READ_OPTIONS))
+    if unknown:
+        known = ", ".join(f"{k} ({v})" for k, v in READ_OPTIONS.items())
+        raise OptionError(f"unknown tfrecord read option(s) {unknown}; known options: {known}")
+    if not opts.get("path"):
+        raise OptionError("no input path: use spark.read.format('tfrecord').load(path)")
+    record_type = opts.get("recordtype")
+    if record_type is not None:
+        low = {"example": "Example", "bytearray": "ByteArray"}
+        if str(record_type).lower() not in low:
+            raise OptionError(f"option recordType={record_type!r} is not valid; use one of "
+                              f"['Example', 'ByteArray']")
+        record_type = low[str(record_type).lower()]
+    verify = str(opts.get("verify", "true")).strip().lower()
+    if verify not in ("true", "false"):
+        raise OptionError(f"option verify={opts['verify']!r} must be true or false")
+    return ReadOptions(
+        path=str(opts["path"]), record_type=record_type, split=opts.get("split") or None,
+        compression=(normalize_compression(opts["compression"]) if "compression" in opts
+                     else "auto"),
+        sample_records=_positive("schemaSampleRecords", opts.get("schemasamplerecords"), 1000),
+        sample_files=_positive("schemaSampleFiles", opts.get("schemasamplefiles"), 16),
+        verify=verify == "true")
+
+
+def _positive(name: str, value: Any, default: int) -> int:
+    if value is None:
+        return default
+    try:
+        n = int(str(value).strip())
+    except ValueError:
+        n = 0
+    if n <= 0:
+        raise OptionError(f"option {name}={value!r} must be a positive integer")
+    return n
+
+
+# ---------------------------------------------------------------- what a path holds
+
+@dataclass(frozen=True)
+class FileEntry:
+    rel: str  # relative to the data set root ("" when the root is the file itself)
+    compression: str | None | object = "auto"
+    partition: dict[str, Any] = field(default_factory=dict)
+    records: int | None = None  # from the manifest: checked after reading
+
+
+@dataclass(frozen=True)
+class Source:
+    root: str
+    files: list[FileEntry]
+    record_type: str
+    spec: FeatureSpec | None  # None: no manifest (inferred or user schema) or ByteArray
+    schema: T.StructType | None  # the written schema; None without a manifest
+    partition_by: list[str]
+
+
+def discover(opts: ReadOptions) -> Source:
+    loc = locate(opts.path)
+    if loc.exists(mf.NAME):
+        return _from_manifest(opts, loc, mf.read_manifest(loc))
+    kind = loc.fs.get_file_info(loc.base).type
+    if kind == pafs.FileType.NotFound:
+        raise OptionError(f"input path {opts.path!r} does not exist")
+    if opts.split:
+        raise OptionError(f"option split={opts.split!r} needs a data set written with splits "
+                          f"(a _tfspark.json manifest); {opts.path!r} has no manifest")
+    if kind == pafs.FileType.File:  # one file: read it whatever its name
+        files = [FileEntry("", opts.compression)]
+    else:
+        files = [FileEntry(rel, opts.compression) for rel in loc.list_files() if _is_data(rel)]
+    return Source(loc.uri, files, opts.record_type or "Example", None, None, [])
+
+
+def _is_data(rel: str) -> bool:
+    parts = rel.split("/")
+    return ".tfrecord" in parts[-1] and not any(p.startswith(("_", ".")) for p in parts)
+
+
+def _from_manifest(opts: ReadOptions, loc: Location, m: dict[str, Any]) -> Source:
+    record_type = m.get("record_type", "Example")
+    if opts.record_type and opts.record_type != record_type:
+        raise OptionError(f"option recordType={opts.record_type!r} contradicts the manifest of "
+                          f"{opts.path!r}, which says {record_type!r}; drop the option")
+    files = m.get("files", [])
+    if opts.split:
+        splits = m.get("splits", [])
+        if opts.split not in splits:
+            have = f"its splits are {splits}" if splits else "it has no splits"
+            raise OptionError(f"option split={opts.split!r}: no such split in {opts.path!r}; "
+                              f"{have}")
+        files = [f for f in files if f.get("split") == opts.split]
+    compression = m.get("compression") if opts.compression == "auto" else opts.compression
+    entries = [FileEntry(f["path"], compression, dict(f.get("partition") or {}),
+                         f.get("records")) for f in files]
+    spec = FeatureSpec.from_dict(m["spec"]) if m.get("spec") else None
+    partition_by = list(m.get("partition_by") or [])
+    return Source(loc.uri, entries, record_type, spec, _manifest_schema(m, spec, partition_by),
+                  partition_by)
+
+
+def _manifest_schema(m: dict[str, Any], spec: FeatureSpec | None,
+                     partition_by: list[str]) -> T.StructType:
+    from tfspark.restore import spark_type_of
+
+    source = (T.StructType.fromJson(dict(spec.source_schema))
+              if spec is not None and spec.source_schema else None)
+    if m.get("schema"):
+        written = T.StructType.fromJson(m["schema"])
+        if source is not None:  # write_tfrecords writes from its parquet backup, which
+            # makes every column nullable: the spec's source schema has the original fields
+            written = T.StructType([source[f.name] if f.name in source.names else f
+                                    for f in written.fields])
+    elif source is not None:
+        written = source
+    elif spec is not None:
+        written = T.StructType([T.StructField(f.name, spark_type_of(f)) for f in spec.features])
+    else:
+        written = T.StructType([T.StructField("value", T.BinaryType())])
+    have = set(written.names)
+    written = T.StructType(list(written.fields) + [T.StructField(p, T.StringType())
+                                                   for p in partition_by if p not in have])
+    if m.get("record_type") == "ByteArray":
+        parts = [f for f in written.fields if f.name in partition_by]
+        written = T.StructType([T.StructField("value", T.BinaryType(), False)] + parts)
+    return _readable(written)
+
+
+def _readable(dt: Any) -> Any:
+    """char/varchar -> string: Spark hands strings to Python sources, and Arrow has no char."""
+    if isinstance(dt, T.StructType):
+        return T.StructType([T.StructField(f.name, _readable(f.dataType), f.nullable, f.metadata)
+                             for f in dt.fields])
+    if isinstance(dt, T.ArrayType):
+        return T.ArrayType(_readable(dt.elementType), dt.containsNull)
+    if isinstance(dt, (T.CharType, T.VarcharType)):
+        return T.StringType()
+    return dt
+
+
+def read_schema(options: Mapping[str, Any]) -> T.StructType:
+    """The schema of what `options` point at: the manifest's, or inferred from a sample."""
+    opts = parse_read_options(options)
+    src = discover(opts)
+    if src.schema is not None:
+        return src.schema
+    if src.record_type == "ByteArray":
+        return T.StructType([T.StructField("value", T.BinaryType(), False)])
+    from tfspark.infer import infer_schema
+
+    return infer_schema(locate(src.root), src.files, opts)[0]
+
+
+# ---------------------------------------------------------------- reading
+
+class FilePartition(InputPartition):
+    def __init__(self, index: int, entry: FileEntry):
+        super().__init__(index)
+        self.entry = entry
+
+
+class TfrecordReader(DataSourceReader):
+    """Planned on the driver, pickled to executors: plain data only; numba and Arrow objects
+    are made inside read()."""
+
+    def __init__(self, options: Mapping[str, Any], schema: T.StructType):
+        from tfspark.infer import spec_for_schema
+
+        self.opts = parse_read_options(options)
+        src = discover(self.opts)
+        self.root, self.files = src.root, src.files
+        self.schema = _readable(schema)
+        self.record_type = src.record_type
+        self.partition_by = [p for p in src.partition_by if p in self.schema.names]
+        self.partition_types = {p: self.schema[p].dataType for p in self.partition_by}
+        data = T.StructType([f for f in self.schema.fields if f.name not in self.partition_by])
+        if self.record_type == "ByteArray":
+            self.spec = None
+        elif src.spec is not None:  # the manifest's encoding, for the columns asked for
+            self.spec = FeatureSpec(tuple(f for f in src.spec.features
+                                          if f.path[0] in data.names))
+        else:
+            self.spec = spec_for_schema(data)
+
+    def partitions(self) -> list[InputPartition]:
+        return [FilePartition(i, f) for i, f in enumerate(self.files)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        from tfspark.decode import Decoder, records_column
+        from tfspark.restore import Restorer
+
+        entry: FileEntry | None = getattr(partition, "entry", None)
+        if entry is None:  # no files: Spark still runs one empty partition
+            return
+        loc = locate(self.root)
+        path = loc.join(entry.rel) if entry.rel else loc.base
+        name = posixpath.join(self.root, entry.rel) if entry.rel else self.root
+        restorer = Restorer(self.schema, self._constants(entry))
+        decoder = Decoder(self.spec) if self.spec is not None else None
+
+        def to_batch(buf: np.ndarray, offsets: np.ndarray, base: int) -> pa.RecordBatch:
+            if decoder is None:
+                return restorer.restore({("value",): records_column(buf, offsets)},
+                                        len(offsets) - 1)
+            canon = decoder.decode(buf, offsets, framed=True, path=name, offset=base)
+            return restorer.restore({f.path: canon.column(i)
+                                     for i, f in enumerate(decoder.spec.features)},
+                                    canon.num_rows)
+
+        with loc.fs.open_input_file(path) as raw:
+            gz = _is_gzip(raw, entry.compression)
+            stream = pa.CompressedInputStream(raw, "gzip") if gz else raw
+            count = 0
+            for batch in stream_framed(stream, name, self.opts.verify, to_batch, gz):
+                count += batch.num_rows
+                yield batch
+        if entry.records is not None and count != entry.records:
+            raise CorruptRecordError(f"{name}: holds {count} records but the manifest lists "
+                                     f"{entry.records}; the file was changed after the write: "
+                                     f"rewrite the data set", path=name)
+
+    def _constants(self, entry: FileEntry) -> dict[str, Any]:
+        from tfspark.restore import partition_value
+
+        return {p: partition_value(entry.partition.get(p), t, p)
+                for p, t in self.partition_types.items()}
+
+
+def _is_gzip(raw: Any, compression: Any) -> bool:
+    if compression != "auto":
+        return compression == "gzip"
+    head = raw.read(2)
+    raw.seek(0)
+    return head == _GZIP_MAGIC
+
+
+def stream_framed(stream: Any, name: str, verify: bool, to_batch: Any,
+                  gz: bool = False) -> Iterator[Any]:
+    """to_batch(buf, framed offsets, byte offset of buf[0]) for every <= BATCH_ROWS records of
+    a framed stream, reading CHUNK_BYTES at a time and carrying partial records over."""
+    from tfspark import unwire as uw
+    from tfspark.decode import frame_error
+    from tfspark.framing import _TABLES
+
+    buf = np.empty(CHUNK_BYTES, np.uint8)
+    offsets = np.empty(BATCH_ROWS + 1, np.int64)
+    filled = start = base = need = 0
+    where = " of the uncompressed stream" if gz else ""
+    while True:
+        try:
+            got = _read_into(stream, buf, filled)
+        except OSError as e:  # bad or truncated gzip data, or a failing file system
+            what = "bad or truncated gzip data" if gz else "read error"
+            raise CorruptRecordError(f"{name}: {what} after byte offset {base + filled}{where} "
+                                     f"({e})", path=name, offset=base + filled) from e
+        filled += got
+        eof = filled < buf.size
+        view = buf[:filled]
+        while True:
+            count, stop, pos, info = uw.scan_frames(view, start, BATCH_ROWS, verify, _TABLES,
+                                                    offsets)
+            if count:
+                yield to_batch(view, offsets[:count + 1], base)
+            start = pos
+            if stop == uw.LIMIT:
+                continue
+            if stop == uw.PARTIAL and not eof:
+                need = info
+                break
+            if stop != uw.END:
+                raise frame_error(stop, name, base + pos, info, where)
+            break
+        if eof:
+            return
+        keep = filled - start  # carry the partial record to the front (growing if needed)
+        if need > buf.size:
+            grown = np.empty(max(need, 2 * buf.size), np.uint8)
+            grown[:keep] = buf[start:filled]
+            buf = grown
+        else:
+            buf[:keep] = buf[start:filled]
+        base += start
+        filled, start = keep, 0
+
+
+def _read_into(stream: Any, buf: np.ndarray, filled: int) -> int:
+    """Fill buf[filled:] from the stream; fewer bytes only at the end of the stream."""
+    view = memoryview(buf)[filled:]
+    got = 0
+    while got < len(view):
+        n = stream.readinto(view[got:])
+        if not n:
+            break
+        got += n
+    return got

@@ -1,0 +1,282 @@
+"""Compiled kernels that read TFRecord framing and tf.train.Example bytes into whole columns:
+the mirror of protowire.py (which writes them). decode.py drives them.
+
+Wire format read (any field order, unknown fields skipped, a later entry for a key wins)::
+
+    Example   = field 1 (len) Features
+    Features  = repeated field 1 (len) Entry          # map<string, Feature>
+    Entry     = field 1 (len) key, field 2 (len) Feature
+    Feature   = one of 1 BytesList / 2 FloatList / 3 Int64List (len); the last one wins
+    BytesList = repeated field 1 (len) bytes
+    FloatList = field 1 packed (len, float32 LE)* or unpacked (fixed32), or both, repeated
+    Int64List = field 1 packed (len, varint)* or unpacked (varint), or both, repeated
+
+The kernels never trust a length: every varint, length and range is checked against the end of
+its enclosing message, and a problem comes back as an error code with the record and byte
+position (numba does not bounds-check, so a bad length would otherwise read past the buffer).
+A record's list for each spec key is found once (`index_records`: the key expected next, else
+a hash table); unwire_lists.py then reads each key's lists into a column.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tfspark._jit import njit
+from tfspark.framing import _crc32c
+
+# Error codes (0 = fine). decode.py turns them into messages.
+OK, MALFORMED, WRONG_TYPE, BAD_FLOATS, TOO_MANY = 0, 1, 2, 3, 4
+# Feature list kinds, as their field numbers in the Feature message.
+NONE, BYTES, FLOAT, INT = 0, 1, 2, 3
+# scan_frames stops: the buffer ends exactly, the record limit is hit, an incomplete record
+# starts at pos (more bytes needed), or a record is corrupt.
+END, LIMIT, PARTIAL, LENGTH_CRC, DATA_CRC, BAD_LENGTH = 0, 1, 2, 3, 4, 5
+MAX_RECORD = 1 << 31  # protobuf messages are < 2 GiB; a bigger length is corruption
+
+
+# ---------------------------------------------------------------- framing
+
+@njit
+def _masked(c):
+    return ((((c >> 15) | (c << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+@njit
+def _u32(buf, p):
+    return (np.int64(buf[p]) | (np.int64(buf[p + 1]) << 8) | (np.int64(buf[p + 2]) << 16)
+            | (np.int64(buf[p + 3]) << 24))
+
+
+@njit
+def scan_frames(buf, start, limit, verify, t, offsets):
+    """Walk framed records from buf[start:], at most `limit` of them.
+
+    offsets[0..count] receive the framed records' boundaries (offsets[0] = start). Returns
+    (count, stop, pos, info): stop is END, LIMIT, PARTIAL (an incomplete record starts at pos and
+    needs info bytes in all), or LENGTH_CRC / DATA_CRC / BAD_LENGTH (record at pos, info = its
+    length). Nothing past pos was accepted.
+    """
+    size = buf.shape[0]
+    pos = start
+    count = 0
+    offsets[0] = start
+    while True:
+        if pos == size:
+            return count, END, pos, 0
+        if count == limit:
+            return count, LIMIT, pos, 0
+        if size - pos < 12:
+            return count, PARTIAL, pos, 12
+        n = _u32(buf, pos) | (_u32(buf, pos + 4) << 32)
+        if verify and _masked(_crc32c(buf, pos, pos + 8, t)) != _u32(buf, pos + 8):
+            return count, LENGTH_CRC, pos, n
+        if n < 0 or n >= MAX_RECORD:
+            return count, BAD_LENGTH, pos, n
+        if size - pos < n + 16:
+            return count, PARTIAL, pos, n + 16
+        if verify and _masked(_crc32c(buf, pos + 12, pos + 12 + n, t)) != _u32(buf, pos + 12 + n):
+            return count, DATA_CRC, pos, n
+        pos += n + 16
+        count += 1
+        offsets[count] = pos
+
+
+@njit
+def gather_records(buf, offsets, head, tail, data, data_offsets):
+    """Copy each record's bytes (framing stripped) back to back: a binary column's buffers."""
+    pos = 0
+    data_offsets[0] = 0
+    for i in range(offsets.shape[0] - 1):
+        s = offsets[i] + head
+        n = offsets[i + 1] - tail - s
+        src = buf[s:s + n]
+        dst = data[pos:pos + n]
+        for k in range(n):
+            dst[k] = src[k]
+        pos += n
+        data_offsets[i + 1] = pos
+
+
+# ---------------------------------------------------------------- protobuf fields
+
+@njit
+def get_varint(buf, pos, end):
+    """(value as int64 two's complement, position after it); position -1 if malformed."""
+    result = np.int64(0)
+    shift = 0
+    while pos < end:
+        b = np.int64(buf[pos])
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:  # an 11th byte: not a varint
+            return np.int64(0), -1
+    return np.int64(0), -1
+
+
+@njit
+def next_field(buf, pos, end):
+    """(field number, wire type, payload start, payload end) of the field at pos; field -1 if
+    malformed. For a varint the payload is its bytes; for len fields the bytes after the length."""
+    tag, p = get_varint(buf, pos, end)
+    if p < 0 or tag <= 7 or tag > 0xFFFFFFFF:  # field 0, or a tag over 32 bits
+        return -1, 0, 0, 0
+    field = tag >> 3
+    wire = tag & 7
+    if wire == 2:
+        n, q = get_varint(buf, p, end)
+        if q < 0 or n < 0 or n > end - q:
+            return -1, 0, 0, 0
+        return field, wire, q, q + n
+    if wire == 0:
+        _, q = get_varint(buf, p, end)
+        if q < 0:
+            return -1, 0, 0, 0
+        return field, wire, p, q
+    if wire == 1 and end - p >= 8:
+        return field, wire, p, p + 8
+    if wire == 5 and end - p >= 4:
+        return field, wire, p, p + 4
+    return -1, 0, 0, 0  # groups (3, 4), wire types 6 and 7, or a short fixed field
+
+
+# ---------------------------------------------------------------- key lookup
+
+@njit
+def key_hash(buf, start, end):
+    h = np.int64(5381)
+    for k in range(start, end):
+        h = h * 33 + np.int64(buf[k])
+    return h
+
+
+@njit
+def _lookup(buf, ks, ke, keys, key_offsets, table):
+    """Index of the key buf[ks:ke] in keys, or -1 (an open-addressing table of index + 1)."""
+    mask = table.shape[0] - 1
+    slot = key_hash(buf, ks, ke) & mask
+    n = ke - ks
+    while table[slot] != 0:
+        k = table[slot] - 1
+        a = key_offsets[k]
+        if key_offsets[k + 1] - a == n:
+            same = True
+            for j in range(n):
+                if keys[a + j] != buf[ks + j]:
+                    same = False
+                    break
+            if same:
+                return k
+        slot = (slot + 1) & mask
+    return -1
+
+
+@njit
+def index_records(buf, offsets, head, tail, keys, key_offsets, table, kinds, starts, ends):
+    """For record i and key k: kinds[i, k] = the kind of its list (NONE for a Feature without
+    one; left at -1 when the record has no such key) and starts/ends = the byte range of the
+    list's body. Returns (code, record, byte position).
+
+    Numba does not inline calls to kernels this size, and a call costs more than parsing a
+    field, so the layout every writer uses (one-byte tags and lengths, key before value, one
+    list per Feature, keys in spec order) is parsed inline; anything else takes next_field.
+    """
+    nkeys = key_offsets.shape[0] - 1
+    for i in range(offsets.shape[0] - 1):
+        pos = offsets[i] + head
+        e = offsets[i + 1] - tail
+        guess = 0  # the key expected next: writers sort keys as the spec does
+        while pos < e:
+            if buf[pos] == 0x0A and pos + 2 < e and buf[pos + 1] < 0x80:  # short Features
+                a = pos + 2
+                b = a + np.int64(buf[pos + 1])
+                if b > e:
+                    return MALFORMED, i, pos
+            elif (buf[pos] == 0x0A and pos + 2 < e and buf[pos + 2] < 0x80):  # < 16 KiB
+                a = pos + 3
+                b = a + ((np.int64(buf[pos + 1]) & 0x7F) | (np.int64(buf[pos + 2]) << 7))
+                if b > e:
+                    return MALFORMED, i, pos
+            else:
+                f, w, a, b = next_field(buf, pos, e)
+                if f < 0:
+                    return MALFORMED, i, pos
+                if f != 1 or w != 2:  # not Features
+                    pos = b
+                    continue
+            q = a
+            while q < b:
+                if buf[q] == 0x0A and q + 1 < b and buf[q + 1] < 0x80:  # an entry
+                    a2 = q + 2
+                    b2 = a2 + np.int64(buf[q + 1])
+                    if b2 > b:
+                        return MALFORMED, i, q
+                else:
+                    f2, w2, a2, b2 = next_field(buf, q, b)
+                    if f2 < 0:
+                        return MALFORMED, i, q
+                    if f2 != 1 or w2 != 2:
+                        q = b2
+                        continue
+                q = b2
+                ks = ke = vs = ve = a2  # a missing key is "", a missing value empty
+                r = a2
+                if r + 1 < b2 and buf[r] == 0x0A and buf[r + 1] < 0x80:
+                    ke = r + 2 + np.int64(buf[r + 1])
+                    if (ke + 1 < b2 and buf[ke] == 0x12 and buf[ke + 1] < 0x80
+                            and ke + 2 + np.int64(buf[ke + 1]) == b2):
+                        ks, vs, ve, r = r + 2, ke + 2, b2, b2
+                    else:
+                        ke = a2
+                while r < b2:
+                    f3, w3, a3, b3 = next_field(buf, r, b2)
+                    if f3 < 0:
+                        return MALFORMED, i, r
+                    if f3 == 1 and w3 == 2:
+                        ks, ke = a3, b3
+                    elif f3 == 2 and w3 == 2:
+                        vs, ve = a3, b3
+                    r = b3
+                k = -1
+                if guess < nkeys and key_offsets[guess + 1] - key_offsets[guess] == ke - ks:
+                    k = guess
+                    ka = key_offsets[guess]
+                    for j in range(ke - ks):
+                        if keys[ka + j] != buf[ks + j]:
+                            k = -1
+                            break
+                if k < 0:
+                    k = _lookup(buf, ks, ke, keys, key_offsets, table)
+                if k < 0:
+                    continue
+                guess = k + 1
+                if (ve - vs >= 2 and buf[vs + 1] < 0x80 and vs + 2 + np.int64(buf[vs + 1]) == ve
+                        and (buf[vs] == 0x0A or buf[vs] == 0x12 or buf[vs] == 0x1A)):
+                    kind, la, lb = np.int64(buf[vs] >> 3), vs + 2, ve
+                else:
+                    kind, la, lb = _list_of(buf, vs, ve)
+                    if kind < 0:
+                        return MALFORMED, i, la
+                kinds[i, k] = kind
+                starts[i, k] = la
+                ends[i, k] = lb
+            pos = b
+    return OK, 0, 0
+
+
+@njit
+def _list_of(buf, s, e):
+    """(kind, start, end) of the list in a Feature message: the last of its list fields."""
+    kind, a, b = NONE, s, s
+    pos = s
+    while pos < e:
+        f, w, p, q = next_field(buf, pos, e)
+        if f < 0:
+            return -1, pos, pos
+        if w == 2 and 1 <= f <= 3:
+            kind, a, b = f, p, q
+        pos = q
+    return kind, a, b
