@@ -5,6 +5,7 @@ Layout of a manifest:
     {"format": "tfspark.manifest", "version": 1, "created_by": "tfspark X",
      "record_type": "Example" | "ByteArray", "compression": null | "gzip",
      "spec": {...FeatureSpec...} | null, "partition_by": [...], "splits": [...],
+     "schema": {...Spark StructType JSON of the written columns, partition columns included...},
      "records": N, "bytes": B,
      "files": [{"path": "train/part-...tfrecord.gz", "records": n, "bytes": b,
                 "split": "train" | null, "partition": {"col": "value"}, "write_id": "..."}],
