@@ -22,7 +22,8 @@ RESULTS = os.path.join(HERE, "results")
 BENCHES = {
     "encode": ("bench_encode.py", ["--rows", "1000000"], ["--rows", "100000", "--loop-rows",
                                                           "20000"]),
-    "write": ("bench_write.py", ["--rows", "5000000"], ["--rows", "200000", "--repeat", "1"]),
+    "write": ("bench_write.py", ["--rows", "5000000", "--repeat", "2"],
+              ["--rows", "200000", "--repeat", "1"]),
     "read": ("bench_read.py", ["--rows", "1000000"], ["--rows", "100000"]),
     "spark_read": ("bench_spark_read.py", ["--rows", "1000000"], ["--rows", "100000"]),
 }

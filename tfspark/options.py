@@ -57,12 +57,19 @@ class WriteOptions:
     stats: Mapping[str, Any] | None = None
 
 
-def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
+def known_options(options: Mapping[str, Any], known: Mapping[str, str],
+                  what: str) -> dict[str, Any]:
+    """Options with lower-cased keys; an unknown key is an error listing the known ones."""
     opts = {str(k).lower(): v for k, v in options.items()}
-    unknown = sorted(set(opts) - set(WRITE_OPTIONS))
+    unknown = sorted(set(opts) - set(known))
     if unknown:
-        known = ", ".join(f"{k} ({v})" for k, v in WRITE_OPTIONS.items())
-        raise OptionError(f"unknown tfrecord option(s) {unknown}; known options: {known}")
+        listing = ", ".join(f"{k} ({v})" for k, v in known.items())
+        raise OptionError(f"unknown tfrecord {what}(s) {unknown}; known options: {listing}")
+    return opts
+
+
+def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
+    opts = known_options(options, WRITE_OPTIONS, "option")
     if not opts.get("path"):
         raise OptionError("no output path: use df.write.format('tfrecord').save(path)")
     if "compression" in opts and "codec" in opts and \

@@ -29,6 +29,7 @@ from tfspark import manifest as mf
 from tfspark.errors import CorruptRecordError, OptionError
 from tfspark.framing import normalize_compression
 from tfspark.fs import Location, locate
+from tfspark.options import known_options
 from tfspark.spec import FeatureSpec
 
 CHUNK_BYTES = 32 << 20  # framed bytes read at a time; a bigger record grows the buffer
@@ -57,11 +58,7 @@ class ReadOptions:
 
 
 def parse_read_options(options: Mapping[str, Any]) -> ReadOptions:
-    opts = {str(k).lower(): v for k, v in options.items()}
-    unknown = sorted(set(opts) - set(READ_OPTIONS))
-    if unknown:
-        known = ", ".join(f"{k} ({v})" for k, v in READ_OPTIONS.items())
-        raise OptionError(f"unknown tfrecord read option(s) {unknown}; known options: {known}")
+    opts = known_options(options, READ_OPTIONS, "read option")
     if not opts.get("path"):
         raise OptionError("no input path: use spark.read.format('tfrecord').load(path)")
     record_type = opts.get("recordtype")

@@ -209,7 +209,8 @@ def _check_split(split: Mapping[str, float] | None, split_key: str | None,
 def _write_backup(spark: Any, df: DataFrame, table: str | None, target: str,
                   mode: str) -> list[str]:
     """Write the backup; return the files this write added (the rows to export)."""
-    bmode = {"ignore": "errorifexists"}.get(mode, mode)
+    # "error", not "errorifexists": Spark Connect's writer knows only the short name.
+    bmode = {"ignore": "error", "errorifexists": "error"}.get(mode, mode)
     before = set(_input_files(spark, table, target))
     writer = df.write.mode(bmode).format("parquet")
     if table:

@@ -15,7 +15,7 @@ import shutil
 from collections import Counter
 
 import pytest
-from tfcheck import f32
+from tfcheck import check_rich_row, f32
 
 import tfspark
 from tfspark.dataset import make_dataset, plan_read
@@ -148,28 +148,9 @@ def test_every_type_matches_source(tf, data):
             g = dict(zip(names, row))
             got[g["id"]] = g
     assert sorted(got) == list(range(ROWS))
-    epoch = dt.date(1970, 1, 1)
     for k, r in src.items():
         g = got[k]
-        null = r[1] is None
-        assert g["i"] == (0 if null else r[1])
-        assert g["s16"] == (0 if null else r[2]) and g["b8"] == (0 if null else r[3])
-        assert g["flag"] == (0 if null else int(r[4]))
-        assert g["f"] == (0.0 if null else f32(r[5])) and g["d"] == (0.0 if null else f32(r[6]))
-        assert g["dec"] == (0.0 if null else f32(float(r[7])))
-        assert g["txt"] == (b"" if null else r[8].encode())
-        assert g["bin"] == (b"" if null else r[9])
-        assert g["day"] == (0 if null else (r[10] - epoch).days)
-        if not null:
-            micros = (r[11] - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)) // \
-                dt.timedelta(microseconds=1)
-            assert g["ts"] == micros
-        assert g["arr"] == ([] if null else r[12])
-        assert g["emb"] == f32(r[13]) and math.copysign(1, g["emb"][2]) == -1
-        assert g["rag"] == ([] if null else r[14])
-        assert g["st.a"] == (0 if null else r[15][0])
-        assert g["st.b"] == (b"" if null else r[15][1].encode())
-        assert g["vec"] == ([0.0, 0.0] if null else f32(r[16].toArray().tolist()))
+        check_rich_row(g, r)
         assert g["cat"] == r[17].encode() and g["x1"] == f32(r[18])
         assert g["__label__"] == r[20]
 

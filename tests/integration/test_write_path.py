@@ -6,11 +6,10 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import json
-import math
 import os
 
 import pytest
-from tfcheck import f32, read_with_tf, rows_by
+from tfcheck import check_rich_row, read_with_tf, rows_by
 
 import tfspark
 from tfspark.errors import OptionError, SchemaError
@@ -186,28 +185,9 @@ def test_workflow_every_type_matches_source(spark, F, tf, tmp_path):
     assert spec["arr"].kind == "varlen" and spec["y"].label
     got = rows_by(cols, "id")
     assert sorted(got) == list(range(40))
-    epoch = dt.date(1970, 1, 1)
     for r in rows:
         g = got[r[0]]
-        null = r[1] is None
-        assert g["i"] == (0 if null else r[1])
-        assert g["s16"] == (0 if null else r[2]) and g["b8"] == (0 if null else r[3])
-        assert g["flag"] == (0 if null else int(r[4]))
-        assert g["f"] == (0.0 if null else f32(r[5])) and g["d"] == (0.0 if null else f32(r[6]))
-        assert g["dec"] == (0.0 if null else f32(float(r[7])))
-        assert g["txt"] == (b"" if null else r[8].encode())
-        assert g["bin"] == (b"" if null else r[9])
-        assert g["day"] == (0 if null else (r[10] - epoch).days)
-        if not null:
-            micros = (r[11] - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)) // \
-                dt.timedelta(microseconds=1)
-            assert g["ts"] == micros
-        assert g["arr"] == ([] if null else r[12])
-        assert g["emb"] == f32(r[13]) and math.copysign(1, g["emb"][2]) == -1
-        assert g["rag"] == ([] if null else r[14])
-        assert g["st.a"] == (0 if null else r[15][0])
-        assert g["st.b"] == (b"" if null else r[15][1].encode())
-        assert g["vec"] == ([0.0, 0.0] if null else f32(r[16].toArray().tolist()))
+        check_rich_row(g, r)
         assert g["y"] == r[17]
     stats = manifest(out)["stats"]
     assert stats["null_counts"]["i"] == 8 and stats["rows"] == {"source": 40, "backup": 40}

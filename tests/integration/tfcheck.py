@@ -49,3 +49,30 @@ def f32(x: Any) -> Any:
     if isinstance(x, list):
         return [f32(v) for v in x]
     return float(np.float32(x))
+
+
+def check_rich_row(g: dict, r: tuple) -> None:
+    """One parsed row `g` against the source tuple `r` of the shared all-types table
+    (id, i, s16, b8, flag, f, d, dec, txt, bin, day, ts, arr, emb, rag, st, vec, ...);
+    nulls come back as the spec's defaults."""
+    import datetime as dt
+    import math
+
+    null = r[1] is None
+    assert g["i"] == (0 if null else r[1])
+    assert g["s16"] == (0 if null else r[2]) and g["b8"] == (0 if null else r[3])
+    assert g["flag"] == (0 if null else int(r[4]))
+    assert g["f"] == (0.0 if null else f32(r[5])) and g["d"] == (0.0 if null else f32(r[6]))
+    assert g["dec"] == (0.0 if null else f32(float(r[7])))
+    assert g["txt"] == (b"" if null else r[8].encode())
+    assert g["bin"] == (b"" if null else r[9])
+    assert g["day"] == (0 if null else (r[10] - dt.date(1970, 1, 1)).days)
+    if not null:
+        epoch = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+        assert g["ts"] == (r[11] - epoch) // dt.timedelta(microseconds=1)
+    assert g["arr"] == ([] if null else r[12])
+    assert g["emb"] == f32(r[13]) and math.copysign(1, g["emb"][2]) == -1
+    assert g["rag"] == ([] if null else r[14])
+    assert g["st.a"] == (0 if null else r[15][0])
+    assert g["st.b"] == (b"" if null else r[15][1].encode())
+    assert g["vec"] == ([0.0, 0.0] if null else f32(r[16].toArray().tolist()))
