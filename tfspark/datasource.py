@@ -148,8 +148,24 @@ def _check_append(opts: WriteOptions, old: dict[str, Any], spec: FeatureSpec | N
                               f"but this write has {now!r}; use the same {name} or overwrite")
     if new_spec != old_spec:
         raise SchemaError(f"cannot append to {opts.path!r}: its feature spec differs from this "
-                          f"DataFrame's (columns, types, nullability or labels changed); write "
-                          f"to a new path or overwrite")
+                          f"DataFrame's ({_spec_diff(old_spec, new_spec)}); write to a new path "
+                          f"or overwrite")
+
+
+def _spec_diff(old: dict[str, Any] | None, new: dict[str, Any] | None) -> str:
+    """Which features were added, removed or changed, for the append error."""
+    was = {f["name"]: f for f in (old or {}).get("features", [])}
+    now = {f["name"]: f for f in (new or {}).get("features", [])}
+    parts = []
+    if sorted(set(now) - set(was)):
+        parts.append(f"new: {sorted(set(now) - set(was))}")
+    if sorted(set(was) - set(now)):
+        parts.append(f"missing: {sorted(set(was) - set(now))}")
+    changed = [f"{n} ({', '.join(k for k in now[n] if now[n][k] != was[n].get(k))})"
+               for n in sorted(set(was) & set(now)) if was[n] != now[n]]
+    if changed:
+        parts.append(f"changed: {', '.join(changed)}")
+    return "; ".join(parts) or "the data set has no spec"
 
 
 @dataclass

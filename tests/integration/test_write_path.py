@@ -320,9 +320,12 @@ def test_append_with_other_schema_is_refused(spark, F, tmp_path):
     out = str(tmp_path / "app")
     spark.range(5).write.format("tfrecord").mode("append").save(out)
     before = manifest(out)
-    with pytest.raises(Exception, match="feature spec differs"):
+    with pytest.raises(Exception, match=r"feature spec differs.*new: \['x'\]"):
         spark.range(5).withColumn("x", F.lit(1.0)).write.format("tfrecord").mode("append") \
             .save(out)
+    with pytest.raises(Exception, match=r"changed: id \(dtype, encoding, source_type"):
+        spark.range(5).selectExpr("cast(id as double) as id").write.format("tfrecord") \
+            .mode("append").save(out)
     with pytest.raises(Exception, match="compression"):
         spark.range(5).write.format("tfrecord").mode("append").option("compression", "gzip") \
             .save(out)
