@@ -85,7 +85,7 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         compression=normalize_compression(opts.get("compression", opts.get("codec"))),
         gzip_level=_gzip_level(opts.get("gziplevel")),
         record_type=record_type,
-        max_records_per_file=_positive_int("maxRecordsPerFile", opts.get("maxrecordsperfile")),
+        max_records_per_file=positive_int("maxRecordsPerFile", opts.get("maxrecordsperfile")),
         partition_by=_names(opts.get("partitionby")),
         mode=mode,
         label_cols=_names(opts.get("labelcols")),
@@ -106,9 +106,10 @@ def _choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
     raise OptionError(f"option {name}={value!r} is not valid; use one of {list(allowed)}")
 
 
-def _positive_int(name: str, value: str | None) -> int | None:
+def positive_int(name: str, value: Any, default: int | None = None) -> int | None:
+    """An option that must be a positive integer; `default` when it is not given."""
     if value is None or str(value).strip() == "":
-        return None
+        return default
     try:
         n = int(str(value).strip())
     except ValueError:

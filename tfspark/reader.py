@@ -29,7 +29,7 @@ from tfspark import manifest as mf
 from tfspark.errors import CorruptRecordError, OptionError
 from tfspark.framing import normalize_compression
 from tfspark.fs import Location, locate
-from tfspark.options import known_options
+from tfspark.options import known_options, positive_int
 from tfspark.spec import FeatureSpec
 
 CHUNK_BYTES = 32 << 20  # framed bytes read at a time; a bigger record grows the buffer
@@ -75,21 +75,13 @@ def parse_read_options(options: Mapping[str, Any]) -> ReadOptions:
         path=str(opts["path"]), record_type=record_type, split=opts.get("split") or None,
         compression=(normalize_compression(opts["compression"]) if "compression" in opts
                      else "auto"),
-        sample_records=_positive("schemaSampleRecords", opts.get("schemasamplerecords"), 1000),
-        sample_files=_positive("schemaSampleFiles", opts.get("schemasamplefiles"), 16),
+        sample_records=_positive_int("schemaSampleRecords", opts.get("schemasamplerecords"), 1000),
+        sample_files=_positive_int("schemaSampleFiles", opts.get("schemasamplefiles"), 16),
         verify=verify == "true")
 
 
-def _positive(name: str, value: Any, default: int) -> int:
-    if value is None:
-        return default
-    try:
-        n = int(str(value).strip())
-    except ValueError:
-        n = 0
-    if n <= 0:
-        raise OptionError(f"option {name}={value!r} must be a positive integer")
-    return n
+def _positive_int(name: str, value: Any, default: int) -> int:
+    return positive_int(name, value, default) or default
 
 
 # ---------------------------------------------------------------- what a path holds
