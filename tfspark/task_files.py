@@ -25,6 +25,8 @@ class _Open:
     rel: str
     stream: Any
     writer: RecordWriter
+    split: str | None
+    partition: dict[str, Any]
 
 
 @dataclass
@@ -83,9 +85,8 @@ class TaskFiles:
         self.loc.fs.create_dir(self.loc.join(folder) if folder else self.loc.base, recursive=True)
         # compression=None: pyarrow would otherwise gzip ".gz" names a second time.
         stream = self.loc.fs.open_output_stream(self.loc.join(rel), compression=None)
-        opened = _Open(rel, stream, RecordWriter(stream, compression=self.compression,
-                                                   gzip_level=self.gzip_level))
-        opened.writer.meta = {"split": split, "partition": partition}  # type: ignore[attr-defined]
+        writer = RecordWriter(stream, compression=self.compression, gzip_level=self.gzip_level)
+        opened = _Open(rel, stream, writer, split, partition)
         self._open[key] = opened
         return opened
 
@@ -93,11 +94,10 @@ class TaskFiles:
         f = self._open.pop(key)
         f.writer.close()
         f.stream.close()
-        meta = f.writer.meta  # type: ignore[attr-defined]
         self.done.append({"path": f.rel, "records": f.writer.records,
-                          "bytes": f.writer.bytes_written, "split": meta["split"],
+                          "bytes": f.writer.bytes_written, "split": f.split,
                           "partition": {k: None if v is None else partitions._text(v)
-                                        for k, v in meta["partition"].items()},  # JSON: text
+                                        for k, v in f.partition.items()},  # JSON: text
                           "write_id": self.write_id})
 
     def close(self) -> list[dict[str, Any]]:
