@@ -15,7 +15,7 @@ import shutil
 from collections import Counter
 
 import pytest
-from tfcheck import check_rich_row, f32
+from tfcheck import check_rich_row, f32, rich_fields
 
 import tfspark
 from tfspark.dataset import make_dataset, plan_read
@@ -61,23 +61,9 @@ def _rows():
 
 
 def _schema():
-    from pyspark.ml.linalg import VectorUDT
     from pyspark.sql import types as T
 
-    return T.StructType([
-        T.StructField("id", T.LongType(), False),
-        T.StructField("i", T.IntegerType()), T.StructField("s16", T.ShortType()),
-        T.StructField("b8", T.ByteType()), T.StructField("flag", T.BooleanType()),
-        T.StructField("f", T.FloatType()), T.StructField("d", T.DoubleType()),
-        T.StructField("dec", T.DecimalType(12, 3)), T.StructField("txt", T.StringType()),
-        T.StructField("bin", T.BinaryType()), T.StructField("day", T.DateType()),
-        T.StructField("ts", T.TimestampType()),
-        T.StructField("arr", T.ArrayType(T.DoubleType(), False)),
-        T.StructField("emb", T.ArrayType(T.FloatType(), False)),
-        T.StructField("rag", T.ArrayType(T.ArrayType(T.LongType(), False), False)),
-        T.StructField("st", T.StructType([T.StructField("a", T.IntegerType()),
-                                          T.StructField("b", T.StringType())])),
-        T.StructField("vec", VectorUDT()),
+    return T.StructType(rich_fields() + [
         T.StructField("cat", T.StringType(), False),
         T.StructField("x1", T.DoubleType(), False), T.StructField("x2", T.DoubleType(), False),
         T.StructField("label", T.IntegerType(), False),

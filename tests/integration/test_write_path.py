@@ -9,7 +9,7 @@ import json
 import os
 
 import pytest
-from tfcheck import check_rich_row, read_with_tf, rows_by
+from tfcheck import check_rich_row, read_with_tf, rich_fields, rows_by
 
 import tfspark
 from tfspark.errors import OptionError, SchemaError
@@ -127,22 +127,7 @@ def _rich_df(spark):
     from pyspark.ml.linalg import Vectors
     from pyspark.sql import types as T
 
-    schema = T.StructType([
-        T.StructField("id", T.LongType(), False),
-        T.StructField("i", T.IntegerType()), T.StructField("s16", T.ShortType()),
-        T.StructField("b8", T.ByteType()), T.StructField("flag", T.BooleanType()),
-        T.StructField("f", T.FloatType()), T.StructField("d", T.DoubleType()),
-        T.StructField("dec", T.DecimalType(12, 3)), T.StructField("txt", T.StringType()),
-        T.StructField("bin", T.BinaryType()), T.StructField("day", T.DateType()),
-        T.StructField("ts", T.TimestampType()),
-        T.StructField("arr", T.ArrayType(T.DoubleType(), False)),
-        T.StructField("emb", T.ArrayType(T.FloatType(), False)),
-        T.StructField("rag", T.ArrayType(T.ArrayType(T.LongType(), False), False)),
-        T.StructField("st", T.StructType([T.StructField("a", T.IntegerType()),
-                                          T.StructField("b", T.StringType())])),
-        T.StructField("vec", VectorUDT()),
-        T.StructField("y", T.IntegerType(), False),
-    ])
+    schema = T.StructType(rich_fields() + [T.StructField("y", T.IntegerType(), False)])
     rows = []
     for k in range(40):
         null = k % 5 == 4
@@ -163,12 +148,6 @@ def _rich_df(spark):
             k % 2,
         ))
     return spark.createDataFrame(rows, schema), rows
-
-
-def VectorUDT():
-    from pyspark.ml.linalg import VectorUDT as V
-
-    return V()
 
 
 @pytest.mark.tf

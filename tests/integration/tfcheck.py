@@ -76,3 +76,25 @@ def check_rich_row(g: dict, r: tuple) -> None:
     assert g["st.a"] == (0 if null else r[15][0])
     assert g["st.b"] == (b"" if null else r[15][1].encode())
     assert g["vec"] == ([0.0, 0.0] if null else f32(r[16].toArray().tolist()))
+
+
+def rich_fields() -> list:
+    """The StructFields of the shared all-types table that check_rich_row reads (r[0]..r[16])."""
+    from pyspark.ml.linalg import VectorUDT
+    from pyspark.sql import types as T
+
+    return [
+        T.StructField("id", T.LongType(), False),
+        T.StructField("i", T.IntegerType()), T.StructField("s16", T.ShortType()),
+        T.StructField("b8", T.ByteType()), T.StructField("flag", T.BooleanType()),
+        T.StructField("f", T.FloatType()), T.StructField("d", T.DoubleType()),
+        T.StructField("dec", T.DecimalType(12, 3)), T.StructField("txt", T.StringType()),
+        T.StructField("bin", T.BinaryType()), T.StructField("day", T.DateType()),
+        T.StructField("ts", T.TimestampType()),
+        T.StructField("arr", T.ArrayType(T.DoubleType(), False)),
+        T.StructField("emb", T.ArrayType(T.FloatType(), False)),
+        T.StructField("rag", T.ArrayType(T.ArrayType(T.LongType(), False), False)),
+        T.StructField("st", T.StructType([T.StructField("a", T.IntegerType()),
+                                          T.StructField("b", T.StringType())])),
+        T.StructField("vec", VectorUDT()),
+    ]
