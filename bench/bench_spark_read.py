@@ -21,30 +21,13 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import machine, save_json  # noqa: E402
+from common import local_spark, machine, save_json, spark_table  # noqa: E402
 
 
 def run(rows: int, repeat: int) -> dict:
-    from pyspark.sql import SparkSession
-    from pyspark.sql import functions as F
-
-    import tfspark
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = (SparkSession.builder.master("local[2]").appName("tfspark-bench-read")
-             .config("spark.pyspark.python", sys.executable)
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "4").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    tfspark.register(spark)
+    spark = local_spark("tfspark-bench-read")
     tmp = tempfile.mkdtemp(prefix="tfspark-bench-read-")
-    words = F.array(*[F.lit(w) for w in ("alpha", "beta", "gamma", "delta", "epsilon")])
-    src = spark.range(rows, numPartitions=4).select(
-        *[F.randn(i).alias(f"f{i}") for i in range(5)],
-        *[(F.rand(10 + i) * 2e6 - 1e6).cast("long").alias(f"i{i}") for i in range(3)],
-        *[F.element_at(words, (F.rand(20 + i) * 5).cast("int") + 1).alias(f"s{i}")
-          for i in range(2)])
+    src = spark_table(spark, rows)
     paths = {"parquet": os.path.join(tmp, "parquet"), "tfrecord": os.path.join(tmp, "tfr")}
     src.write.parquet(paths["parquet"])  # the same 4 partitions give 4 files each
     src.write.format("tfrecord").mode("overwrite").save(paths["tfrecord"])

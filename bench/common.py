@@ -61,3 +61,34 @@ def save_json(path: str | None, doc: dict) -> None:
     if path:
         with open(path, "w") as f:
             json.dump(doc, f, indent=1)
+
+
+def local_spark(app: str):
+    """The local[2] session the Spark benchmarks share, with tfspark registered."""
+    import sys
+
+    from pyspark.sql import SparkSession
+
+    import tfspark
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = (SparkSession.builder.master("local[2]").appName(app)
+             .config("spark.pyspark.python", sys.executable)
+             .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "4").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    tfspark.register(spark)
+    return spark
+
+
+def spark_table(spark, rows: int):
+    """The benchmark table in Spark: 5 double, 3 long, 2 short strings, 4 partitions."""
+    from pyspark.sql import functions as F
+
+    words = F.array(*[F.lit(w) for w in ("alpha", "beta", "gamma", "delta", "epsilon")])
+    return spark.range(rows, numPartitions=4).select(
+        *[F.randn(i).alias(f"f{i}") for i in range(5)],
+        *[(F.rand(10 + i) * 2e6 - 1e6).cast("long").alias(f"i{i}") for i in range(3)],
+        *[F.element_at(words, (F.rand(20 + i) * 5).cast("int") + 1).alias(f"s{i}")
+          for i in range(2)])
