@@ -1,8 +1,13 @@
-"""Run every benchmark, each in its own process, and write docs/benchmarks.md from the results.
+"""Run every benchmark, each in its own process, and write docs/benchmarks.md and its charts.
 
     python bench/run_all.py                 # full sizes (1M encode/read rows, 5M write rows)
     python bench/run_all.py --quick         # small sizes, for a smoke run
-    python bench/run_all.py --only encode,write
+    python bench/run_all.py --only encode,write   # the others keep their saved results
+    python bench/run_all.py --report-only   # no benchmark: page + charts from the saved results
+    python bench/run_all.py --no-report     # results (bench/results/*.json) only
+
+The results go to bench/results/NAME.json and, together, bench/results/all.json; then
+bench/report.py rewrites the generated blocks of docs/benchmarks.md and docs/img/*.png.
 """
 
 from __future__ import annotations
@@ -55,11 +60,29 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true")
     p.add_argument("--only", default=",".join(BENCHES))
+    p.add_argument("--report-only", action="store_true",
+                   help="run no benchmark; rewrite the page and charts from the saved results")
+    p.add_argument("--no-report", action="store_true",
+                   help="leave docs/benchmarks.md and docs/img/ alone")
     a = p.parse_args()
-    results = run([n.strip() for n in a.only.split(",") if n.strip()], a.quick)
-    with open(os.path.join(RESULTS, "all.json"), "w") as f:
-        json.dump(results, f, indent=1)
-    print(json.dumps(results, indent=1))
+    all_json = os.path.join(RESULTS, "all.json")
+    if not a.report_only:
+        names = [n.strip() for n in a.only.split(",") if n.strip()]
+        unknown = sorted(set(names) - set(BENCHES))
+        if unknown:
+            p.error(f"unknown benchmark(s) {', '.join(unknown)}; choose from {', '.join(BENCHES)}")
+        results = run(names, a.quick)
+        if os.path.exists(all_json) and set(results) != set(BENCHES):
+            # A partial run (--only) replaces its own entries and keeps the others' last results.
+            with open(all_json) as f:
+                results = json.load(f) | results
+        with open(all_json, "w") as f:
+            json.dump(results, f, indent=1)
+        print(json.dumps(results, indent=1))
+    if not a.no_report:
+        import report
+
+        report.main(["--results", all_json])
 
 
 if __name__ == "__main__":
