@@ -407,6 +407,26 @@ def cluster_conf(cluster: LocalCluster, tmp: Path, *, cores_max: int | None = No
     }
 
 
+def id_source(spark: Any, start: int, end: int, partitions: int = 4) -> Any:
+    """10 columns, each a function of id (so every value can be checked), float values exact
+    in float32 (so the Spark reader's round trip compares equal)."""
+    from pyspark.sql import functions as F
+
+    i = F.col("id")
+    return spark.range(start, end, numPartitions=partitions).select(
+        "id",
+        (i % 1000).cast("int").alias("i"),
+        (i * 0.25).alias("x"),
+        ((i % 4096) / 8).cast("float").alias("f"),
+        F.concat(F.lit("r"), i.cast("string")).alias("s"),
+        (i % 3 == 0).alias("flag"),
+        F.date_add(F.lit("2020-01-01").cast("date"), (i % 365).cast("int")).alias("day"),
+        F.array((i % 7).cast("double"), F.lit(1.5), (i % 11).cast("double")).alias("arr"),
+        F.when(i % 10 == 0, F.lit(None)).otherwise(i * 2).alias("maybe"),
+        (i % 2).cast("int").alias("y"),
+    )
+
+
 # ---- Spark Connect server (for tests/integration/test_connect.py)
 
 

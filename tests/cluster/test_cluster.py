@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import threading
 import time
 from collections import Counter
@@ -21,6 +22,10 @@ import pandas as pd
 import pytest
 
 import tfspark
+
+# The 10-column source whose every value is a function of id (scripts/local_cluster.py, shared
+# with bench/bench_scale.py); the cluster conftest has loaded that module already.
+source_df = sys.modules["local_cluster"].id_source
 
 pytestmark = [pytest.mark.spark, pytest.mark.cluster]
 
@@ -39,26 +44,6 @@ def part_files(path: str | Path) -> list[str]:
     root = Path(path)
     return sorted(str(p.relative_to(root)) for p in root.rglob("part-*.tfrecord*")
                   if p.is_file())
-
-
-def source_df(spark: Any, start: int, end: int, partitions: int = 4) -> Any:
-    """10 columns, each a function of id (so every value can be checked), float values exact
-    in float32 (so the Spark reader's round trip compares equal)."""
-    from pyspark.sql import functions as F
-
-    i = F.col("id")
-    return spark.range(start, end, numPartitions=partitions).select(
-        "id",
-        (i % 1000).cast("int").alias("i"),
-        (i * 0.25).alias("x"),
-        ((i % 4096) / 8).cast("float").alias("f"),
-        F.concat(F.lit("r"), i.cast("string")).alias("s"),
-        (i % 3 == 0).alias("flag"),
-        F.date_add(F.lit("2020-01-01").cast("date"), (i % 365).cast("int")).alias("day"),
-        F.array((i % 7).cast("double"), F.lit(1.5), (i % 11).cast("double")).alias("arr"),
-        F.when(i % 10 == 0, F.lit(None)).otherwise(i * 2).alias("maybe"),
-        (i % 2).cast("int").alias("y"),
-    )
 
 
 def read_tf(path: str | Path, split: str | None = None) -> dict[str, np.ndarray]:
