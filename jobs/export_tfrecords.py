@@ -13,20 +13,26 @@ import sys
 
 from pyspark.sql import SparkSession
 
-from tfspark.cli import add_export_args, config_from_args, run_export
-from tfspark.errors import TfsparkError
+from tfspark.cli import add_export_args, config_from_args, describe_error, run_export
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="export_tfrecords.py", description=__doc__)
     add_export_args(parser)
+    parser.add_argument("--debug", action="store_true",
+                        help="on error, raise with the full traceback instead of one line")
     args = parser.parse_args(argv)
     try:
         cfg = config_from_args(args)
         spark = SparkSession.builder.appName(cfg.app_name).getOrCreate()
         print(run_export(spark, cfg).summary())
-    except TfsparkError as e:
-        print(f"error: {e}", file=sys.stderr)
+    except Exception as e:
+        if args.debug:
+            raise
+        message, hint = describe_error(e)  # one line (+ hint), as `tfspark export` prints
+        print(f"error: {message}", file=sys.stderr)
+        if hint:
+            print(f"hint: {hint}", file=sys.stderr)
         return 2
     return 0
 

@@ -1,19 +1,27 @@
 """`tfspark export|demo|spec|inspect|verify|train`: the command line (`python -m tfspark.cli`).
 
 export and demo run a local Spark session whose catalog persists in a Derby metastore under the
-warehouse directory, so the backup table is still there for the next session. inspect reads a
-written data set with no Spark at all. Errors of the tfspark family print one line, exit 2.
+warehouse directory, so the backup table is still there for the next session. inspect and verify
+read a written data set with no Spark at all.
+
+An error prints one line to stderr (`error: ...`, plus a `hint: ...` line where one helps) and
+exits 2, or 130 when interrupted; Spark and JVM errors are cut down to their error class and
+first message line. `--debug` prints the full traceback as well.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import os
+import re
 import sys
+import traceback
 from pathlib import Path
 from typing import Any
 
-from tfspark.config import KEYS, MODES, SOURCE_FORMATS, ExportConfig, load_config
+from tfspark import __version__
+from tfspark.config import KEYS, MODES, NULL_ELEMENTS, SOURCE_FORMATS, ExportConfig, load_config
 from tfspark.errors import OptionError, TfsparkError
 
 DEMO = ExportConfig(output="out/sample_tfrecords", mode="overwrite", label_cols=("label",),
@@ -21,28 +29,89 @@ DEMO = ExportConfig(output="out/sample_tfrecords", mode="overwrite", label_cols=
                     split={"train": 0.8, "validation": 0.1, "test": 0.1}, split_key="id")
 _REPO_CONF = Path(__file__).resolve().parents[1] / "conf"
 
+EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130
+_DEBUG_HINT = "run again with --debug for the full traceback"
+_SPARK_HINT = "run again with --debug for the full Spark error and stack trace"
+
+_EPILOG = """\
+examples:
+  tfspark demo                                   export the embedded sample, decode, train
+  tfspark export --config conf/export.toml --source db.events --output out/events
+  tfspark inspect out/events --records 5         manifest, spec table, 5 decoded records
+  tfspark verify out/events                      check every CRC, count and record
+
+Run `tfspark COMMAND --help` for a command's options. Exit status: 0 ok, 1 verify found
+problems, 2 error, 130 interrupted. Add --debug for the full traceback of an error."""
+
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line with `argv` (default: sys.argv[1:]); returns the exit status.
+
+    Errors are reported on stderr as one line plus an optional hint (see `describe_error`)
+    and give exit status 2 (130 for Ctrl-C); with --debug the traceback is printed first.
+    """
     args = build_parser().parse_args(argv)
+    debug = getattr(args, "debug", False)
     try:
         return args.run(args)
-    except TfsparkError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt:
+        if debug:
+            traceback.print_exc()
+        print("error: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # e.g. `tfspark inspect ... | head`: stop quietly
+        _silence_stdout()
+        return EXIT_ERROR
+    except Exception as e:
+        if debug:
+            traceback.print_exc()
+        if _interrupted(e):  # Ctrl-C, then a failed cleanup (e.g. stopping a dying Spark)
+            print("error: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        message, hint = describe_error(e)
+        print(f"error: {message}", file=sys.stderr)
+        if hint and not (debug and "--debug" in hint):
+            print(f"hint: {hint}", file=sys.stderr)
+        return EXIT_ERROR
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The `tfspark` argument parser: global options and one subparser per command."""
     parser = argparse.ArgumentParser(
-        prog="tfspark", description="Spark DataFrames -> a parquet copy + TFRecord files")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    p = sub.add_parser("export", help="a table, parquet or CSV -> parquet backup + TFRecords")
+        prog="tfspark", epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Spark DataFrames -> TFRecord files of tf.train.Example, with a parquet copy\n"
+                    "of the same rows and the feature spec alongside; inspect, verify and train\n"
+                    "on the result.")
+    parser.add_argument("--debug", action="store_true",
+                        help="on an error, print the full traceback (also after COMMAND)")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    # --debug after the command too; SUPPRESS keeps a subparser from resetting the global one.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="on an error, print the full traceback")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                title="commands")
+
+    def command(name: str, help: str, description: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help, description=description, parents=[common])
+
+    p = command("export", "a table, parquet or CSV -> parquet backup + TFRecords",
+                "Read a catalog table, parquet or CSV (default: the embedded sample), write its "
+                "parquet backup, then the TFRecords with their spec and manifest, and print a "
+                "summary. Every flag overrides the key of the same name in --config.")
     add_export_args(p)
     p.set_defaults(run=_export)
-    p = sub.add_parser("demo", help="export the embedded sample, then query and decode it")
-    add_export_args(p, config_help="default: conf/export.toml when present, else built-in")
+    p = command("demo", "export the embedded sample, then query, decode and train on it",
+                "The main flow on embedded sample data: export it (local Spark, backup table in "
+                "./warehouse), count the backup with Spark SQL, decode 3 records, then train a "
+                "small Keras model when TensorFlow is installed. Takes the export flags.")
+    add_export_args(p, config_help="(default: conf/export.toml when present, else built-in)")
     p.set_defaults(run=lambda args: _export(args, demo=True))
-    p = sub.add_parser("spec", help="infer the feature spec of a table or parquet files from "
-                       "the schema (export also finds fixed-length arrays in the data)")
+    p = command("spec", "infer the feature spec of a table or parquet files",
+                "Infer the feature spec (JSON) from the schema of a catalog table or parquet "
+                "files. export also finds fixed-length arrays in the data; this looks at the "
+                "schema only.")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--table", help="catalog table name")
     what.add_argument("--parquet", help="parquet file or directory")
@@ -51,25 +120,179 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--master", help="Spark master (default local[*])")
     p.add_argument("--warehouse", help="warehouse directory holding the metastore")
     p.set_defaults(run=_spec)
-    p = sub.add_parser("inspect", help="summarize a written data set and decode a few records")
+    p = command("inspect", "summarize a data set and decode a few records",
+                "Print a data set's manifest (records, files, MiB per split and partition), its "
+                "feature spec as a table, and a few records decoded with it. Needs no Spark. "
+                "A lone .tfrecord[.gz] file shows its raw Example keys.")
     p.add_argument("path", help="a directory written by tfspark, or one .tfrecord[.gz] file")
     p.add_argument("--records", type=int, default=3, help="records to decode (default 3)")
     p.add_argument("--split", help="decode records of this split only")
     p.set_defaults(run=_inspect)
-    p = sub.add_parser("verify", help="check every file, CRC, count and record against the "
-                       "manifest; exit 1 on any problem")
+    p = command("verify", "check every file, CRC, count and record; exit 1 on problems",
+                "Read every file the manifest names, check both CRCs of every record, compare "
+                "record counts with the manifest, parse every record with the spec and list "
+                "stray data files. Needs no Spark. Exit status 1 when anything is wrong.")
     p.add_argument("path", help="a directory written by tfspark (or one of its splits)")
     p.set_defaults(run=_verify)
-    p = sub.add_parser("train", help="train a small Keras model on an exported data set "
-                       "(needs tfspark[tf])")
-    p.add_argument("--config", default=None, help="TOML of train settings (conf/train.toml)")
+    p = command("train", "train a small Keras model on an exported data set",
+                "Train a small Keras model on an exported data set with tf.data "
+                "(tfspark.make_dataset). Needs TensorFlow: pip install 'tfspark[tf]'. Flags "
+                "override the keys of --config.")
+    p.add_argument("--config", default=None, metavar="TOML",
+                   help="TOML of train settings (conf/train.toml)")
     p.add_argument("--data", help="exported data set directory")
     p.add_argument("--label", help="label feature (default: the spec's labels)")
-    p.add_argument("--batch-size", type=int)
-    p.add_argument("--epochs", type=int)
+    p.add_argument("--batch-size", type=int, help="examples per batch")
+    p.add_argument("--epochs", type=int, help="passes over the train split")
     p.add_argument("--model-out", help="where to save the .keras model")
     p.set_defaults(run=_train)
     return parser
+
+
+# ---------------------------------------------------------------- errors
+
+_CONDITION = re.compile(r"^\[([A-Z][A-Z0-9_.]*)\]")
+_SQLSTATE = re.compile(r"\s*SQLSTATE: \w+\.?")
+_JVM_FRAME = re.compile(r"^\s*(at |\.\.\. \d+ more|Suppressed: |Caused by: )")
+_EXC_LINE = re.compile(r"^(?:[A-Za-z_][\w]*\.)*([A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt)"
+                       r"\w*)(:.*)?$")
+_MAX_LINE = 600
+
+
+def describe_error(exc: BaseException) -> tuple[str, str | None]:
+    """(one-line message, hint or None) that tell a command-line user what went wrong.
+
+    tfspark errors keep their message (it already says what to do). Spark errors become
+    `[ERROR_CLASS] message` (no SQLSTATE, query plan or JVM stack trace); an error raised in a
+    Python worker becomes that worker's exception line. OS errors name the file. Anything else
+    is `Type: message` with a hint to rerun with --debug.
+    """
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted", None
+    if isinstance(exc, TfsparkError):
+        return _first_line(str(exc)), None
+    spark = _spark_error(exc)
+    if spark is not None:
+        return spark
+    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
+        where = f"{exc.filename}: {exc.strerror}"
+        if isinstance(exc, FileNotFoundError):
+            return where, f"check the path (relative paths start at {os.getcwd()})"
+        if isinstance(exc, PermissionError):
+            return where, "check the permissions of the file and its directory"
+        return where, _DEBUG_HINT
+    if isinstance(exc, ModuleNotFoundError) and exc.name:
+        top = exc.name.split(".")[0]
+        if top in ("tensorflow", "keras"):
+            return (f"{top} is not installed",
+                    "this command needs TensorFlow: pip install 'tfspark[tf]'")
+        return f"{top} is not installed", f"install it (pip install {top}), or reinstall tfspark"
+    text = _first_line(str(exc))
+    if isinstance(exc, (OSError, ValueError)):
+        return text or type(exc).__name__, _DEBUG_HINT
+    return (f"{type(exc).__name__}: {text}" if text else type(exc).__name__,
+            "run again with --debug for the full traceback; if it points into tfspark, "
+            "please report it")
+
+
+def _spark_error(exc: BaseException) -> tuple[str, str | None] | None:
+    """describe_error for PySpark and py4j errors; None for anything else.
+
+    Looked up in sys.modules: an error cannot come from Spark unless Spark was imported.
+    """
+    errors = sys.modules.get("pyspark.errors")
+    protocol = sys.modules.get("py4j.protocol")
+    if errors is None and protocol is None:
+        return None
+    # A converted JVM error asks the JVM for its text: that fails once the JVM is gone.
+    text = _ask(lambda: str(exc), lambda: str(getattr(exc, "_desc", "") or repr(exc)))
+    if errors is not None and isinstance(exc, errors.PySparkException):
+        condition = _ask(exc.getCondition, lambda: None)
+        message = _first_line(_ask(exc.getMessage, lambda: "") if condition else text) or \
+            _first_line(text)
+        if condition is None:  # a JVM error converted by PySpark: "[CLASS] message" text
+            m = _CONDITION.match(message)
+            condition = m.group(1) if m else None
+        if condition == "JAVA_GATEWAY_EXITED" or "JAVA_HOME" in text:
+            java = os.environ.get("JAVA_HOME")
+            return (message,
+                    "Spark needs Java 17+: install a JDK and put `java` on PATH or set "
+                    f"JAVA_HOME{f' (now {java!r})' if java else ''}")
+        if "Traceback (most recent call last)" in text:
+            return _worker_error(text), _DEBUG_HINT
+        if condition == "PATH_NOT_FOUND":
+            return message, "check the path (a relative path starts at the working directory)"
+        if condition in ("TABLE_OR_VIEW_NOT_FOUND", "SCHEMA_NOT_FOUND"):
+            return message, ("check the name; local runs keep their catalog under --warehouse "
+                             "(default ./warehouse)")
+        return message, _SPARK_HINT
+    if protocol is not None and isinstance(exc, protocol.Py4JNetworkError):
+        return (_first_line(text) or type(exc).__name__,
+                "the Spark driver JVM stopped answering (often out of memory: see its log "
+                "above); give it more with spark.driver.memory")
+    if protocol is not None and isinstance(exc, protocol.Py4JError):
+        if "Traceback (most recent call last)" in text:
+            return _worker_error(text), _DEBUG_HINT
+        lines = [ln.strip() for ln in text.splitlines()
+                 if ln.strip() and not _JVM_FRAME.match(ln)
+                 and not ln.startswith("An error occurred while calling")]
+        message = _clip(lines[0].lstrip(": ") if lines else type(exc).__name__)
+        return message, _SPARK_HINT
+    return None
+
+
+def _ask(get: Any, fallback: Any) -> Any:
+    try:
+        return get()
+    except Exception:
+        return fallback()
+
+
+def _worker_error(text: str) -> str:
+    """The exception line of the last Python traceback inside a Spark error message."""
+    tail = text.rsplit("Traceback (most recent call last)", 1)[-1].splitlines()[1:]
+    for line in tail:
+        if line.strip() and not line.startswith((" ", "\t")):
+            m = _EXC_LINE.match(line.strip())
+            return _clip(f"{m.group(1)}{m.group(2) or ''}" if m else line.strip())
+    return _first_line(text)
+
+
+def _first_line(text: str) -> str:
+    """The first non-blank line, without Spark's SQLSTATE suffix, cut to a readable length."""
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return _clip(_SQLSTATE.sub("", line).rstrip(" ;"))
+
+
+def _clip(line: str) -> str:
+    return line if len(line) <= _MAX_LINE else line[:_MAX_LINE - 3] + "..."
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """Whether a KeyboardInterrupt is among the exceptions that led to `exc`."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, KeyboardInterrupt):
+            return True
+        seen.add(id(cur))
+        cur = cur.__cause__ or cur.__context__
+    return False
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe: point stdout at /dev/null so the exit flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def _missing_local_path(path: str) -> None:
+    """Fail with FileNotFoundError when a local path (not a URI) does not exist."""
+    if "://" not in path and not Path(path).exists():
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -79,6 +302,7 @@ def _train(args: argparse.Namespace) -> int:
                                ("batch_size", args.batch_size), ("epochs", args.epochs),
                                ("model_out", args.model_out)) if v is not None}
     cfg = load_train_config(args.config, **flags) if args.config else TrainConfig(**flags)
+    _missing_local_path(cfg.data)
     train(cfg)
     return 0
 
@@ -86,6 +310,7 @@ def _train(args: argparse.Namespace) -> int:
 def _verify(args: argparse.Namespace) -> int:
     from tfspark.verify import verify
 
+    _missing_local_path(args.path)
     report = verify(args.path)
     print(report.render())
     return 0 if report.ok else 1
@@ -93,30 +318,42 @@ def _verify(args: argparse.Namespace) -> int:
 
 def add_export_args(p: argparse.ArgumentParser, config_help: str = "") -> None:
     """The export flags, shared with jobs/export_tfrecords.py; each overrides a config key."""
-    p.add_argument("--config", help=f"TOML file of ExportConfig keys {config_help}".strip())
+    p.add_argument("--config", metavar="TOML",
+                   help=f"TOML file of ExportConfig keys {config_help}".strip())
     p.add_argument("--source", help="table name, parquet/CSV file or directory (default: sample)")
-    p.add_argument("--source-format", choices=SOURCE_FORMATS)
+    p.add_argument("--source-format", choices=SOURCE_FORMATS,
+                   help="how to read --source (default auto: guessed from the name)")
     p.add_argument("--output", help="output directory or URI of the TFRecords")
-    p.add_argument("--mode", choices=MODES)
+    p.add_argument("--mode", choices=MODES,
+                   help="when --output exists (default errorifexists)")
     p.add_argument("--label-cols", help="comma-separated label columns")
-    p.add_argument("--compression", choices=("gzip", "none"))
+    p.add_argument("--compression", choices=("gzip", "none"),
+                   help="of the TFRecord files (default none)")
     p.add_argument("--backup-table", help="catalog table of the parquet copy, e.g. db.name")
     p.add_argument("--backup-path", help="parquet directory of the copy (instead of a table)")
     p.add_argument("--split", help="e.g. train=0.8,validation=0.1,test=0.1")
     p.add_argument("--split-key", help="column whose hash assigns rows to splits")
-    p.add_argument("--seed", type=int)
-    p.add_argument("--shuffle", action=argparse.BooleanOptionalAction, default=None)
-    p.add_argument("--target-file-mb", type=float, help="TFRecord file size to aim for")
-    p.add_argument("--max-records-per-file", type=int)
+    p.add_argument("--seed", type=int,
+                   help="seed of the split and shuffle draws and of the sample (default 0)")
+    p.add_argument("--shuffle", action=argparse.BooleanOptionalAction, default=None,
+                   help="shuffle rows randomly across the files (a Spark shuffle; default no)")
+    p.add_argument("--target-file-mb", type=float,
+                   help="TFRecord file size to aim for (default 128)")
+    p.add_argument("--max-records-per-file", type=int,
+                   help="start a new file after this many records")
     p.add_argument("--partition-by", help="comma-separated columns, one directory per value")
-    p.add_argument("--null-elements", choices=("error", "drop"))
+    p.add_argument("--null-elements", choices=NULL_ELEMENTS,
+                   help="a null inside an array: fail (default) or drop the element")
     p.add_argument("--sample-rows", type=int, help="rows of the embedded sample")
     p.add_argument("--master", help="Spark master of the local session (default local[*])")
     p.add_argument("--warehouse", help="spark.sql.warehouse.dir and metastore directory")
-    p.add_argument("--app-name")
+    p.add_argument("--app-name", help="Spark application name (default tfspark-export)")
 
 
 def config_from_args(args: argparse.Namespace, base: ExportConfig | None = None) -> ExportConfig:
+    """The ExportConfig of parsed export flags: --config (else `base`, else defaults), then every
+    flag that was given on top. Raises OptionError for a bad file, key or value.
+    """
     cfg = load_config(args.config) if args.config else (base or ExportConfig())
     return cfg.with_overrides(**{k: getattr(args, k) for k in KEYS if hasattr(args, k)})
 
@@ -190,6 +427,9 @@ def _check_local_source(cfg: ExportConfig) -> None:
 
 
 def load_source(spark: Any, cfg: ExportConfig) -> Any:
+    """The DataFrame of cfg.source: the embedded sample when None, else a catalog table, CSV or
+    parquet (cfg.source_kind()). Raises OptionError when it is missing or unreadable.
+    """
     from pyspark.errors import AnalysisException
 
     src = cfg.source
@@ -278,6 +518,7 @@ def _spec(args: argparse.Namespace) -> int:
 def _inspect(args: argparse.Namespace) -> int:
     if args.records < 0:
         raise OptionError(f"--records must be >= 0, got {args.records}")
+    _missing_local_path(args.path)
     if not _is_file(args.path):
         print(_describe(args.path))
     _print_records(args.path, args.records, args.split)

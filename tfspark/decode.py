@@ -108,6 +108,12 @@ class Decoder:
 
     def decode(self, buf: np.ndarray, offsets: np.ndarray, *, framed: bool = False,
                path: str | None = None, offset: int = 0) -> pa.RecordBatch:
+        """The records buf[offsets[i]:offsets[i+1]] as a RecordBatch with one column per feature.
+
+        framed: each record still has its TFRecord framing (12 bytes before, 4 after). path and
+        offset only name the place in error messages. Raises CorruptRecordError for a malformed
+        record, SchemaError when a record does not fit the spec (wrong type, too many values).
+        """
         data = _as_bytes(buf)
         head, tail = (12, 4) if framed else (0, 0)
         off = _checked_offsets(offsets, data.size, head + tail, "record")
@@ -132,7 +138,9 @@ class Decoder:
 class _Ctx:
     """One buffer's index (kinds, starts, ends per record and key) and its error messages."""
 
-    def __init__(self, data, offsets, index, path, offset):
+    def __init__(self, data: np.ndarray, offsets: np.ndarray,
+                 index: tuple[np.ndarray, np.ndarray, np.ndarray], path: str, offset: int):
+        # A fixed-length tuple, so a type checker can match `*self.index` to kernel parameters.
         self.data, self.offsets, self.index = data, offsets, index
         self.path, self.offset = path, offset
         self.n = offsets.size - 1

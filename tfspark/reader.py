@@ -48,6 +48,8 @@ READ_OPTIONS = {
 
 @dataclass(frozen=True)
 class ReadOptions:
+    """The checked read options of the tfrecord data source (see READ_OPTIONS for each one)."""
+
     path: str
     record_type: str | None = None  # None: the manifest's, else Example
     split: str | None = None
@@ -58,6 +60,10 @@ class ReadOptions:
 
 
 def parse_read_options(options: Mapping[str, Any]) -> ReadOptions:
+    """Check spark.read's options (keys case-insensitive) into a ReadOptions.
+
+    Raises OptionError for an unknown option, a bad value or a missing path.
+    """
     opts = known_options(options, READ_OPTIONS, "read option")
     if not opts.get("path"):
         raise OptionError("no input path: use spark.read.format('tfrecord').load(path)")
@@ -88,6 +94,10 @@ def _positive_int(name: str, value: Any, default: int) -> int:
 
 @dataclass(frozen=True)
 class FileEntry:
+    """One file to read: its path under the data set root, compression, partition values and
+    (with a manifest) its expected record count.
+    """
+
     rel: str  # relative to the data set root ("" when the root is the file itself)
     compression: str | None | object = "auto"
     partition: dict[str, Any] = field(default_factory=dict)
@@ -96,6 +106,8 @@ class FileEntry:
 
 @dataclass(frozen=True)
 class Source:
+    """What a read path holds: its files, record type, and the spec and schema of its manifest."""
+
     root: str
     files: list[FileEntry]
     record_type: str
@@ -105,6 +117,11 @@ class Source:
 
 
 def discover(opts: ReadOptions) -> Source:
+    """The files, record type, spec and schema at opts.path: from its manifest when there is
+    one, else from a listing of the TFRecord files (a directory) or the path itself (a file).
+
+    Raises OptionError when the path does not exist or the options do not fit what is there.
+    """
     loc = locate(opts.path)
     if loc.exists(mf.NAME):
         return _from_manifest(opts, loc, mf.read_manifest(loc))
@@ -203,6 +220,8 @@ def read_schema(options: Mapping[str, Any]) -> T.StructType:
 # ---------------------------------------------------------------- reading
 
 class FilePartition(InputPartition):
+    """One Spark input partition: one file."""
+
     def __init__(self, index: int, entry: FileEntry):
         super().__init__(index)
         self.entry = entry
@@ -232,9 +251,15 @@ class TfrecordReader(DataSourceReader):
             self.spec = spec_for_schema(data)
 
     def partitions(self) -> list[InputPartition]:
+        """One input partition per file."""
         return [FilePartition(i, f) for i, f in enumerate(self.files)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """On an executor: the file of `partition` as Arrow batches of the read schema.
+
+        CRCs are checked unless verify=false; a manifest's record count is checked at the end.
+        Raises CorruptRecordError for a damaged file, SchemaError when records do not fit.
+        """
         from tfspark.decode import Decoder, records_column
         from tfspark.restore import Restorer
 
@@ -256,7 +281,13 @@ class TfrecordReader(DataSourceReader):
                                      for i, f in enumerate(decoder.spec.features)},
                                     canon.num_rows)
 
-        with loc.fs.open_input_file(path) as raw:
+        try:
+            opened = loc.fs.open_input_file(path)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"{name}: named for reading (by the manifest) but it does "
+                                    f"not exist; the data set is incomplete (deleted or moved "
+                                    f"files?): restore it or rewrite the data set") from None
+        with opened as raw:
             gz = _is_gzip(raw, entry.compression)
             stream = pa.CompressedInputStream(raw, "gzip") if gz else raw
             count = 0
@@ -334,7 +365,7 @@ def stream_framed(stream: Any, name: str, verify: bool, to_batch: Any,
 
 def _read_into(stream: Any, buf: np.ndarray, filled: int) -> int:
     """Fill buf[filled:] from the stream; fewer bytes only at the end of the stream."""
-    view = memoryview(buf)[filled:]
+    view = buf.data[filled:]  # ndarray.data: the array's buffer as a memoryview
     got = 0
     while got < len(view):
         n = stream.readinto(view[got:])

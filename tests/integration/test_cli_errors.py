@@ -1,0 +1,260 @@
+"""`tfspark` on the command line when things go wrong: one readable line (plus a hint), no
+traceback, a non-zero exit; the traceback only with --debug. Help texts read well.
+
+Run as a user runs it (a subprocess in a scratch directory); only the last test starts Spark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tfspark.cli import build_parser, describe_error, main
+
+ROOT = Path(__file__).resolve().parents[2]
+COMMANDS = ("export", "demo", "spec", "inspect", "verify", "train")
+
+
+def _run(args: list[str], cwd: Path, timeout: int = 120,
+         env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
+    return subprocess.run([sys.executable, "-m", "tfspark.cli", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _lines(text: str) -> list[str]:
+    return [ln for ln in text.splitlines() if ln.strip()]
+
+
+def _one_error(done: subprocess.CompletedProcess, hint: str | None = None) -> str:
+    """The error line of a failed run; checks exit 2, no traceback, at most a hint after it."""
+    assert done.returncode == 2, (done.returncode, done.stderr[-3000:])
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    lines = [ln for ln in _lines(done.stderr) if not ln.startswith("WARNING: Using incubator")]
+    assert lines and lines[0].startswith("error: "), done.stderr
+    assert len(lines) <= 2, done.stderr
+    if hint is not None:
+        assert len(lines) == 2 and lines[1].startswith("hint: ") and hint in lines[1], lines
+    return lines[0]
+
+
+# ---------------------------------------------------------------- errors without Spark
+
+def test_inspect_missing_path_is_one_line_with_a_hint(tmp_path):
+    done = _run(["inspect", "no/such/data"], cwd=tmp_path)
+    line = _one_error(done, hint="check the path")
+    assert line == "error: no/such/data: No such file or directory"
+    assert str(tmp_path) in done.stderr  # the hint says where relative paths start
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_debug_prints_the_traceback(tmp_path, where):
+    args = ["inspect", "no/such/data"]
+    args = ["--debug", *args] if where == "before" else [*args, "--debug"]
+    done = _run(args, cwd=tmp_path)
+    assert done.returncode == 2
+    assert "Traceback (most recent call last)" in done.stderr
+    assert "FileNotFoundError" in done.stderr
+    assert _lines(done.stderr)[-2] == "error: no/such/data: No such file or directory"
+
+
+def test_verify_missing_path_and_non_tfspark_directory(tmp_path):
+    _one_error(_run(["verify", "missing"], cwd=tmp_path), hint="check the path")
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "notes.txt").write_text("not a data set\n")
+    done = _run(["verify", "plain"], cwd=tmp_path)
+    # A directory that exists is verified: the report names the problem, exit 1.
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr and done.stderr == ""
+    assert "1 problem(s)" in done.stdout and "no _tfspark.json in 'plain'" in done.stdout
+
+
+def test_inspect_non_tfspark_directory_and_corrupt_file(tmp_path):
+    (tmp_path / "plain").mkdir()
+    line = _one_error(_run(["inspect", "plain"], cwd=tmp_path))
+    assert line.startswith("error: no _tfspark.json in 'plain'")
+    (tmp_path / "junk.tfrecord").write_bytes(b"this is not a TFRecord file at all" * 3)
+    line = _one_error(_run(["inspect", "junk.tfrecord"], cwd=tmp_path))
+    assert "junk.tfrecord" in line and "CRC" in line
+
+
+def test_export_config_unknown_key_and_bad_value(tmp_path):
+    conf = tmp_path / "export.toml"
+    conf.write_text('output = "out"\ncompresion = "gzip"\n')
+    line = _one_error(_run(["export", "--config", str(conf)], cwd=tmp_path))
+    assert "unknown key 'compresion'" in line and str(conf) in line
+    conf.write_text('output = "out"\ntarget_file_mb = -1\n')
+    line = _one_error(_run(["export", "--config", str(conf)], cwd=tmp_path))
+    assert "key 'target_file_mb'" in line and "positive number" in line
+    conf.write_text('output = "out"\n[split\n')
+    line = _one_error(_run(["export", "--config", str(conf)], cwd=tmp_path))
+    assert "is not valid TOML" in line
+    assert not (tmp_path / "out").exists() and not (tmp_path / "warehouse").exists()
+
+
+def test_bad_flag_value_and_missing_config_in_process(tmp_path, capsys):
+    assert main(["export", "--output", "out", "--split", "train=lots"]) == 2
+    err = _lines(capsys.readouterr().err)
+    assert len(err) == 1 and err[0].startswith("error: key 'split' in command line")
+    assert "name=fraction pairs" in err[0]
+    assert main(["train", "--config", str(tmp_path / "nope.toml")]) == 2
+    err = capsys.readouterr().err
+    assert len(_lines(err)) == 1 and "config file" in err and "not found" in err
+    assert main(["inspect", str(tmp_path), "--records", "-1"]) == 2
+    assert _lines(capsys.readouterr().err) == ["error: --records must be >= 0, got -1"]
+
+
+def test_java_missing_gives_the_java_hint(tmp_path):
+    (tmp_path / "t.parquet").write_bytes(b"")  # exists: the check before Spark passes
+    done = _run(["spec", "--parquet", "t.parquet", "--warehouse", "wh"], cwd=tmp_path,
+                env={"JAVA_HOME": str(tmp_path / "no-jdk")})
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    errors = [ln for ln in _lines(done.stderr) if ln.startswith(("error: ", "hint: "))]
+    assert errors[0].startswith("error: [JAVA_GATEWAY_EXITED]"), done.stderr
+    assert errors[1].startswith("hint: Spark needs Java 17+"), done.stderr
+
+
+def test_ctrl_c_exits_130_without_traceback(tmp_path):
+    """SIGINT while the command blocks reading its config (a FIFO nobody writes to)."""
+    fifo = tmp_path / "export.toml"
+    os.mkfifo(fifo)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "tfspark.cli", "export", "--config",
+                             str(fifo)], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    writer = None
+    try:
+        deadline = time.monotonic() + 60
+        while writer is None:  # opening the write end succeeds once the CLI has it open
+            try:
+                writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+                time.sleep(0.05)
+        time.sleep(0.2)  # let it enter read()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if writer is not None:
+            os.close(writer)
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert _lines(err) == ["error: interrupted"]
+
+
+# ---------------------------------------------------------------- Spark-shaped messages
+
+def test_spark_errors_are_reduced_to_their_class_and_first_line():
+    from py4j.protocol import Py4JError
+    from pyspark.errors import AnalysisException, ParseException, PythonException
+
+    message, hint = describe_error(AnalysisException(
+        "[PATH_NOT_FOUND] Path does not exist: file:/data/x. SQLSTATE: 42K03"))
+    assert message == "[PATH_NOT_FOUND] Path does not exist: file:/data/x."
+    assert hint is not None and "check the path" in hint
+    message, _ = describe_error(ParseException(
+        "\n[PARSE_SYNTAX_ERROR] Syntax error at or near 'selec'. SQLSTATE: 42601 (line 1, pos 0)"
+        "\n\n== SQL ==\nselec 1\n^^^\n"))
+    assert message == "[PARSE_SYNTAX_ERROR] Syntax error at or near 'selec'. (line 1, pos 0)"
+    worker = ("An exception was thrown from the Python worker:\nTraceback (most recent call "
+              "last):\n  File \"/x/worker.py\", line 1, in main\n    process()\n"
+              "tfspark.errors.EncodeError: column 'tags' row 7: null element\n")
+    assert describe_error(PythonException(worker))[0] == \
+        "EncodeError: column 'tags' row 7: null element"
+    jvm = ("An error occurred while calling o42.save.\n: org.apache.spark.SparkException: "
+           "[TASK_WRITE_FAILED] Task failed while writing rows.\n\tat org.apache.spark.Foo."
+           "bar(Foo.scala:1)\n\tat java.base/java.lang.Thread.run(Thread.java:840)\nCaused by: "
+           "java.io.IOException: No space left on device\n\t... 12 more\n")
+    message, hint = describe_error(Py4JError(jvm))
+    assert message == ("org.apache.spark.SparkException: [TASK_WRITE_FAILED] Task failed while "
+                       "writing rows.")
+    assert hint is not None and "--debug" in hint
+
+
+def test_other_errors():
+    assert describe_error(PermissionError(13, "Permission denied", "/srv/x")) == \
+        ("/srv/x: Permission denied", "check the permissions of the file and its directory")
+    message, hint = describe_error(ModuleNotFoundError("No module named 'tensorflow'",
+                                                       name="tensorflow"))
+    assert message == "tensorflow is not installed" and "tfspark[tf]" in (hint or "")
+    message, hint = describe_error(RuntimeError("first line\nsecond line"))
+    assert message == "RuntimeError: first line" and "--debug" in (hint or "")
+    assert describe_error(KeyboardInterrupt()) == ("interrupted", None)
+
+
+# ---------------------------------------------------------------- help texts
+
+def test_top_level_help_lists_commands_and_examples(tmp_path):
+    done = _run(["--help"], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    text = done.stdout
+    for name in COMMANDS:
+        assert f"\n    {name} " in text, name  # each command with its one-line description
+    assert "examples:" in text and text.count("\n  tfspark ") >= 3 and "--debug" in text
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(action.choices)
+
+
+def test_every_command_has_a_description_and_every_option_help():
+    parser = build_parser()
+    subs = _subparsers(parser)
+    assert set(subs) == set(COMMANDS)
+    missing = []
+    for name, sub in [("tfspark", parser), *subs.items()]:
+        if sub is not parser and not (sub.description or "").strip():
+            missing.append(f"{name}: no description")
+        for action in sub._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                continue
+            if not (action.help or "").strip() or action.help == argparse.SUPPRESS:
+                missing.append(f"{name} {'/'.join(action.option_strings) or action.dest}")
+    assert not missing, f"no help text: {missing}"
+
+
+def test_subcommand_help_runs(tmp_path):
+    done = _run(["inspect", "--help"], cwd=tmp_path)
+    assert done.returncode == 0 and "--debug" in done.stdout and "--records" in done.stdout
+    assert "Needs no Spark" in done.stdout
+
+
+# ---------------------------------------------------------------- one Spark error end to end
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_spark_error_during_export_is_one_line(tmp_path):
+    done = _run(["export", "--sample-rows", "50", "--output", "out", "--backup-table",
+                 "tfspark_it.bad name", "--warehouse", "wh", "--master", "local[1]"],
+                cwd=tmp_path, timeout=600)
+    assert done.returncode == 2, done.stderr[-3000:]
+    # Spark's own log lines may come first; ours are the last two.
+    assert "Traceback" not in done.stderr and "\tat " not in done.stderr
+    line, hint = _lines(done.stderr)[-2:]
+    assert line.startswith("error: [PARSE_SYNTAX_ERROR] ") and "SQLSTATE" not in line
+    assert hint.startswith("hint: ") and "--debug" in hint
+    assert sum(ln.startswith("error: ") for ln in _lines(done.stderr)) == 1
+
+
+def test_the_spark_submit_job_reports_one_line_too(tmp_path):
+    """jobs/export_tfrecords.py (the spark-submit entry point) formats errors like the CLI;
+    with --debug it raises with the traceback. The config is checked before Spark starts."""
+    job = [sys.executable, str(ROOT / "jobs" / "export_tfrecords.py"), "--config", "nope.toml"]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run(job, cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    line = _one_error(done)
+    assert "config file" in line and "nope.toml" in line and "not found" in line
+    done = subprocess.run([*job, "--debug"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 1 and "Traceback (most recent call last)" in done.stderr
