@@ -3,7 +3,7 @@
 #   make setup   create .venv and install tfspark[tf,dev] in it (cheap when already done)
 #   make demo    run the main job on embedded sample data (local Spark, local warehouse)
 #   make test    run the test suite; "no tests collected" counts as a failure
-#   make lint    ruff check
+#   make lint    ruff check, then mypy (config in pyproject.toml)
 #   make bench   run the benchmarks (bench/run_all.py; BENCH_ARGS=--quick for a smoke run)
 #
 # Variables: PYTHON (interpreter that creates the venv), VENV, PYTEST_ARGS (e.g. "-m 'not slow'"
@@ -51,10 +51,10 @@ test: setup
 
 lint: setup
 	$(VENV)/bin/ruff check .
+	$(PY) -m mypy
 
 bench: setup
 	$(PY) bench/run_all.py $(BENCH_ARGS)
-	$(PY) bench/report.py
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .ruff_cache .mypy_cache spark-warehouse \

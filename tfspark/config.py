@@ -57,8 +57,13 @@ class ExportConfig:
 
     def with_overrides(self, **flags: Any) -> ExportConfig:
         """A new config with the given fields replaced; None means "not given" and is skipped."""
-        given = {k: v for k, v in flags.items() if v is not None}
-        return dataclasses.replace(self, **_check(given, "command line"))
+        given = _check({k: v for k, v in flags.items() if v is not None}, "command line")
+        # One backup destination: a flag naming one kind replaces the file's other kind.
+        if "backup_path" in given and "backup_table" not in given:
+            given["backup_table"] = None
+        elif "backup_table" in given and "backup_path" not in given:
+            given["backup_path"] = None
+        return dataclasses.replace(self, **given)
 
     def source_kind(self) -> str:
         """table | parquet | csv: source_format, or for "auto" a guess from the name."""

@@ -79,6 +79,11 @@ def make_dataset(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
     inputs more readily); 2-D ragged features are RaggedTensor [batch, None, None]. With a
     manifest, the dataset's cardinality is known (Keras sees the steps per epoch) and each
     file's record count is checked while reading.
+
+    Raises OptionError for bad arguments or a directory with splits read without split=,
+    SchemaError for an unusable spec or labels, ManifestError when a directory has no
+    _tfspark.json, FileNotFoundError for a missing explicit file; while iterating, corrupt
+    records raise tf.errors.DataLossError.
     """
     _check_args(batch_size, shuffle_buffer, epochs, num_parallel_reads, shard, cache)
     plan = plan_read(path_or_files, split=split, spec=spec, label_cols=label_cols,

@@ -9,10 +9,15 @@ adds errorifexists and ignore.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import re
+import socket
+import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +33,10 @@ from tfspark.spec import FeatureSpec, infer_spec
 
 log = logging.getLogger("tfspark")
 _PART_FILE = re.compile(r"(^|/)part-[^/]*\.tfrecord(\.gz)?$")
+# part-<partition>-<task attempt>-<write id>-<seq>: the write id of one of our part files
+_WRITE_ID = re.compile(r"(?:^|/)part-\d+-\d+-([0-9a-f]{16})-\d+\.tfrecord(?:\.gz)?$")
+LOCK = "_tfspark.lock"  # held by a commit while it checks and writes the manifest
+_LOCK_PATIENCE_S = 60.0  # a lock left unchanged this long is a dead committer's: broken
 _PARTITION_TYPES = ("string", "int", "bigint", "smallint", "tinyint", "boolean", "date")
 
 
@@ -37,25 +46,37 @@ class WriteConflictError(TfsparkError, RuntimeError):
 
 @dataclass
 class TaskCommit(WriterCommitMessage):
+    """What one write task sends the driver: the manifest entries of the files it wrote."""
+
     write_id: str
     task: str
     files: list[dict[str, Any]] = field(default_factory=list)
 
 
 class TfrecordDataSource(DataSource):
+    """The Spark Python data source "tfrecord": df.write / spark.read of TFRecord files.
+
+    Register it with tfspark.register(spark); options are listed in tfspark.options (write) and
+    tfspark.reader (read).
+    """
+
     @classmethod
     def name(cls) -> str:
+        """The format name Spark looks the source up by."""
         return "tfrecord"
 
     def writer(self, schema: StructType, overwrite: bool) -> TfrecordWriter:
+        """The writer, planned on the driver: options, mode and spec checked before tasks run."""
         return plan_write(parse_write_options(self.options), schema, overwrite)
 
     def schema(self) -> StructType | str:
+        """The schema to read: the manifest's written schema, else inferred from sampled records."""
         from tfspark.reader import read_schema
 
         return read_schema(dict(self.options))
 
     def reader(self, schema: StructType) -> Any:
+        """A TfrecordReader of `schema`'s columns (one input partition per file)."""
         from tfspark.reader import TfrecordReader
 
         return TfrecordReader(dict(self.options), schema)
@@ -66,6 +87,7 @@ class TfsparkDataSource(TfrecordDataSource):
 
     @classmethod
     def name(cls) -> str:
+        """The format name: "tfspark", free even when a JVM connector holds "tfrecord"."""
         return "tfspark"
 
 
@@ -77,14 +99,13 @@ def plan_write(opts: WriteOptions, schema: StructType, overwrite: bool) -> Tfrec
                           f"drop one of them")
     loc = locate(opts.path)
     skip = False
-    old = _existing(loc)
+    old = _existing(loc, mode)
     if mode == "errorifexists" and not loc.is_empty():
         raise OptionError(f"output path {opts.path!r} already exists and is not empty; use mode "
                           f"'overwrite' to replace it, 'append' to add to it, or another path")
     if mode == "ignore" and not loc.is_empty():
         skip = True
-    if not skip:
-        loc.check_writable()
+    created = not loc.exists()  # abort removes the directory again when it made it
     names = schema.names
     extra_cols = list(opts.partition_by) + ([opts.split_column] if opts.split_column else [])
     for col in extra_cols:
@@ -100,11 +121,18 @@ def plan_write(opts: WriteOptions, schema: StructType, overwrite: bool) -> Tfrec
     spec = _spec(opts, data_schema)
     if mode == "append" and old is not None:
         _check_append(opts, old, spec)
+    if not skip:  # last: a refused write leaves no directory behind
+        loc.check_writable()
     # The written schema, partition columns included (the reader restores their types).
     written = StructType([f for f in schema.fields if f.name != opts.split_column]).jsonValue()
+    # Overwrite replaces the writes whose files are there now (the old data set, leftovers of
+    # failed or killed writes), not those of writes that start later.
+    replaces = sorted({w for w in map(_write_id, loc.list_files()) if w} |
+                      {w["write_id"] for w in (old or {}).get("writes", [])}) \
+        if mode == "overwrite" else []
     return TfrecordWriter(uri=opts.path, mode=mode, skip=skip, write_id=uuid.uuid4().hex[:16],
                           base_write=_last_write(old), spec=spec, opts=opts, keep=keep,
-                          schema=written)
+                          schema=written, created=created and not skip, replaces=replaces)
 
 
 def _spec(opts: WriteOptions, data_schema: StructType) -> FeatureSpec | None:
@@ -120,17 +148,91 @@ def _spec(opts: WriteOptions, data_schema: StructType) -> FeatureSpec | None:
         if missing:
             raise SchemaError(f"the given spec needs column(s) {missing} that the DataFrame "
                               f"lacks; columns are {data_schema.names}")
+        _check_spec_fits(spec, data_schema)
         return spec
     return infer_spec(data_schema, label_cols=opts.label_cols, shapes=opts.shapes,
                       defaults=opts.defaults)
 
 
-def _existing(loc: Location) -> dict[str, Any] | None:
-    return mf.read_manifest(loc) if loc.exists(mf.NAME) else None
+def _check_spec_fits(spec: FeatureSpec, data_schema: StructType) -> None:
+    """Encode zero rows of the DataFrame's Arrow schema: a given spec that does not fit the
+    columns (extra ones, other types, scalar for array) fails on the driver, before any task."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from tfspark.encode import BatchEncoder
+    from tfspark.errors import EncodeError
+
+    try:
+        empty = to_arrow_schema(data_schema, timezone="UTC").empty_table()
+    except Exception:  # noqa: BLE001 - a type Arrow cannot convert: the tasks will say
+        return
+    try:
+        BatchEncoder(spec).encode(empty)
+    except EncodeError as e:
+        raise SchemaError(f"the given spec does not fit the DataFrame: {e}") from None
+
+
+def _existing(loc: Location, mode: str) -> dict[str, Any] | None:
+    """The manifest at loc, if any. A damaged one fails every mode but overwrite, which is
+    how the data set is repaired."""
+    if not loc.exists(mf.NAME):
+        return None
+    try:
+        return mf.read_manifest(loc)
+    except mf.ManifestError as e:
+        if mode != "overwrite":
+            raise
+        log.warning("tfspark: overwriting a data set whose manifest is damaged: %s", e)
+        return None
 
 
 def _last_write(old: dict[str, Any] | None) -> str | None:
     return old["writes"][-1]["write_id"] if old and old.get("writes") else None
+
+
+def _write_id(rel: str) -> str | None:
+    m = _WRITE_ID.search(rel)
+    return m.group(1) if m else None
+
+
+@contextmanager
+def _commit_lock(loc: Location, write_id: str) -> Iterator[None]:
+    """Hold LOCK (created exclusively: see Location.create_exclusive for what each filesystem
+    guarantees) while a commit checks and writes the manifest, so two commits to one path never
+    interleave. A lock that stays the same for _LOCK_PATIENCE_S is taken as left by a driver
+    that died while committing, and broken."""
+    token = json.dumps({"write_id": write_id, "host": socket.gethostname(), "pid": os.getpid(),
+                        "nonce": uuid.uuid4().hex}).encode()
+    seen, since = b"", time.monotonic()
+    while not loc.create_exclusive(LOCK, token):
+        try:
+            held = loc.read_bytes(LOCK)
+        except FileNotFoundError:
+            continue  # released meanwhile
+        if held != seen:
+            seen, since = held, time.monotonic()
+        elif time.monotonic() - since > _LOCK_PATIENCE_S:
+            log.warning("tfspark: breaking the commit lock %s (%s), unchanged for %.0f s: left "
+                        "by a driver that died while committing?", loc.join(LOCK),
+                        held.decode(errors="replace"), _LOCK_PATIENCE_S)
+            loc.delete(LOCK)
+            continue
+        time.sleep(0.05)
+    try:
+        yield
+    finally:
+        loc.delete(LOCK)
+
+
+def _conflict(uri: str, mode: str) -> str:
+    if mode == "append":
+        return (f"another write committed to {uri!r} while this append ran; nothing of this "
+                f"write was kept: run it again")
+    if mode == "overwrite":
+        return (f"another write committed to {uri!r} while this overwrite ran (its data is "
+                f"there now); nothing of this write was kept: run it again to replace it")
+    return (f"another write created a data set at {uri!r} while this {mode} write ran; nothing "
+            f"of this write was kept: use mode 'overwrite' or 'append', or another path")
 
 
 def _check_append(opts: WriteOptions, old: dict[str, Any], spec: FeatureSpec | None) -> None:
@@ -181,8 +283,15 @@ class TfrecordWriter(DataSourceArrowWriter):
     opts: WriteOptions
     keep: list[str]
     schema: dict[str, Any] | None = None
+    created: bool = False  # the output directory did not exist before this write
+    replaces: list[str] = field(default_factory=list)  # overwrite: write ids it sweeps
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskCommit:
+        """On an executor: encode and frame one task's Arrow batches into its own part files.
+
+        Files are named by task attempt and write id, so a retried or failed attempt never clobbers
+        another's; on failure this attempt's files are removed before the error propagates.
+        """
         from pyspark import TaskContext
 
         from tfspark.encode import BatchEncoder
@@ -209,46 +318,62 @@ class TfrecordWriter(DataSourceArrowWriter):
             raise
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """On the driver, after every task succeeded: write the manifest (the commit point), then
+        sweep files of failed attempts and, on overwrite, the old data set's.
+
+        Raises WriteConflictError when another write committed to the path since this one was
+        planned (any mode); the check and the manifest write hold the commit lock.
+        """
         if self.skip:
             log.info("tfspark: %s exists; mode 'ignore' wrote nothing", self.uri)
             return
         loc = locate(self.uri)
         files = [f for m in messages if isinstance(m, TaskCommit) for f in m.files]
         try:
-            old = _existing(loc)
-            if self.mode == "append" and _last_write(old) != self.base_write:
-                raise WriteConflictError(
-                    f"another write committed to {self.uri!r} while this append ran; nothing of "
-                    f"this write was kept: run it again")
-            manifest = old if (self.mode == "append" and old is not None) else mf.new_manifest(
-                spec=self.spec.to_dict() if self.spec else None,
-                compression=self.opts.compression, record_type=self.opts.record_type,
-                partition_by=self.opts.partition_by)
-            mf.add_files(manifest, sorted(files, key=lambda f: f["path"]), self.write_id)
-            if self.schema is not None:
-                manifest["schema"] = self.schema
-            if self.opts.stats is not None:
-                manifest["stats"] = dict(self.opts.stats)
-            mf.write_manifest(loc, manifest)
+            with _commit_lock(loc, self.write_id):  # check and write as one step
+                old = _existing(loc, self.mode)
+                if _last_write(old) != self.base_write:  # a write committed since planning
+                    raise WriteConflictError(_conflict(self.uri, self.mode))
+                manifest = old if (self.mode == "append" and old is not None) else \
+                    mf.new_manifest(spec=self.spec.to_dict() if self.spec else None,
+                                    compression=self.opts.compression,
+                                    record_type=self.opts.record_type,
+                                    partition_by=self.opts.partition_by)
+                mf.add_files(manifest, sorted(files, key=lambda f: f["path"]), self.write_id)
+                if self.schema is not None:
+                    manifest["schema"] = self.schema
+                if self.opts.stats is not None:
+                    manifest["stats"] = dict(self.opts.stats)
+                mf.write_manifest(loc, manifest)
         except BaseException:
             self._remove_ours(loc)
             raise
         self._sweep(loc, {f["path"] for f in manifest["files"]})
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """On the driver, after a failed job: remove every file this write id produced."""
         self._remove_ours(locate(self.uri))
 
     def _remove_ours(self, loc: Location) -> None:
+        left = False
         for rel in loc.list_files():
             if self.write_id in rel and _PART_FILE.search(rel):
                 loc.delete(rel)
+            else:
+                left = True
+        if self.created and not left:  # nothing else there: take back the directory we made
+            loc.delete_all()
 
     def _sweep(self, loc: Location, keep: set[str]) -> None:
-        """After commit: drop failed attempts' files, and on overwrite the old data set's."""
+        """After commit: drop failed attempts' files, and on overwrite those of the writes it
+        replaces (the old data set, leftovers there when it was planned; files of no tfspark
+        write too), never those of a write begun since, which commits or cleans up itself."""
         for rel in loc.list_files():
             if rel in keep or not _PART_FILE.search(rel):
                 continue
-            if self.write_id in rel or self.mode == "overwrite":
+            wid = _write_id(rel)
+            if self.write_id in rel or (self.mode == "overwrite" and
+                                        (wid is None or wid in self.replaces)):
                 loc.delete(rel)
         if self.mode == "overwrite":
             splits = set(mf.read_manifest(loc).get("splits", []))

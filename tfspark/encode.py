@@ -43,7 +43,8 @@ def encode_batch(batch: pa.RecordBatch | pa.Table, spec: FeatureSpec, *,
     """One serialized tf.train.Example per row, in row order.
 
     null_elements: "error" (default) refuses a null inside an array, naming column and row;
-    "drop" leaves such elements out.
+    "drop" leaves such elements out. Raises EncodeError for a missing column, a type that does
+    not fit the spec or a refused null.
     """
     buf, offsets = BatchEncoder(spec, null_elements=null_elements).encode(batch)
     raw = buf.tobytes()
@@ -79,6 +80,11 @@ class BatchEncoder:
 
     def encode(self, batch: pa.RecordBatch | pa.Table, *,
                framed: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """(buffer, n+1 record offsets) of the batch's rows as serialized Examples.
+
+        framed=True adds TFRecord framing, ready to write to a file. The buffer is reused by the
+        next call. Raises EncodeError for a missing column, a wrong type or a refused null.
+        """
         if isinstance(batch, pa.Table):
             chunks = batch.combine_chunks().to_batches()
             batch = chunks[0] if chunks else pa.RecordBatch.from_pylist([], schema=batch.schema)

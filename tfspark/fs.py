@@ -7,6 +7,7 @@ filesystem-relative base path.
 
 from __future__ import annotations
 
+import os
 import posixpath
 import uuid
 from dataclasses import dataclass
@@ -18,22 +19,31 @@ from tfspark.errors import OptionError
 
 @dataclass(frozen=True)
 class Location:
+    """A directory or file: a pyarrow filesystem, the path inside it, and the URI as given.
+
+    Relative paths `rel` of the methods are relative to `base`.
+    """
+
     fs: pafs.FileSystem
     base: str  # path inside fs, no trailing slash
     uri: str  # as the user gave it
 
     @property
     def is_local(self) -> bool:
+        """Whether this is the local filesystem (so renames are atomic)."""
         return isinstance(self.fs, pafs.LocalFileSystem)
 
     def join(self, *parts: str) -> str:
+        """The filesystem path of `parts` under base."""
         return posixpath.join(self.base, *parts)
 
     def exists(self, rel: str = "") -> bool:
+        """Whether base (or base/rel) exists, as a file or a directory."""
         return self.fs.get_file_info(self.join(rel) if rel else self.base).type != \
             pafs.FileType.NotFound
 
     def is_empty(self) -> bool:
+        """True when base does not exist or is an empty directory (a file is not empty)."""
         info = self.fs.get_file_info(self.base)
         if info.type == pafs.FileType.NotFound:
             return True
@@ -50,6 +60,7 @@ class Location:
                       if i.type == pafs.FileType.File)
 
     def read_bytes(self, rel: str) -> bytes:
+        """The whole content of base/rel, read as is (no decompression)."""
         with self.fs.open_input_stream(self.join(rel), compression=None) as f:
             return f.read()
 
@@ -67,6 +78,33 @@ class Location:
             f.write(data)
         self.fs.move(tmp, target)
 
+    def create_exclusive(self, rel: str, data: bytes) -> bool:
+        """Create base/rel holding `data` only if no such file exists; True if this call did.
+
+        Local filesystems: O_CREAT | O_EXCL, atomic (two processes, or two hosts on one POSIX
+        mount, never both win). Object stores: pyarrow has no conditional put, so this is
+        check, write, read back (`data` must be unique to the caller): it narrows the window but
+        two callers within one request's latency can both win.
+        """
+        target = self.join(rel)
+        self.fs.create_dir(posixpath.dirname(target), recursive=True)
+        if self.is_local:
+            try:
+                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                return False
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            return True
+        if self.exists(rel):
+            return False
+        with self.fs.open_output_stream(target, compression=None) as f:
+            f.write(data)
+        try:
+            return self.read_bytes(rel) == data
+        except FileNotFoundError:
+            return False
+
     def check_writable(self) -> None:
         """Create the directory and a probe file now, so a bad path fails before any work."""
         probe = f"_tfspark_probe-{uuid.uuid4().hex}"
@@ -80,17 +118,24 @@ class Location:
                               f"permissions (or credentials for object stores)") from None
 
     def delete(self, rel: str) -> None:
+        """Delete the file base/rel; a file that is already gone is fine."""
         try:
             self.fs.delete_file(self.join(rel))
         except FileNotFoundError:
             pass
 
     def delete_all(self) -> None:
+        """Delete base and everything under it, if it exists."""
         if self.exists():
             self.fs.delete_dir(self.base)
 
 
 def locate(path: str) -> Location:
+    """The Location of a local path, file:// URI or object-store URI (s3://, gs://, abfs://, ...).
+
+    Raises OptionError for an empty path or a URI pyarrow cannot open (unknown scheme,
+    missing credentials).
+    """
     if not isinstance(path, str) or not path.strip():
         raise OptionError(f"output path must be a non-empty string, got {path!r}; pass "
                           f"save(path) or .option('path', ...)")

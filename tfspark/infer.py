@@ -51,6 +51,7 @@ class KeyStats:
     files: set[str] = field(default_factory=set)
 
     def add(self, values: list, name: str) -> None:
+        """Count one sampled record's list for this key (`name`: the file it came from)."""
         self.records += 1
         self.max_len = max(self.max_len, len(values))
         self.min_len = min(self.min_len, len(values))

@@ -51,6 +51,7 @@ def input_shape(f: Feature) -> tuple[tuple[int | None, ...], bool]:
 
 
 def keras_name(name: str) -> str:
+    """`name` with the characters Keras refuses in layer names replaced by "_"."""
     safe = _NAME_UNSAFE.sub("_", name)
     return safe if safe and safe[0].isalnum() else f"f{safe}"
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NoReturn
 
 from tfspark import __version__
 from tfspark.errors import TfsparkError
@@ -36,6 +36,7 @@ class ManifestError(TfsparkError, ValueError):
 
 def new_manifest(*, spec: dict[str, Any] | None, compression: str | None, record_type: str,
                  partition_by: Iterable[str] = ()) -> dict[str, Any]:
+    """An empty manifest (no files yet) for a data set of this spec, compression and record type."""
     return {"format": FORMAT, "version": VERSION, "created_by": f"tfspark {__version__}",
             "record_type": record_type, "compression": compression, "spec": spec,
             "partition_by": list(partition_by), "splits": [], "records": 0, "bytes": 0,
@@ -43,6 +44,7 @@ def new_manifest(*, spec: dict[str, Any] | None, compression: str | None, record
 
 
 def add_files(manifest: dict[str, Any], files: list[dict[str, Any]], write_id: str) -> None:
+    """Add one write's file entries to `manifest` (in place) and recount records, bytes, splits."""
     manifest["files"].extend(files)
     manifest["writes"].append({"write_id": write_id, "records": sum(f["records"] for f in files),
                                "files": len(files)})
@@ -70,6 +72,7 @@ def split_manifest(manifest: dict[str, Any], split: str) -> dict[str, Any]:
 
 
 def dumps(manifest: dict[str, Any]) -> bytes:
+    """The manifest as the JSON bytes of a _tfspark.json file (NaN and infinities refused)."""
     return (json.dumps(manifest, indent=1, allow_nan=False) + "\n").encode()
 
 
@@ -80,7 +83,11 @@ def read_manifest(path: str | Location) -> dict[str, Any]:
         raise ManifestError(f"no {NAME} in {loc.uri!r}: it was not written by tfspark, or its "
                             f"write did not commit. Rewrite it, or read the files with an "
                             f"explicit spec")
-    raw = loc.read_bytes(NAME)
+    try:
+        raw = loc.read_bytes(NAME)
+    except OSError as e:  # no permission, a directory in its place, a failing filesystem
+        raise ManifestError(f"cannot read {loc.join(NAME)} ({e}); check that it is a file "
+                            f"you may read (permissions, credentials)") from None
     try:
         doc = json.loads(raw)
     except json.JSONDecodeError as e:
@@ -91,7 +98,43 @@ def read_manifest(path: str | Location) -> dict[str, Any]:
     if doc.get("version") != VERSION:
         raise ManifestError(f"{loc.join(NAME)} has version {doc.get('version')!r}; this tfspark "
                             f"reads version {VERSION}: upgrade tfspark")
+    _check_contents(doc, loc.join(NAME))
     return doc
+
+
+def _check_contents(doc: dict[str, Any], where: str) -> None:
+    """The fields readers rely on, so a manifest edited by hand fails here, naming the file and
+    the entry, not deep inside a reader."""
+    def bad(what: str) -> NoReturn:
+        raise ManifestError(f"{where}: {what}; the manifest is damaged (edited by hand?): "
+                            f"restore it or rewrite the data set")
+
+    files = doc.get("files")
+    if not isinstance(files, list):
+        bad(f"'files' must be a list of file entries, got {type(files).__name__}")
+    for i, f in enumerate(files):
+        if not isinstance(f, dict):
+            bad(f"files[{i}] must be an object, got {type(f).__name__}")
+        rel = f.get("path")
+        if not isinstance(rel, str) or not rel or rel.startswith(("/", "\\")) or "://" in rel \
+                or ".." in rel.replace("\\", "/").split("/"):
+            bad(f"files[{i}] names {rel!r}, which is not a relative path inside the directory")
+        for key in ("records", "bytes"):
+            n = f.get(key, 0) if key == "bytes" else f.get(key)
+            if type(n) is not int or n < 0:
+                bad(f"files[{i}] ({rel}) has {key}={n!r}, not an integer >= 0")
+    if doc.get("record_type", "Example") not in ("Example", "ByteArray"):
+        bad(f"record_type {doc.get('record_type')!r} is not 'Example' or 'ByteArray'")
+    if doc.get("compression") not in (None, "gzip"):
+        bad(f"compression {doc.get('compression')!r} is not null or 'gzip'")
+    if doc.get("spec") is not None:
+        from tfspark.errors import SchemaError
+        from tfspark.spec import FeatureSpec
+
+        try:
+            FeatureSpec.from_dict(doc["spec"])
+        except SchemaError as e:
+            bad(f"its spec is invalid: {e}")
 
 
 def write_manifest(loc: Location, manifest: dict[str, Any]) -> None:

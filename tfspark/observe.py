@@ -26,6 +26,9 @@ def _length(feature: Any) -> Column:
 
 
 def metrics(schema: StructType, spec: FeatureSpec) -> list[Column]:
+    """Aggregate columns observed while the backup is written: the row count, nulls per feature,
+    and min/max lengths of variable-length features (read back with `facts`).
+    """
     out = [F.count(F.lit(1)).alias("rows")]
     for i, f in enumerate(spec.features):
         c = _col(f.path)
@@ -38,6 +41,9 @@ def metrics(schema: StructType, spec: FeatureSpec) -> list[Column]:
 
 def facts(observed: dict[str, Any], spec: FeatureSpec,
           detect_fixed_lengths: bool = True) -> dict[str, Any]:
+    """{rows, null_counts, shapes} from the observed `metrics`; a varlen feature whose lengths
+    are all the same n > 0 gets shape [n] when detect_fixed_lengths.
+    """
     shapes: dict[str, list[int]] = {}
     nulls: dict[str, int] = {}
     for i, f in enumerate(spec.features):

@@ -41,6 +41,8 @@ WRITE_OPTIONS = {
 
 @dataclass(frozen=True)
 class WriteOptions:
+    """The checked write options of the tfrecord data source (see WRITE_OPTIONS for each one)."""
+
     path: str
     compression: str | None = None
     gzip_level: int = 6
@@ -69,6 +71,10 @@ def known_options(options: Mapping[str, Any], known: Mapping[str, str],
 
 
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
+    """Check the data source's write options (keys case-insensitive) into a WriteOptions.
+
+    Raises OptionError for an unknown option, a bad value or a missing path.
+    """
     opts = known_options(options, WRITE_OPTIONS, "option")
     if not opts.get("path"):
         raise OptionError("no output path: use df.write.format('tfrecord').save(path)")

@@ -19,6 +19,9 @@ _ESCAPE = set('"#%\'*/:=?\\{}[]^') | {chr(c) for c in range(0x20)} | {"\x7f"}
 
 
 def escape(value: Any) -> str:
+    """A partition value as a directory name part (`col=<this>`), escaped as Hive and Spark do;
+    None is __HIVE_DEFAULT_PARTITION__.
+    """
     if value is None:
         return NULL_VALUE
     text = value if isinstance(value, str) else _text(value)
@@ -28,6 +31,7 @@ def escape(value: Any) -> str:
 
 
 def unescape(text: str) -> str | None:
+    """The inverse of `escape`: the value text of a partition directory name, None for null."""
     return None if text == NULL_VALUE else unquote(text)
 
 

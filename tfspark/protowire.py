@@ -31,6 +31,7 @@ FEATURE_TAG = {BYTES: 0x0A, FLOAT: 0x12, INT: 0x1A}
 
 @njit
 def varint_size(v):
+    """Bytes of the protobuf varint of int64 v (10 for negatives)."""
     if v < 0:
         return 10  # two's complement of a negative int64 fills all 64 bits
     if v < 0x80:
@@ -49,6 +50,7 @@ def varint_size(v):
 
 @njit
 def put_varint(out, pos, v):
+    """Write the varint of v at out[pos]; returns the position after it."""
     u = np.uint64(v)
     while u >= np.uint64(0x80):
         out[pos] = np.uint8((u & np.uint64(0x7F)) | np.uint64(0x80))
@@ -91,6 +93,7 @@ def _int_payload(values, a, b):
 
 @njit
 def size_ints(sizes, key, rows, present, values):
+    """Add to sizes[i] the bytes of row i's Int64List entry under `key` (present rows only)."""
     for i in range(present.shape[0]):
         if present[i]:
             payload = _int_payload(values, rows[i], rows[i + 1])
@@ -100,6 +103,7 @@ def size_ints(sizes, key, rows, present, values):
 
 @njit
 def write_ints(out, cursor, lo, hi, key, rows, present, values):
+    """Write the Int64List entries of rows [lo, hi) at their cursors, advancing them."""
     for i in range(lo, hi):
         if present[i]:
             a, b = rows[i], rows[i + 1]
@@ -116,6 +120,7 @@ def write_ints(out, cursor, lo, hi, key, rows, present, values):
 
 @njit
 def size_floats(sizes, key, rows, present, values_u8):
+    """Add to sizes[i] the bytes of row i's FloatList entry under `key` (present rows only)."""
     for i in range(present.shape[0]):
         if present[i]:
             payload = 4 * (rows[i + 1] - rows[i])
@@ -125,6 +130,9 @@ def size_floats(sizes, key, rows, present, values_u8):
 
 @njit
 def write_floats(out, cursor, lo, hi, key, rows, present, values_u8):
+    """Write the FloatList entries of rows [lo, hi) at their cursors (values_u8: the float32
+    values as bytes), advancing the cursors.
+    """
     for i in range(lo, hi):
         if present[i]:
             a, b = 4 * rows[i], 4 * rows[i + 1]
@@ -151,6 +159,7 @@ def _bytes_body(offsets, a, b):
 
 @njit
 def size_bytes(sizes, key, rows, present, data, offsets):
+    """Add to sizes[i] the bytes of row i's BytesList entry (string j: data[offsets[j]:...])."""
     for i in range(present.shape[0]):
         if present[i]:
             sizes[i] += _entry_size(key.shape[0], _bytes_body(offsets, rows[i], rows[i + 1]))
@@ -158,6 +167,7 @@ def size_bytes(sizes, key, rows, present, data, offsets):
 
 @njit
 def write_bytes(out, cursor, lo, hi, key, rows, present, data, offsets):
+    """Write the BytesList entries of rows [lo, hi) at their cursors, advancing them."""
     for i in range(lo, hi):
         if present[i]:
             a, b = rows[i], rows[i + 1]
@@ -195,6 +205,9 @@ def layout(sizes, frame):
 
 @njit
 def write_heads(out, offsets, sizes, frame, lo, hi):
+    """Write the Example header (0x0A + varint length) of records [lo, hi), after the framing
+    header when frame is True.
+    """
     head = 12 if frame else 0
     for i in range(lo, hi):
         p = offsets[i] + head
@@ -217,6 +230,7 @@ def _scalar_head(key, tag, payload):
 
 @njit
 def size_float_scalars(sizes, key, present, values_u8):
+    """size_floats for a scalar column: every present row holds one float32."""
     n = _scalar_head(key, 0x12, 4).shape[0] + 4
     for i in range(present.shape[0]):
         if present[i]:
@@ -241,6 +255,7 @@ def write_float_scalars(out, cursor, lo, hi, key, present, values_u8):
 
 @njit
 def size_int_scalars(sizes, key, present, values):
+    """size_ints for a scalar column: one int64 per present row (values[i])."""
     lengths = np.empty(11, np.int64)  # entry bytes by the value's varint size
     for p in range(1, 11):
         lengths[p] = _scalar_head(key, 0x1A, p).shape[0] + p
@@ -251,6 +266,7 @@ def size_int_scalars(sizes, key, present, values):
 
 @njit
 def write_int_scalars(out, cursor, lo, hi, key, present, values):
+    """write_ints for a scalar column: a precomputed head per varint size, then the value."""
     heads = [_scalar_head(key, 0x1A, p) for p in range(1, 11)]
     for i in range(lo, hi):
         if present[i]:

@@ -15,6 +15,7 @@ set), compression (none | gzip; overrides the manifest and gzip detection), sche
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,8 @@ from tfspark.spec import FeatureSpec
 CHUNK_BYTES = 32 << 20  # framed bytes read at a time; a bigger record grows the buffer
 BATCH_ROWS = 10_000
 _GZIP_MAGIC = b"\x1f\x8b"
+# part-<partition>-<task attempt>-<write id>-<seq>.tfrecord[.gz]: a file of a tfspark write task
+_TFSPARK_PART = re.compile(r"(^|/)part-\d+-\d+-[0-9a-f]{16}-\d+\.tfrecord(\.gz)?$")
 READ_OPTIONS = {
     "path": "a data set directory (with or without _tfspark.json) or one TFRecord file",
     "recordtype": "Example (default) | ByteArray (each record as one binary column 'value')",
@@ -134,8 +137,24 @@ def discover(opts: ReadOptions) -> Source:
     if kind == pafs.FileType.File:  # one file: read it whatever its name
         files = [FileEntry("", opts.compression)]
     else:
-        files = [FileEntry(rel, opts.compression) for rel in loc.list_files() if _is_data(rel)]
+        listed = loc.list_files()
+        _refuse_uncommitted(opts.path, listed)
+        files = [FileEntry(rel, opts.compression) for rel in listed if _is_data(rel)]
     return Source(loc.uri, files, opts.record_type or "Example", None, None, [])
+
+
+def _refuse_uncommitted(path: str, listed: list[str]) -> None:
+    """A directory with tfspark part files (or write_tfrecords' _backup/) but no manifest holds
+    a write that did not commit: its files may be partial or from failed attempts."""
+    parts = [r for r in listed if _TFSPARK_PART.search(r)]
+    if not parts and not any(r.startswith("_backup/") for r in listed):
+        return
+    what = (f"{len(parts)} part file(s) of a tfspark write" if parts else
+            "the parquet backup (_backup/) of a tfspark write")
+    raise OptionError(f"{path!r} has no {mf.NAME} but holds {what} that did not commit: the "
+                      f"write failed, was killed or is still running, and its files may be "
+                      f"partial. Rewrite it (mode 'overwrite'); to look at one of the files "
+                      f"anyway, read that file's own path")
 
 
 def _is_data(rel: str) -> bool:

@@ -47,6 +47,10 @@ def restore(batch: pa.RecordBatch, spec: FeatureSpec, schema: T.StructType,
 
 
 class Restorer:
+    """Turns decoded feature columns back into the Arrow types of a Spark schema (narrow ints,
+    dates, timestamps, structs, ...); partition columns come from `constants`.
+    """
+
     def __init__(self, schema: T.StructType, constants: Mapping[str, Any]):
         from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -55,6 +59,7 @@ class Restorer:
         self.constants = dict(constants)
 
     def restore(self, cols: Mapping[tuple[str, ...], pa.Array], n: int) -> pa.RecordBatch:
+        """A batch of n rows in the schema's Arrow types, from {feature path: decoded column}."""
         out = []
         for sf, af in zip(self.schema.fields, self.target):
             if sf.name in self.constants:

@@ -83,6 +83,7 @@ class Feature:
         return (self.name,)
 
     def to_dict(self) -> dict[str, Any]:
+        """The feature as its JSON object in the spec format (see FeatureSpec.to_dict)."""
         out = {
             "name": self.name,
             "path": list(self.path),
@@ -111,10 +112,12 @@ class FeatureSpec:
 
     @property
     def names(self) -> list[str]:
+        """Feature names, in spec order."""
         return [f.name for f in self.features]
 
     @property
     def label_names(self) -> list[str]:
+        """Names of the label features, in spec order."""
         return [f.name for f in self.features if f.label]
 
     def __getitem__(self, name: str) -> Feature:
@@ -124,11 +127,13 @@ class FeatureSpec:
         raise KeyError(f"no feature {name!r} in the spec; features are {self.names}")
 
     def with_labels(self, label_cols: Iterable[str]) -> FeatureSpec:
+        """A copy whose labels are exactly `label_cols` (SchemaError for a name not in the spec)."""
         wanted = _check_labels(self.features, label_cols)
         return replace(self, features=tuple(replace(f, label=f.name in wanted)
                                             for f in self.features))
 
     def to_dict(self) -> dict[str, Any]:
+        """The spec as a JSON-ready dict: format, version and the features in order."""
         out: dict[str, Any] = {"format": FORMAT, "version": VERSION,
                                "features": [f.to_dict() for f in self.features]}
         if self.source_schema is not None:
@@ -136,10 +141,12 @@ class FeatureSpec:
         return out
 
     def to_json(self, indent: int | None = 2) -> str:
+        """The spec as JSON text; FeatureSpec.from_json(spec.to_json()) == spec."""
         return json.dumps(self.to_dict(), indent=indent, sort_keys=False, allow_nan=False)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> FeatureSpec:
+        """Parse a spec from JSON text; raises SchemaError for invalid JSON or an invalid spec."""
         try:
             doc = json.loads(text)
         except json.JSONDecodeError as e:
@@ -148,6 +155,9 @@ class FeatureSpec:
 
     @classmethod
     def from_dict(cls, doc: Any) -> FeatureSpec:
+        """Parse a spec from its JSON object (as in a manifest's "spec"); raises SchemaError naming
+        the field that is wrong.
+        """
         from tfspark.spec_json import parse_spec_dict
 
         return parse_spec_dict(doc)
@@ -186,6 +196,8 @@ def infer_spec(schema: T.StructType, label_cols: Iterable[str] = (),
     shapes: {feature name: [n]} makes an array or vector column FixedLen([n]).
     defaults: {feature name: value} overrides the fill value of a nullable column.
     Feature names are column paths joined by "." (struct fields are flattened).
+    Raises SchemaError for a column type tfspark cannot store, an unknown label, shape or
+    default column, or a bad shape or default.
     """
     if not isinstance(schema, T.StructType):
         raise SchemaError(f"infer_spec needs a pyspark StructType (df.schema), got "
@@ -213,6 +225,9 @@ def _features_of(dt: T.DataType, path: tuple[str, ...], nullable: bool,
                  shapes: Mapping[str, tuple[int, ...]],
                  defaults: Mapping[str, Any]) -> list[Feature]:
     name = ".".join(path)
+    if not path[-1]:
+        raise SchemaError(f"a column or struct field has an empty name (path {list(path)}); "
+                          f"an Example key cannot be empty: rename it with alias()")
     if isinstance(dt, T.StructType):
         out: list[Feature] = []
         for sf in dt.fields:

@@ -27,6 +27,11 @@ _FLOAT_WORDS = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": floa
 
 
 def parse_spec_dict(doc: Any) -> FeatureSpec:
+    """Validate a spec's JSON object field by field and build the FeatureSpec.
+
+    Raises SchemaError naming the feature and field that are wrong (unknown format or version,
+    missing or unknown fields, bad kind, dtype, shape or default).
+    """
     if not isinstance(doc, dict):
         raise SchemaError(f"feature spec must be a JSON object, got {type(doc).__name__}")
     if doc.get("format") != FORMAT:

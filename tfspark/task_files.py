@@ -31,6 +31,10 @@ class _Open:
 
 @dataclass
 class TaskFiles:
+    """The part files of one write task attempt: one open file per (split, partition) group,
+    rolled over at max_records; names carry the task attempt and write id.
+    """
+
     loc: Location
     write_id: str
     task: str  # "<partition id>-<task attempt id>"
@@ -101,6 +105,7 @@ class TaskFiles:
                           "write_id": self.write_id})
 
     def close(self) -> list[dict[str, Any]]:
+        """Close every open file; returns the manifest entries of all files written."""
         for key in list(self._open):
             self._close(key)
         return self.done
@@ -122,6 +127,9 @@ class TaskFiles:
 def batches_by_group(batches: Iterator[pa.RecordBatch], split_col: str | None,
                      part_cols: list[str], keep: list[str]
                      ) -> Iterator[tuple[str | None, dict[str, Any], pa.RecordBatch]]:
+    """(split, {partition column: value}, rows) for each group of rows of each batch, with only
+    the `keep` columns.
+    """
     cols = ([split_col] if split_col else []) + part_cols
     for batch in batches:
         for key, rows in partitions.group_rows(batch, cols):

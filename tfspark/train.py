@@ -56,6 +56,9 @@ class TrainConfig:
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any], where: str = "config") -> TrainConfig:
+        """A TrainConfig from {key: value}; OptionError names an unknown key or a bad value and
+        `where` it came from.
+        """
         fields = {f.name: f for f in dataclasses.fields(cls)}
         out: dict[str, Any] = {}
         for key, value in values.items():

@@ -147,6 +147,7 @@ def next_field(buf, pos, end):
 
 @njit
 def key_hash(buf, start, end):
+    """The djb2 hash of the key bytes buf[start:end] (the index_records lookup table's hash)."""
     h = np.int64(5381)
     for k in range(start, end):
         h = h * 33 + np.int64(buf[k])

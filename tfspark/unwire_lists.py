@@ -141,6 +141,7 @@ def _put_floats(buf, a, b, out_u8, j):
 
 @njit
 def fill_ints(buf, kinds, starts, ends, k, rows, out):
+    """Each record's int64 values of key k into out[rows[i]:rows[i+1]] (counted by count_values)."""
     for i in range(kinds.shape[0]):
         if kinds[i, k] == INT:  # other kinds here are empty lists
             _put_ints(buf, starts[i, k], ends[i, k], out, rows[i])

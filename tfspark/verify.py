@@ -25,6 +25,8 @@ _CHUNK_RECORDS = 10_000
 
 @dataclass
 class Report:
+    """What `verify` found: totals read and the list of problems (empty when the data set is ok)."""
+
     path: str
     files: int = 0
     records: int = 0
@@ -34,9 +36,11 @@ class Report:
 
     @property
     def ok(self) -> bool:
+        """True when no problem was found."""
         return not self.problems
 
     def render(self, limit: int = 20) -> str:
+        """The report as text for the terminal, listing at most `limit` problems."""
         lines = [f"tfspark verify {self.path}",
                  f"  files {self.files:,}  records {self.records:,}  bytes {self.bytes:,}  "
                  f"compression {self.compression or 'none'}"]
@@ -51,6 +55,11 @@ class Report:
 
 
 def verify(path: str) -> Report:
+    """Check the data set at `path` against its manifest: every file present, both CRCs of every
+    record, record counts, every record parsed with the spec, no stray data files.
+
+    Problems (including a missing manifest) are collected in the Report, not raised.
+    """
     report = Report(path)
     loc = locate(path)
     try:

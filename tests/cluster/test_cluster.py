@@ -181,6 +181,91 @@ def test_spark_reader_returns_the_same_rows(cluster_spark, workflow_output, tmp_
     assert symmetric_difference(source_df(cluster_spark, 0, ROWS), both) == 0
 
 
+# ---- shape extremes: 1,000 columns; 50 MB string values
+
+WIDE_ROWS = 3_000
+WIDE_COLS = 1_000  # + id: 400 long, 400 double, 200 string
+
+
+def wide_df(spark: Any) -> Any:
+    """1,000 columns besides id, each a function of id; doubles exact in float32."""
+    from pyspark.sql import functions as F
+
+    i = F.col("id")
+    cols = [((i * (k + 1)) % 100_003).alias(f"l{k}") for k in range(400)]
+    cols += [((i + k) % 4096 / 4).cast("double").alias(f"d{k}") for k in range(400)]
+    cols += [F.concat(F.lit(f"c{k}_"), (i % 97).cast("string")).alias(f"s{k}")
+             for k in range(200)]
+    return spark.range(0, WIDE_ROWS, numPartitions=3).select("id", *cols)
+
+
+@pytest.mark.tf
+def test_a_table_of_1000_columns_exports_and_reads_back(cluster_spark, tmp_path):
+    df = wide_df(cluster_spark)
+    out = str(tmp_path / "wide")
+    result = tfspark.write_tfrecords(df, out, label_cols=["l0"])
+    assert result.rows == result.backup_rows == WIDE_ROWS
+    assert len(manifest(out)["spec"]["features"]) == WIDE_COLS + 1
+    ds = tfspark.make_dataset(out, batch_size=1024, shuffle_buffer=0, shuffle_files=False,
+                              deterministic=True, epochs=1, label_cols=[])
+    cols: dict[str, list] = {}
+    for batch in ds:
+        for name, value in batch.items():
+            cols.setdefault(name, []).append(value.numpy())
+    got = {k: np.concatenate(v) for k, v in cols.items()}
+    assert len(got) == WIDE_COLS + 1
+    ids = got["id"]
+    assert sorted(ids.tolist()) == list(range(WIDE_ROWS))
+    for k in range(400):
+        assert (got[f"l{k}"] == (ids * (k + 1)) % 100_003).all(), k
+        assert (got[f"d{k}"] == ((ids + k) % 4096 / 4).astype(np.float32)).all(), k
+    for k in (0, 99, 199):
+        assert list(got[f"s{k}"]) == [b"c%d_%d" % (k, v) for v in ids % 97]
+    back = cluster_spark.read.format("tfrecord").load(out)
+    assert back.schema == df.schema
+    assert symmetric_difference(df, back) == 0
+
+
+BIG = 50 * 2**20  # one string value of 50 MiB
+BIG_ROWS = 6
+
+
+def big_df(spark: Any) -> Any:
+    """6 rows, each with a 50 MiB string made of its id (repeat), and a small column."""
+    from pyspark.sql import functions as F
+
+    i = F.col("id")
+    return spark.range(0, BIG_ROWS, numPartitions=2).select(
+        "id", F.repeat(F.chr(F.lit(65) + i), F.lit(BIG) - i).alias("blob"),
+        (i * 10).alias("small"))
+
+
+@pytest.mark.tf
+def test_50_mib_string_values_export_and_read_back(cluster_spark, tmp_path, tf):
+    out = str(tmp_path / "big")
+    result = tfspark.write_tfrecords(big_df(cluster_spark), out, label_cols=["small"])
+    assert result.rows == BIG_ROWS and result.bytes > BIG_ROWS * BIG
+    ds = tfspark.make_dataset(out, batch_size=2, shuffle_buffer=0, shuffle_files=False,
+                              deterministic=True, epochs=1)
+    seen = []
+    for features, labels in ds:
+        for k, blob, small in zip(features["id"].numpy(), features["blob"].numpy(),
+                                  labels.numpy()):
+            assert len(blob) == BIG - k and blob[:1] == blob[-1:] == bytes([65 + k])
+            assert blob.count(blob[:1]) == BIG - k and small == 10 * k
+            seen.append(int(k))
+    assert sorted(seen) == list(range(BIG_ROWS))
+    from pyspark.sql import functions as F
+
+    back = cluster_spark.read.format("tfrecord").load(out)
+    rows = back.select("id", F.length("blob").alias("n"), F.md5("blob").alias("h"),
+                       "small").orderBy("id").collect()
+    want = big_df(cluster_spark).select("id", F.length("blob").alias("n"),
+                                        F.md5("blob").alias("h"), "small").orderBy("id")
+    assert rows == want.collect()
+    assert [r["n"] for r in rows] == [BIG - k for k in range(BIG_ROWS)]
+
+
 # ---- faults: a real process death in the middle of a write, retried by Spark
 
 

@@ -153,3 +153,12 @@ def test_source_kind(tmp_path):
     assert kind(str(csv_dir)) == "csv"
     (csv_dir / "part-1.parquet").write_bytes(b"")
     assert kind(str(csv_dir)) == "parquet"
+
+
+def test_a_backup_flag_replaces_the_files_other_kind_of_backup(tmp_path):
+    cfg = load_config(_write(tmp_path, 'backup_table = "db.t"\n'))
+    by_path = cfg.with_overrides(backup_path="out/copy")
+    assert by_path.backup_path == "out/copy" and by_path.backup_table is None
+    by_table = by_path.with_overrides(backup_table="db.u")
+    assert by_table.backup_table == "db.u" and by_table.backup_path is None
+    assert cfg.with_overrides(compression="gzip").backup_table == "db.t"
