@@ -123,7 +123,8 @@ def discover(opts: ReadOptions) -> Source:
     """The files, record type, spec and schema at opts.path: from its manifest when there is
     one, else from a listing of the TFRecord files (a directory) or the path itself (a file).
 
-    Raises OptionError when the path does not exist or the options do not fit what is there.
+    Raises OptionError when the path does not exist, the options do not fit what is there, or
+    it holds a tfspark write that did not commit (part files or _backup/, no manifest).
     """
     loc = locate(opts.path)
     if loc.exists(mf.NAME):

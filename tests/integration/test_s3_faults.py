@@ -1,0 +1,143 @@
+"""Exactly-once on an object store under faults (issue 5): the data source writes to an
+S3-compatible server on loopback (moto) from a local Spark driver in a process of its own
+(fault_driver.py `s3`: local[2,4], so a failed task is tried up to 4 times).
+
+- Per round, a slowed write to s3://.../kill-<k> during which the driver SIGKILLs one of its
+  Python task workers running the data source's write() once this write has part objects in
+  the bucket (files roll every 1,000 records, so the killed attempt may have finished some).
+  Spark retries the task; the test then reads what the manifest commits and checks every row
+  by content (none lost, none duplicated) and that the prefix holds nothing but the manifest's
+  part objects, the manifest and _SUCCESS.
+- A write whose tasks fail on every attempt (a UDF raising after the first rows) leaves no
+  manifest, no _SUCCESS and no part object.
+
+Figures go to TFSPARK_FAULT_REPORT (JSON) when it is set (faultcheck.report).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+import pytest
+from faultcheck import (
+    TFSPARK_PART,
+    check_values,
+    log_tail,
+    lost_duplicated,
+    messages,
+    read_committed,
+    report,
+    spawn,
+)
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow,
+              pytest.mark.skipif(not os.path.isdir("/proc"), reason="the driver finds its "
+                                 "Python workers through Linux's /proc")]
+
+BUCKET = "tfspark-faults"
+ROWS = 20_000  # per round: 2 tasks of 10,000 rows, 20 Arrow batches of 500 at 0.2 s a batch
+ROUNDS = 3
+
+
+@pytest.fixture(scope="module")
+def s3() -> Any:
+    """(uri of a key, boto3 client) against a moto server on 127.0.0.1 (dummy credentials from
+    tests/conftest.py, inherited by the driver process)."""
+    moto_server = pytest.importorskip("moto.server")
+    boto3 = pytest.importorskip("boto3")
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    client = boto3.client("s3", endpoint_url=f"http://{host}:{port}")
+    client.create_bucket(Bucket=BUCKET)
+    query = f"?endpoint_override={host}:{port}&scheme=http&region=us-east-1"
+    yield (lambda key: f"s3://{BUCKET}/{key}{query}"), client
+    server.stop()
+
+
+def keys(client: Any, prefix: str) -> list[str]:
+    """Every object key under prefix/, relative to it (directory markers included: the marker
+    of the prefix itself is "")."""
+    out, token = [], None
+    while True:
+        kw = {"Bucket": BUCKET, "Prefix": prefix + "/"}
+        if token:
+            kw["ContinuationToken"] = token
+        page = client.list_objects_v2(**kw)
+        out += [o["Key"][len(prefix) + 1:] for o in page.get("Contents", [])]
+        if not page.get("IsTruncated"):
+            return out
+        token = page["NextContinuationToken"]
+
+
+def pending_uploads(client: Any, prefix: str) -> int:
+    """Multipart uploads begun under prefix/ and never completed nor aborted."""
+    page = client.list_multipart_uploads(Bucket=BUCKET, Prefix=prefix + "/")
+    return len(page.get("Uploads", []))
+
+
+def test_python_worker_killed_mid_write_to_s3_and_a_failed_job(s3, tmp_path):
+    uri_of, client = s3
+    template = uri_of("kill-{k}")
+    with spawn(["s3", "--uri", template, "--rounds", str(ROUNDS), "--rows", str(ROWS)],
+               tmp_path / "driver") as proc:
+        assert proc.stdout is not None
+        got = messages(proc.stdout)
+        proc.wait(timeout=600)
+    kills = [m for m in got if m["kind"] == "KILL"]
+    failed = [m for m in got if m["kind"] == "FAILED_JOB"]
+    assert len(kills) == ROUNDS and len(failed) == 1, \
+        f"{got}\n{log_tail(tmp_path / 'driver')}"
+    problems = []
+    for m in kills:
+        prefix = f"kill-{m['round']}"
+        cols = read_committed(m["uri"])
+        check_values(cols)
+        lost, duplicated = lost_duplicated(cols["id"], range(ROWS))
+        manifest = _manifest(client, prefix)
+        listed = {f["path"] for f in manifest["files"]}
+        found = keys(client, prefix)
+        allowed = listed | {"_tfspark.json", "_SUCCESS"}
+        stray = sorted(k for k in found if k not in allowed and not _marker(k))
+        record = {"test": "s3-python-worker-killed", "round": m["round"],
+                  "killed_after_s": m["killed_after_s"], "job_s": m["job_s"],
+                  "part_objects_before_kill": m["objects_before_kill"],
+                  "failed_tasks": m["failed_tasks"], "rows": int(len(cols["id"])),
+                  "lost": lost, "duplicated": duplicated,
+                  "part_objects": len([k for k in found if re.search(TFSPARK_PART, k)]),
+                  "manifest_files": len(listed), "stray_objects": len(stray),
+                  "directory_markers": len([k for k in found if _marker(k)]),
+                  "pending_multipart_uploads": pending_uploads(client, prefix),
+                  "job_error": m["error"]}
+        report(record)
+        if m["victim"] is None or m["error"] or m["failed_tasks"] < 1:
+            problems.append(f"round {m['round']}: no worker killed, or the job failed: {record}")
+        if (lost, duplicated, stray) != (0, 0, []) or set(listed) - set(found):
+            problems.append(f"round {m['round']}: {record}; stray: {stray}")
+    assert not problems, "\n".join(problems)
+
+    # The job that failed on every attempt: nothing of it in the bucket.
+    job = failed[0]
+    assert job["error"] and "injected failure" in job["error"], job
+    found = keys(client, "kill-failed")
+    record = {"test": "s3-failed-job", "objects_left": len(found),
+              "part_objects": len([k for k in found if re.search(TFSPARK_PART, k)]),
+              "pending_multipart_uploads": pending_uploads(client, "kill-failed"),
+              "error": next((ln.strip() for ln in job["error"].splitlines()
+                             if "injected failure" in ln), "")[:200]}
+    report(record)
+    assert not [k for k in found if not _marker(k)], record
+
+
+def _marker(key: str) -> bool:
+    """An empty "directory" object (pyarrow's create_dir makes one for the prefix itself)."""
+    return key == "" or key.endswith("/")
+
+
+def _manifest(client: Any, prefix: str) -> dict[str, Any]:
+    import json
+
+    body = client.get_object(Bucket=BUCKET, Key=f"{prefix}/_tfspark.json")["Body"].read()
+    return json.loads(body)
