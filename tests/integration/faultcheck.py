@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import importlib.util
 import json
 import os
 import subprocess
@@ -83,44 +84,23 @@ def log_tail(work: Path, lines: int = 40) -> str:
 # ---- processes (Linux /proc)
 
 
-def _ppid(pid: int) -> int | None:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
+def _process_helpers() -> Any:
+    """scripts/local_cluster.py (its /proc helpers), loaded once by path: it is no package."""
+    name = "local_cluster"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            name, ROOT / "scripts" / "local_cluster.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # dataclasses look their module up while being defined
+        spec.loader.exec_module(module)
+    return sys.modules[name]
 
 
-def descendants(pid: int) -> list[int]:
-    """Every live descendant of `pid`, parents first."""
-    kids: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            parent = _ppid(int(entry))
-            if parent is not None:
-                kids.setdefault(parent, []).append(int(entry))
-    out: list[int] = []
-    todo = list(kids.get(pid, []))
-    while todo:
-        p = todo.pop(0)
-        out.append(p)
-        todo.extend(kids.get(p, []))
-    return out
-
-
-def cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(
-            errors="replace")
-    except OSError:
-        return ""
-
-
-def alive(pid: int) -> bool:
-    """Running (a zombie or a pid that is gone is not)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
+# Every live descendant (parents first), a command line, running-and-not-a-zombie.
+descendants = _process_helpers().descendants
+cmdline = _process_helpers()._cmdline
+alive = _process_helpers().alive
 
 
 def wait_gone(pids: Iterable[int], timeout: float) -> tuple[list[int], float]:
