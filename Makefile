@@ -1,9 +1,9 @@
 # tfspark developer tasks. Needs only Python >= 3.10, Java 17+ and pip (with PyPI) on the machine.
 #
-#   make setup   create .venv and install tfspark[tf,dev] in it (cheap when already done)
+#   make setup   create .venv and install tfspark[spark,dev] in it (cheap when already done)
 #   make demo    run the main job on embedded sample data (local Spark, local warehouse)
 #   make test    run the test suite; "no tests collected" counts as a failure
-#   make lint    ruff check, then mypy (config in pyproject.toml)
+#   make lint    ruff check, mypy, and the tier contracts (lint-imports; all in pyproject.toml)
 #   make bench   run the benchmarks (bench/run_all.py; BENCH_ARGS=--quick for a smoke run)
 #
 # Variables: PYTHON (interpreter that creates the venv), VENV, PYTEST_ARGS (e.g. "-m 'not slow'"
@@ -37,7 +37,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
-	$(PY) -m pip install -e '.[tf,dev]'
+	$(PY) -m pip install -e '.[spark,dev]'
 	@touch $@
 
 demo: setup
@@ -52,6 +52,7 @@ test: setup
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(PY) -m mypy
+	$(VENV)/bin/lint-imports --no-logo
 
 bench: setup
 	$(PY) bench/run_all.py $(BENCH_ARGS)

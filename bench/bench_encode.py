@@ -23,8 +23,8 @@ from common import best_of, machine, pin_one_core, save_json, spark_schema, tabl
 
 def run(rows: int, loop_rows: int, repeat: int) -> dict:
     import tfspark
-    from tfspark.encode import BatchEncoder
-    from tfspark.framing import RecordWriter
+    from tfspark.arrow.encode import BatchEncoder
+    from tfspark.wire.stream import RecordWriter
 
     pinned = pin_one_core()
     data = table(rows)

@@ -41,9 +41,9 @@ def write_data(rows: int, out: str) -> tuple[list[str], list[str]]:
 
     import tfspark
     from tfspark import manifest as mf
-    from tfspark.encode import encode_records
-    from tfspark.framing import RecordWriter
+    from tfspark.arrow.encode import encode_records
     from tfspark.fs import locate
+    from tfspark.wire.stream import RecordWriter
 
     tf_dir, csv_dir = os.path.join(out, f"tfrecord-{rows}"), os.path.join(out, f"csv-{rows}")
     names = [f"part-{k:05d}.tfrecord" for k in range(FILES)]
@@ -76,7 +76,7 @@ def pipelines(tf_dir: str, files: list[str], csvs: list[str]) -> dict:
     import tensorflow as tf
 
     import tfspark
-    from tfspark.dataset import make_dataset
+    from tfspark.tf.dataset import make_dataset
 
     AUTO = tf.data.AUTOTUNE
     parsing = tfspark.infer_spec(spark_schema()).parsing_spec()

@@ -13,7 +13,9 @@ import sys
 
 from pyspark.sql import SparkSession
 
-from tfspark.cli import add_export_args, config_from_args, describe_error, run_export
+from tfspark.cli.errors import describe_error
+from tfspark.cli.main import add_export_args, config_from_args
+from tfspark.cli.session import run_export
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,7 +2,7 @@
 
     python jobs/train_keras.py --config conf/train.toml [--data out/ds] [--epochs 5]
 
-Settings are in conf/train.toml (see tfspark.train.TrainConfig); flags override them.
+Settings are in conf/train.toml (see tfspark.cli.config.TrainConfig); flags override them.
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ import argparse
 import json
 import sys
 
+from tfspark.cli.config import load_train_config
+from tfspark.cli.train import train
 from tfspark.errors import TfsparkError
-from tfspark.train import load_train_config, train
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,44 +1,70 @@
 """tfspark: Spark DataFrames -> TFRecord files of tf.train.Example, a parquet copy, and tf.data.
 
 The public API is small; names are imported on first use so `import tfspark` stays cheap and
-never pulls in Spark's JVM side or TensorFlow.
+never pulls in Spark's JVM side or TensorFlow. A name whose extra is not installed fails on use
+with one line naming the extra (tfspark[spark] for register and write_tfrecords, tfspark[tf] for
+make_dataset and keras_inputs).
 """
 
 from __future__ import annotations
 
 from importlib import import_module
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:  # what IDEs and type checkers see; at run time __getattr__ loads on use
+    from tfspark.arrow.encode import encode_batch
+    from tfspark.errors import (
+        CorruptRecordError,
+        CountMismatchError,
+        EncodeError,
+        ManifestError,
+        MissingExtraError,
+        OptionError,
+        SchemaError,
+        TfsparkError,
+        WriteConflictError,
+    )
+    from tfspark.integrity import Report, verify
+    from tfspark.options import ReadOptions, WriteOptions
+    from tfspark.spark.export import WriteResult, write_tfrecords
+    from tfspark.spark.source import register
+    from tfspark.spec import Feature, FeatureSpec, infer_spec
+    from tfspark.tf.dataset import make_dataset
+    from tfspark.tf.keras import keras_inputs
 
 _API = {
     "FeatureSpec": "tfspark.spec",
     "Feature": "tfspark.spec",
     "infer_spec": "tfspark.spec",
-    "encode_batch": "tfspark.encode",
-    "make_dataset": "tfspark.dataset",
-    "keras_inputs": "tfspark.kerasio",
-    "register": "tfspark.datasource",
-    "write_tfrecords": "tfspark.workflow",
-    "WriteResult": "tfspark.workflow",
-    "TfsparkError": "tfspark.errors",
-    "SchemaError": "tfspark.errors",
-    "EncodeError": "tfspark.errors",
-    "OptionError": "tfspark.errors",
-    "CorruptRecordError": "tfspark.errors",
+    "encode_batch": "tfspark.arrow.encode",
+    "make_dataset": "tfspark.tf.dataset",
+    "keras_inputs": "tfspark.tf.keras",
+    "register": "tfspark.spark.source",
+    "write_tfrecords": "tfspark.spark.export",
+    "WriteResult": "tfspark.spark.export",
+    "WriteOptions": "tfspark.options",
+    "ReadOptions": "tfspark.options",
+    "verify": "tfspark.integrity",
+    "Report": "tfspark.integrity",
+    **{name: "tfspark.errors" for name in (
+        "TfsparkError", "SchemaError", "EncodeError", "OptionError", "CorruptRecordError",
+        "ManifestError", "WriteConflictError", "CountMismatchError", "MissingExtraError")},
 }
 
-__all__ = sorted(_API)
-
-
-# Not "kerasio" or any module named like a function: importing a submodule sets an attribute
-# on the package that would shadow the function of the same name.
-_MODULES = {"spec", "encode", "decode", "framing", "manifest", "datasource", "workflow",
-            "dataset", "verify", "errors"}
+__all__ = [  # a literal list, so linters and IDEs see the TYPE_CHECKING imports as the API
+    "CorruptRecordError", "CountMismatchError", "EncodeError", "Feature", "FeatureSpec",
+    "ManifestError", "MissingExtraError", "OptionError", "ReadOptions", "Report", "SchemaError",
+    "TfsparkError", "WriteConflictError", "WriteOptions", "WriteResult", "encode_batch",
+    "infer_spec", "keras_inputs", "make_dataset", "register", "verify", "write_tfrecords"]
+# Submodules reachable as attributes without an import (tfspark.manifest.read_manifest(...)).
+# None is named like a function above: importing it would shadow that function.
+_MODULES = {"spec", "manifest", "errors", "options", "integrity", "read_plan"}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _MODULES:  # tfspark.manifest etc. without an explicit import
+    if name in _MODULES:
         return import_module(f"tfspark.{name}")
     module = _API.get(name)
     if module is None:

@@ -5,6 +5,10 @@ Messages name the column, file or option, the offending value or type, and what 
 
 from __future__ import annotations
 
+__all__ = ["CorruptRecordError", "CountMismatchError", "EncodeError", "ManifestError",
+           "MissingExtraError", "OptionError", "SchemaError", "TfsparkError",
+           "WriteConflictError"]
+
 
 class TfsparkError(Exception):
     """Base class of every error tfspark raises on purpose."""
@@ -29,3 +33,32 @@ class CorruptRecordError(TfsparkError, IOError):
         super().__init__(message)
         self.path = path
         self.offset = offset
+
+
+class ManifestError(TfsparkError, ValueError):
+    """A manifest (`_tfspark.json`) that is missing, unreadable, damaged or not ours."""
+
+
+class WriteConflictError(TfsparkError, RuntimeError):
+    """Another write committed to the same path while this one ran."""
+
+
+class CountMismatchError(TfsparkError, RuntimeError):
+    """Source, backup and TFRecord row counts disagree."""
+
+
+class MissingExtraError(TfsparkError, ImportError):
+    """A part of tfspark whose optional dependency is not installed; names the extra."""
+
+    def __init__(self, part: str, module: str, extra: str, why: str = ""):
+        super().__init__(f"{part} needs {module}, which is not installed: "
+                         f"pip install 'tfspark[{extra}]'{why}", name=module)
+        self.extra = extra
+
+
+def require(module: str, part: str, extra: str, why: str = "") -> None:
+    """Raise MissingExtraError unless `module` can be imported (found, not imported)."""
+    from importlib.util import find_spec
+
+    if find_spec(module) is None:
+        raise MissingExtraError(part, module, extra, why)

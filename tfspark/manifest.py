@@ -21,17 +21,14 @@ from collections.abc import Iterable
 from typing import Any, NoReturn
 
 from tfspark import __version__
-from tfspark.errors import TfsparkError
+from tfspark.errors import ManifestError, SchemaError
 from tfspark.fs import Location, locate
+from tfspark.spec.model import FeatureSpec
 
 NAME = "_tfspark.json"
 SUCCESS = "_SUCCESS"
 FORMAT = "tfspark.manifest"
 VERSION = 1
-
-
-class ManifestError(TfsparkError, ValueError):
-    """A manifest that is missing, unreadable or not ours."""
 
 
 def new_manifest(*, spec: dict[str, Any] | None, compression: str | None, record_type: str,
@@ -128,9 +125,6 @@ def _check_contents(doc: dict[str, Any], where: str) -> None:
     if doc.get("compression") not in (None, "gzip"):
         bad(f"compression {doc.get('compression')!r} is not null or 'gzip'")
     if doc.get("spec") is not None:
-        from tfspark.errors import SchemaError
-        from tfspark.spec import FeatureSpec
-
         try:
             FeatureSpec.from_dict(doc["spec"])
         except SchemaError as e:

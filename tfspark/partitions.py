@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import unquote
 
 import numpy as np
 import pyarrow as pa
@@ -24,18 +23,14 @@ def escape(value: Any) -> str:
     """
     if value is None:
         return NULL_VALUE
-    text = value if isinstance(value, str) else _text(value)
+    text = value if isinstance(value, str) else value_text(value)
     if text in ("", ".", ".."):
         return "".join(f"%{ord(c):02X}" for c in text) if text else NULL_VALUE
     return "".join(f"%{ord(c):02X}" if c in _ESCAPE else c for c in text)
 
 
-def unescape(text: str) -> str | None:
-    """The inverse of `escape`: the value text of a partition directory name, None for null."""
-    return None if text == NULL_VALUE else unquote(text)
-
-
-def _text(value: Any) -> str:
+def value_text(value: Any) -> str:
+    """A partition value as text (booleans lower case, dates ISO), as the manifest stores it."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if hasattr(value, "isoformat"):

@@ -137,9 +137,10 @@ def kinds(pids: Iterable[int]) -> dict[str, int]:
 def read_committed(uri: str) -> dict[str, np.ndarray]:
     """The columns of every record of the files the manifest at `uri` names (CRCs checked)."""
     from tfspark import manifest as mf
-    from tfspark.decode import decode_records, frame_offsets
+    from tfspark.arrow.decode import decode_records
     from tfspark.fs import locate
     from tfspark.spec import FeatureSpec
+    from tfspark.wire.tfrecord import frame_offsets
 
     loc = locate(uri)
     m = mf.read_manifest(loc)

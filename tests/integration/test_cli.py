@@ -24,7 +24,8 @@ def _run(args: list[str], cwd: Path, timeout: int = 600) -> subprocess.Completed
 
 
 def _write_small(spark, out: Path, backup: Path, compression: str | None) -> None:
-    workflow = pytest.importorskip("tfspark.workflow")  # skip only until the write path lands
+    from tfspark.spark import export as workflow
+
     df = spark.createDataFrame(
         [(1, 0.5, "a", [1, 2], 1), (2, None, None, [], 0), (3, -1.5, "c", None, 1)],
         "id long, x double, s string, arr array<int>, y int")
@@ -67,7 +68,6 @@ def test_inspect_errors(tmp_path):
 @pytest.mark.spark
 @pytest.mark.slow
 def test_export_end_to_end_and_backup_persists(tmp_path):
-    pytest.importorskip("tfspark.workflow")
     config = tmp_path / "export.toml"
     config.write_text('sample_rows = 2000\noutput = "out/data"\nmode = "overwrite"\n'
                       'label_cols = ["label"]\ncompression = "gzip"\n'
@@ -84,7 +84,8 @@ def test_export_end_to_end_and_backup_persists(tmp_path):
     assert {f["name"] for f in manifest["spec"]["features"] if f["label"]} == {"label"}
 
     # A new process, a new Spark session: the table is in the warehouse's metastore.
-    query = ("from tfspark.cli import local_session; from tfspark.config import ExportConfig;"
+    query = ("from tfspark.cli.session import local_session;"
+             "from tfspark.cli.config import ExportConfig;"
              "s = local_session(ExportConfig(warehouse='wh', master='local[1]'));"
              "print('ROWS', s.sql('SELECT COUNT(*) FROM tfspark_it.sample_backup').first()[0]);"
              "s.stop()")

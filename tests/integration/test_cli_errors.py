@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tfspark.cli import build_parser, describe_error, main
+from tfspark.cli.errors import describe_error
+from tfspark.cli.main import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMANDS = ("export", "demo", "spec", "inspect", "verify", "train")

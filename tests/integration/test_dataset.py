@@ -18,11 +18,12 @@ import pytest
 from tfcheck import check_rich_row, f32, rich_fields
 
 import tfspark
-from tfspark.dataset import make_dataset, plan_read
 from tfspark.errors import OptionError, SchemaError
-from tfspark.kerasio import keras_inputs
 from tfspark.manifest import ManifestError
+from tfspark.read_plan import plan_read
 from tfspark.spec import FeatureSpec
+from tfspark.tf.dataset import make_dataset
+from tfspark.tf.keras import keras_inputs
 
 pytestmark = [pytest.mark.tf, pytest.mark.spark]
 
@@ -285,7 +286,7 @@ def test_keras_inputs_match_every_feature(tf, data):
 def test_train_job_end_to_end(data, tmp_path):
     import keras
 
-    from tfspark.train import train
+    from tfspark.cli.train import train
 
     out = tmp_path / "model.keras"
     result = train({"data": data[0], "epochs": 1, "batch_size": 64, "model_out": str(out),

@@ -11,7 +11,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 tf = pytest.importorskip("tensorflow")
 
 from tfspark.errors import CorruptRecordError  # noqa: E402
-from tfspark.framing import RecordWriter, frame_buffer, frame_record, read_records  # noqa: E402
+from tfspark.wire.stream import RecordWriter, read_records  # noqa: E402
+from tfspark.wire.tfrecord import frame_buffer, frame_record  # noqa: E402
 
 pytestmark = pytest.mark.tf
 

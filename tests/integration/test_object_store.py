@@ -9,7 +9,7 @@ import json
 import pytest
 
 import tfspark
-from tfspark.framing import read_records
+from tfspark.wire.stream import read_records
 
 pytestmark = [pytest.mark.spark]
 
@@ -42,7 +42,7 @@ def test_datasource_writes_and_appends_to_s3(spark, s3_uri):
         manifest = json.load(f)
     assert manifest["records"] == 400 and len(manifest["writes"]) == 2
     spec = tfspark.FeatureSpec.from_dict(manifest["spec"])
-    from tfspark.decode import decode_with_spec
+    from tfspark.wire.example_py import decode_with_spec
 
     ids = []
     for entry in manifest["files"]:

@@ -26,9 +26,9 @@ from pyspark.sql import types as T
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 tf = pytest.importorskip("tensorflow")
 
-from tfspark.encode import encode_records  # noqa: E402
-from tfspark.framing import RecordWriter  # noqa: E402
+from tfspark.arrow.encode import encode_records  # noqa: E402
 from tfspark.spec import infer_spec  # noqa: E402
+from tfspark.wire.stream import RecordWriter  # noqa: E402
 
 pytestmark = pytest.mark.tf
 

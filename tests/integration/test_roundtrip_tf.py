@@ -27,10 +27,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 tf = pytest.importorskip("tensorflow")
 
 from tfspark import encode_batch, infer_spec  # noqa: E402
-from tfspark.encode import encode_records  # noqa: E402
+from tfspark.arrow.encode import encode_records  # noqa: E402
 from tfspark.errors import EncodeError, SchemaError  # noqa: E402
-from tfspark.framing import RecordWriter  # noqa: E402
 from tfspark.spec import FeatureSpec  # noqa: E402
+from tfspark.wire.stream import RecordWriter  # noqa: E402
 
 pytestmark = pytest.mark.tf
 

@@ -16,9 +16,9 @@ import pytest
 from pyspark.sql import types as T
 
 import tfspark
-from tfspark.decode import frame_offsets
-from tfspark.encode import encode_records
-from tfspark.framing import RecordWriter
+from tfspark.arrow.encode import encode_records
+from tfspark.wire.stream import RecordWriter
+from tfspark.wire.tfrecord import frame_offsets
 
 pytestmark = [pytest.mark.spark]
 

@@ -1,5 +1,10 @@
-"""The distributions a user installs: sdist and wheel built with `python -m build`, the wheel
-installed alone (no [tf] extra) into a fresh venv, and the export job run from that venv.
+"""The distributions a user installs: sdist and wheel built with `python -m build`, and the
+wheel installed three ways into fresh venvs, each shown doing what it is for:
+
+  base     (a Databricks/Dataproc runtime brings its own pyspark): inspect and verify a data set;
+           the Spark and TensorFlow parts say in one line which extra they need.
+  [spark]  the export job end to end (no TensorFlow installed).
+  [tf]     make_dataset on the exported data set (no pyspark installed).
 
 The build runs on a copy of the checkout's files (the ones git would commit: tracked plus
 untracked-but-not-ignored), so setuptools' build/ and *.egg-info never land in the repo. The
@@ -26,7 +31,7 @@ import pytest
 pytestmark = [pytest.mark.slow, pytest.mark.packaging]
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = sorted(p.name for p in (ROOT / "tfspark").glob("*.py"))
+SOURCES = sorted(str(p.relative_to(ROOT / "tfspark")) for p in (ROOT / "tfspark").rglob("*.py"))
 # Shipped in the sdist next to the package (MANIFEST.in): spark-submit entry points, configs,
 # the spec's JSON Schema, and what the sdist's own tests need.
 SDIST_EXTRAS = ["README.md", "pyproject.toml", "PKG-INFO", "MANIFEST.in",
@@ -103,22 +108,27 @@ def test_wheel_contents_and_metadata(dists):
     assert not [s for s in SOURCES if f"tfspark/{s}" not in names]
     # Only the package and its metadata: no tests, jobs, conf or schemas at the top level.
     assert {n.split("/")[0] for n in names} == {"tfspark", info}
-    assert re.search(r"^\[console_scripts\]\s*^tfspark = tfspark\.cli:main$", entry_points,
+    assert re.search(r"^\[console_scripts\]\s*^tfspark = tfspark\.cli\.main:main$", entry_points,
                      re.M), entry_points
 
-    # The [tf] extra, resolved by the same marker logic pip uses (nothing installed here).
-    assert re.search(r"^Provides-Extra: tf$", metadata, re.M), metadata[:2000]
+    # The extras, resolved by the same marker logic pip uses (nothing installed here).
+    for extra in ("spark", "tf", "all", "dev"):
+        assert re.search(rf"^Provides-Extra: {extra}$", metadata, re.M), metadata[:2000]
     reqs = [Requirement(line.removeprefix("Requires-Dist: "))
             for line in metadata.splitlines() if line.startswith("Requires-Dist: ")]
-    base = {r.name for r in reqs if r.marker is None or r.marker.evaluate({"extra": ""})}
-    assert {"pyspark", "pyarrow", "numpy", "numba", "crc32c", "pandas"} <= base
-    assert not {n for n in base if n.startswith("tensorflow")}, "TF must stay in the extra"
-    with_tf = [r for r in reqs if r.marker is not None and r.marker.evaluate({"extra": "tf"})
-               and not r.marker.evaluate({"extra": ""})]
-    assert [r.name for r in with_tf if r.name.startswith("tensorflow")] in (
-        ["tensorflow-cpu"], ["tensorflow"])  # exactly one TF build for this platform
-    cpu = next(r for r in reqs if r.name == "tensorflow-cpu")
-    assert 'extra == "tf"' in str(cpu.marker) and cpu.specifier, str(cpu)
+
+    def names(extra: str) -> set[str]:
+        return {r.name for r in reqs if r.marker is None or r.marker.evaluate({"extra": extra})}
+
+    base = names("")
+    assert {"pyarrow", "numpy", "numba", "crc32c"} <= base
+    assert not {n for n in base if n.startswith(("tensorflow", "pyspark", "pandas"))}, base
+    assert names("spark") - base == {"pyspark", "pandas"}
+    # [tf] is the TensorFlow that uses GPUs where there are some, on every platform.
+    assert names("tf") - base == {"tensorflow"}
+    assert {"tfspark"} <= names("all") - base  # tfspark[spark,tf]
+    dev = names("dev") - base
+    assert "pyspark" not in dev and {n for n in dev if n.startswith("tensorflow")}
 
 
 def _run(args: list[str], cwd: Path, env: dict[str, str], timeout: int = 900):
@@ -126,51 +136,106 @@ def _run(args: list[str], cwd: Path, env: dict[str, str], timeout: int = 900):
                           timeout=timeout)
 
 
-def test_fresh_venv_export_without_tensorflow(dists, tmp_path):
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-    assert "include-system-site-packages = false" in (venv / "pyvenv.cfg").read_text()
-    py, cli = venv / "bin" / "python", venv / "bin" / "tfspark"
-    # Nothing of the checkout or of the test venv leaks in; Spark's workers run the fresh venv.
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "SPARK_HOME",
-                        "SPARK_CONF_DIR", "PYSPARK_SUBMIT_ARGS", "SPARK_REMOTE")}
-    env.update(PYSPARK_PYTHON=str(py), PYSPARK_DRIVER_PYTHON=str(py),
-               SPARK_LOCAL_IP="127.0.0.1", PIP_DISABLE_PIP_VERSION_CHECK="1",
-               PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}")
-    run = tmp_path / "run"
-    run.mkdir()
+class Venv:
+    """A fresh venv (no system site packages, nothing of the checkout on its path) with the
+    wheel installed as `wheel[extras]`; run() runs its python, cli() its tfspark command."""
 
-    done = _run([str(py), "-m", "pip", "install", str(dists["wheel"])], run, env)
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    def __init__(self, base: Path, wheel: Path, extras: str = ""):
+        self.dir, self.run_dir = base / "venv", base / "run"
+        subprocess.run([sys.executable, "-m", "venv", str(self.dir)], check=True, timeout=300)
+        assert "include-system-site-packages = false" in (self.dir / "pyvenv.cfg").read_text()
+        self.py = self.dir / "bin" / "python"
+        # Nothing of the checkout or of the test venv leaks in; Spark's workers run this venv.
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "SPARK_HOME",
+                            "SPARK_CONF_DIR", "PYSPARK_SUBMIT_ARGS", "SPARK_REMOTE")}
+        env.update(PYSPARK_PYTHON=str(self.py), PYSPARK_DRIVER_PYTHON=str(self.py),
+                   SPARK_LOCAL_IP="127.0.0.1", PIP_DISABLE_PIP_VERSION_CHECK="1",
+                   TF_CPP_MIN_LOG_LEVEL="2",
+                   PATH=f"{self.dir / 'bin'}{os.pathsep}{env.get('PATH', '')}")
+        self.env = env
+        self.run_dir.mkdir()
+        done = _run([str(self.py), "-m", "pip", "install", f"{wheel}{extras}"], self.run_dir,
+                    env, timeout=1200)
+        assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
 
-    # The write side needs no TensorFlow, and tfspark comes from the venv's site-packages.
-    done = _run([str(py), "-c", "import tensorflow"], run, env, timeout=120)
-    assert done.returncode != 0 and "No module named 'tensorflow'" in done.stderr, done.stderr
-    done = _run([str(py), "-c", "import sysconfig, tfspark; "
-                 "print(sysconfig.get_paths()['purelib']); print(tfspark.__file__)"],
-                run, env, timeout=120)
-    assert done.returncode == 0, done.stderr
-    purelib, where = (Path(line).resolve() for line in done.stdout.split())
-    assert where == purelib / "tfspark" / "__init__.py" and venv.resolve() in purelib.parents
-    assert ROOT not in where.parents
+    def run(self, code: str, timeout: int = 300) -> subprocess.CompletedProcess:
+        return _run([str(self.py), "-c", code], self.run_dir, self.env, timeout)
 
-    out = run / "out"
-    done = _run([str(cli), "export", "--sample-rows", str(ROWS), "--master", "local[2]",
-                 "--output", str(out), "--warehouse", str(run / "warehouse"),
-                 "--label-cols", "label", "--split", "train=0.8,test=0.2", "--split-key", "id",
-                 "--compression", "gzip"], run, env)
+    def cli(self, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+        return _run([str(self.dir / "bin" / "tfspark"), *args], self.run_dir, self.env, timeout)
+
+    def lacks(self, module: str) -> None:
+        done = self.run(f"import {module}", timeout=120)
+        assert done.returncode != 0 and f"No module named '{module}'" in done.stderr, done.stderr
+
+    def tfspark_from_venv(self) -> None:
+        done = self.run("import sysconfig, tfspark; "
+                        "print(sysconfig.get_paths()['purelib']); print(tfspark.__file__)")
+        assert done.returncode == 0, done.stderr
+        purelib, where = (Path(line).resolve() for line in done.stdout.split())
+        assert where == purelib / "tfspark" / "__init__.py" and self.dir.resolve() in \
+            purelib.parents
+        assert ROOT not in where.parents
+
+
+@pytest.fixture(scope="module")
+def exported(dists, tmp_path_factory) -> Path:
+    """The export job run from a fresh venv with wheel[spark] (no TensorFlow); its output."""
+    venv = Venv(tmp_path_factory.mktemp("spark_venv"), dists["wheel"], "[spark]")
+    venv.lacks("tensorflow")  # the write side needs no TensorFlow
+    venv.tfspark_from_venv()
+    out = venv.run_dir / "out"
+    done = venv.cli("export", "--sample-rows", str(ROWS), "--master", "local[2]",
+                    "--output", str(out), "--warehouse", str(venv.run_dir / "warehouse"),
+                    "--label-cols", "label", "--split", "train=0.8,test=0.2", "--split-key",
+                    "id", "--compression", "gzip")
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     wrote = re.search(r"tfspark wrote ([\d,]+) rows to (\S+)", done.stdout)
     assert wrote and int(wrote.group(1).replace(",", "")) == ROWS, done.stdout
     assert f"rows: source {ROWS:,} = backup {ROWS:,} = tfrecords {ROWS:,}" in done.stdout
+    return out
+
+
+def test_fresh_venv_export_without_tensorflow(exported):
+    out = exported
     assert (out / "_SUCCESS").is_file()
     manifest = json.loads((out / "_tfspark.json").read_text())
     assert manifest["records"] == ROWS == sum(f["records"] for f in manifest["files"])
     assert sorted(manifest["splits"]) == ["test", "train"]
 
-    # The read-side tools that need neither Spark nor TensorFlow work from the wheel too.
-    done = _run([str(cli), "verify", str(out)], run, env, timeout=300)
+
+def test_base_install_reads_without_spark_or_tensorflow(dists, exported, tmp_path):
+    venv = Venv(tmp_path, dists["wheel"])
+    venv.lacks("pyspark")
+    venv.lacks("tensorflow")
+    venv.tfspark_from_venv()
+    # The read-side tools that need neither Spark nor TensorFlow work from the base install.
+    done = venv.cli("verify", str(exported), timeout=300)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    done = _run([str(cli), "inspect", str(out), "--records", "1"], run, env, timeout=300)
+    done = venv.cli("inspect", str(exported), "--records", "1", timeout=300)
     assert done.returncode == 0 and f"{ROWS:,} Example records" in done.stdout, done.stderr
+    # The parts that need an extra say which, in one line.
+    done = venv.cli("export", "--sample-rows", "10", "--output", str(tmp_path / "x"))
+    assert done.returncode == 2 and "pip install 'tfspark[spark]'" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) <= 2
+    for name, extra in (("register", "spark"), ("write_tfrecords", "spark"),
+                        ("make_dataset", "tf"), ("keras_inputs", "tf")):
+        done = venv.run(f"import tfspark; tfspark.{name}")
+        last = done.stderr.strip().splitlines()[-1]
+        assert done.returncode != 0 and "MissingExtraError" in last and \
+            f"pip install 'tfspark[{extra}]'" in last, done.stderr
+
+
+def test_tf_install_reads_with_make_dataset_without_spark(dists, exported, tmp_path):
+    venv = Venv(tmp_path, dists["wheel"], "[tf]")
+    venv.lacks("pyspark")
+    venv.tfspark_from_venv()
+    code = ("import tfspark; n = 0\n"
+            f"for x, y in tfspark.make_dataset({str(exported)!r}, 64, split='train'):\n"
+            "    n += int(y.shape[0])\n"
+            f"t = sum(int(y.shape[0]) for _, y in tfspark.make_dataset({str(exported)!r}, 64, "
+            "split='test'))\n"
+            "print('ROWS', n + t)")
+    done = venv.run(code, timeout=600)
+    assert done.returncode == 0 and f"ROWS {ROWS}" in done.stdout, done.stderr[-4000:]

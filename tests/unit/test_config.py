@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tfspark import config as config_module
-from tfspark.config import KEYS, ExportConfig, load_config
+from tfspark.cli import config as config_module
+from tfspark.cli.config import KEYS, ExportConfig, load_config
 from tfspark.errors import OptionError
 
 ROOT = Path(__file__).resolve().parents[2]

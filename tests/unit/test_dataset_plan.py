@@ -10,10 +10,11 @@ import pytest
 from pyspark.sql import types as T
 
 from tfspark import manifest as mf
-from tfspark.dataset import make_dataset, plan_read
 from tfspark.errors import OptionError, SchemaError
 from tfspark.fs import locate
+from tfspark.read_plan import plan_read
 from tfspark.spec import infer_spec
+from tfspark.tf.dataset import make_dataset
 
 SPEC = infer_spec(T.StructType([T.StructField("x", T.FloatType()),
                                 T.StructField("y", T.LongType(), False)]), label_cols=["y"])
@@ -42,7 +43,7 @@ def ds_dir(tmp_path):
 
 
 def test_import_does_not_load_tensorflow():
-    code = "import tfspark.dataset, tfspark.kerasio, tfspark.train, sys; " \
+    code = "import tfspark.tf.dataset, tfspark.tf.keras, tfspark.cli.train, sys; " \
            "print('tensorflow' in sys.modules, 'keras' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
@@ -133,7 +134,7 @@ def test_bad_arguments_fail_before_tensorflow(ds_dir, kwargs, match):
 
 
 def test_train_config_file_and_errors(tmp_path):
-    from tfspark.train import TrainConfig, load_train_config
+    from tfspark.cli.config import TrainConfig, load_train_config
 
     cfg = load_train_config("conf/train.toml", epochs=7)
     assert cfg.epochs == 7 and cfg.model_out.endswith(".keras") and cfg.exclude == ("id",)

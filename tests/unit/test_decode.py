@@ -12,11 +12,12 @@ from datetime import date, datetime, timezone
 import numpy as np
 import pyarrow as pa
 import pytest
+from protobytes import entry, example, ld, varint
 from pyspark.sql import types as T
 
 from tfspark import encode_batch, infer_spec
-from tfspark.decode import decode_example, decode_with_spec
 from tfspark.errors import CorruptRecordError
+from tfspark.wire.example_py import decode_example, decode_with_spec
 
 F32 = np.float32
 
@@ -101,30 +102,17 @@ def test_decode_example_raw_keys():
     assert decode_example(record) == {"h/values": [7, 8, 9], "h/row_lengths": [1, 2]}
 
 
-def _varint(v: int) -> bytes:
-    v &= (1 << 64) - 1
-    out = bytearray()
-    while v >= 0x80:
-        out.append(v & 0x7F | 0x80)
-        v >>= 7
-    return bytes(out + bytes([v]))
-
-
-def _ld(field: int, payload: bytes) -> bytes:
-    return _varint(field << 3 | 2) + _varint(len(payload)) + payload
-
-
-def _example(key: bytes, feature: bytes) -> bytes:
-    return _ld(1, _ld(1, _ld(1, key) + _ld(2, feature)))
+def example_of(key: bytes, feature: bytes) -> bytes:
+    return example(entry(key, feature))
 
 
 def test_unpacked_lists_and_unknown_fields():
-    ints = _ld(3, b"\x08" + _varint(5) + b"\x08" + _varint(-2))  # unpacked int64
-    floats = _ld(2, b"\x0d" + struct.pack("<f", 2.5) + b"\x0d" + struct.pack("<f", -1.0))
-    unknown = _varint(9 << 3 | 0) + _varint(123)  # field 9 varint, skipped
-    record = _example(b"i", ints) + unknown
+    ints = ld(3, b"\x08" + varint(5) + b"\x08" + varint(-2))  # unpacked int64
+    floats = ld(2, b"\x0d" + struct.pack("<f", 2.5) + b"\x0d" + struct.pack("<f", -1.0))
+    unknown = varint(9 << 3 | 0) + varint(123)  # field 9 varint, skipped
+    record = example_of(b"i", ints) + unknown
     assert decode_example(record) == {"i": [5, -2]}
-    assert decode_example(_example(b"f", floats)) == {"f": [2.5, -1.0]}
+    assert decode_example(example_of(b"f", floats)) == {"f": [2.5, -1.0]}
     assert decode_example(b"") == {}
 
 
@@ -144,7 +132,7 @@ def test_malformed_bytes(data, where):
 def test_wrong_count_for_fixed_shape():
     schema = T.StructType([T.StructField("x", T.LongType(), False)])
     spec = infer_spec(schema)
-    record = _example(b"x", _ld(3, _ld(1, _varint(1) + _varint(2))))
+    record = example_of(b"x", ld(3, ld(1, varint(1) + varint(2))))
     with pytest.raises(CorruptRecordError, match="'x' has 2 values"):
         decode_with_spec(record, spec)
 
@@ -152,7 +140,7 @@ def test_wrong_count_for_fixed_shape():
 def test_bad_ragged_lengths():
     schema = T.StructType([T.StructField("h", T.ArrayType(T.ArrayType(T.LongType())))])
     spec = infer_spec(schema)
-    feats = (_ld(1, _ld(1, b"h/row_lengths") + _ld(2, _ld(3, _ld(1, _varint(3)))))
-             + _ld(1, _ld(1, b"h/values") + _ld(2, _ld(3, _ld(1, _varint(1))))))
+    feats = (ld(1, ld(1, b"h/row_lengths") + ld(2, ld(3, ld(1, varint(3)))))
+             + ld(1, ld(1, b"h/values") + ld(2, ld(3, ld(1, varint(1))))))
     with pytest.raises(CorruptRecordError, match="'h'"):
-        decode_with_spec(_ld(1, feats), spec)
+        decode_with_spec(ld(1, feats), spec)

@@ -12,18 +12,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tfspark import framing
 from tfspark.errors import CorruptRecordError, OptionError
-from tfspark.framing import (
-    RecordWriter,
-    count_records,
+from tfspark.wire import tfrecord as framing
+from tfspark.wire.stream import RecordWriter, count_records, read_records
+from tfspark.wire.tfrecord import (
     file_suffix,
     frame_buffer,
     frame_into,
     frame_record,
     masked_crc,
     normalize_compression,
-    read_records,
 )
 
 
@@ -59,12 +57,12 @@ def test_masked_crc_known_values():
 def test_numba_crc_matches_library_at_every_alignment():
     rng = np.random.default_rng(1)
     buf = rng.integers(0, 256, 4000, dtype=np.uint8)
-    assert framing._crc32c(np.frombuffer(b"123456789", np.uint8), 0, 9, framing._TABLES) == (
+    assert framing.crc32c(np.frombuffer(b"123456789", np.uint8), 0, 9, framing.TABLES) == (
         0xE3069283
     )
     for start in range(9):
         for length in (0, 1, 7, 8, 9, 15, 16, 17, 63, 64, 255, 3000):
-            got = framing._crc32c(buf, start, start + length, framing._TABLES)
+            got = framing.crc32c(buf, start, start + length, framing.TABLES)
             assert got == crc32c.crc32c(buf[start:start + length].tobytes()), (start, length)
 
 

@@ -18,15 +18,16 @@ import pytest
 
 import tfspark
 
-MODULES = sorted(f"tfspark.{m.name}" for m in pkgutil.iter_modules(tfspark.__path__))
+MODULES = sorted(["tfspark"] + [m.name for m in pkgutil.walk_packages(tfspark.__path__, "tfspark.")
+                                 if not m.name.endswith("__main__")])
 
 
 def _import(name: str) -> ModuleType:
     try:
         return importlib.import_module(name)
-    except ImportError as e:  # pragma: no cover - only without the optional TensorFlow
-        if (e.name or "").split(".")[0] in ("tensorflow", "keras"):
-            pytest.skip(f"{name} needs TensorFlow to import")
+    except ImportError as e:  # pragma: no cover - only without an optional extra
+        if (e.name or "").split(".")[0] in ("tensorflow", "keras", "pyspark"):
+            pytest.skip(f"{name} needs {e.name} to import")
         raise
 
 

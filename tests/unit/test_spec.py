@@ -333,7 +333,7 @@ def test_spec_and_feature_are_frozen():
 
 
 def test_spec_module_is_pure():
-    code = ("import sys, tfspark.spec, tfspark.spec_json, tfspark.errors;"
+    code = ("import sys, tfspark.spec, tfspark.spec.validate, tfspark.errors;"
             "from pyspark.sql import types as T;"
             "tfspark.spec.infer_spec(T.StructType([T.StructField('a', T.IntegerType())]));"
             "from pyspark import SparkContext;"

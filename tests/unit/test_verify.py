@@ -11,10 +11,10 @@ from pyspark.sql import types as T
 
 import tfspark
 from tfspark import manifest as mf
-from tfspark.cli import main
-from tfspark.encode import encode_records
-from tfspark.framing import RecordWriter
+from tfspark.arrow.encode import encode_records
+from tfspark.cli.main import main
 from tfspark.fs import locate
+from tfspark.wire.stream import RecordWriter
 
 
 @pytest.fixture(params=[None, "gzip"])

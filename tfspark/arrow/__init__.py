@@ -1,0 +1,1 @@
+"""Arrow RecordBatches <-> serialized records: encode.py and its mirror decode.py."""

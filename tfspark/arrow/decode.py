@@ -1,0 +1,223 @@
+"""Serialized tf.train.Example -> Arrow columns, whole buffers at a time: the mirror of
+encode.py, for the Spark reader and `verify`. No protobuf objects, no TensorFlow.
+
+decode_records(buf, offsets, spec) finds every record's Feature for each spec key once
+(wire/example_index.py: any key order, unknown keys skipped), then reads each key's values with
+a count pass and a fill pass (wire/example_read.py) into one canonical Arrow column per feature.
+The one-record pure-Python decoder is wire/example_py.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from tfspark.errors import CorruptRecordError, SchemaError
+from tfspark.spec.model import Feature, FeatureSpec
+from tfspark.wire import example_read as ul
+from tfspark.wire.example_index import index_records, key_table
+from tfspark.wire.protobuf import KIND_NAMES, KIND_OF_DTYPE, TOO_MANY, WRONG_TYPE
+from tfspark.wire.tfrecord import (
+    HEADER_BYTES,
+    TRAILER_BYTES,
+    as_bytes,
+    checked_offsets,
+    gather_records,
+)
+
+__all__ = ["Decoder", "decode_records", "records_column"]
+
+
+def decode_records(buf: np.ndarray, offsets: np.ndarray, spec: FeatureSpec, *,
+                   framed: bool = False, path: str | None = None,
+                   offset: int = 0) -> pa.RecordBatch:
+    """One Arrow column per spec feature for the n records buf[offsets[i]:offsets[i+1]].
+
+    framed=True: the offsets delimit framed records (what frame_offsets returns) and the framing
+    bytes around each are skipped. Columns come in canonical form: fixed scalars are
+    int64 / float32 / large_binary with nulls where the feature is absent (or empty); fixed [n]
+    and varlen features are lists; ragged features lists of lists. path and offset (where buf
+    starts in the file) go into error messages.
+    """
+    return Decoder(spec).decode(buf, offsets, framed=framed, path=path, offset=offset)
+
+
+def records_column(buf: np.ndarray, offsets: np.ndarray, *, framed: bool = True) -> pa.Array:
+    """The records themselves as one large_binary column (recordType ByteArray)."""
+    data = as_bytes(buf)
+    head, tail = (HEADER_BYTES, TRAILER_BYTES) if framed else (0, 0)
+    off = checked_offsets(offsets, data.size, head + tail, "record")
+    n = off.size - 1
+    out = np.empty(int(off[-1] - off[0]) - (head + tail) * n, np.uint8)
+    out_offsets = np.empty(n + 1, np.int64)
+    gather_records(data, off, head, tail, out, out_offsets)
+    return pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(out_offsets),
+                                                        pa.py_buffer(out)])
+
+
+class Decoder:
+    """The key table of a spec, built once and reused for every buffer."""
+
+    def __init__(self, spec: FeatureSpec):
+        self.spec = spec
+        self.keys = [k for f in spec.features for k in f.keys]
+        self._key_data, self._key_offsets, self._table = key_table(self.keys)
+
+    def decode(self, buf: np.ndarray, offsets: np.ndarray, *, framed: bool = False,
+               path: str | None = None, offset: int = 0) -> pa.RecordBatch:
+        """The records buf[offsets[i]:offsets[i+1]] as a RecordBatch with one column per feature.
+
+        framed: each record still has its TFRecord framing (header before, trailer after). path and
+        offset only name the place in error messages. Raises CorruptRecordError for a malformed
+        record, SchemaError when a record does not fit the spec (wrong type, too many values).
+        """
+        data = as_bytes(buf)
+        head, tail = (HEADER_BYTES, TRAILER_BYTES) if framed else (0, 0)
+        off = checked_offsets(offsets, data.size, head + tail, "record")
+        n = off.size - 1
+        kinds = np.full((n, len(self.keys)), -1, np.int8)
+        starts = np.zeros((n, len(self.keys)), np.int64)
+        ends = np.zeros((n, len(self.keys)), np.int64)
+        code, rec, pos = index_records(data, off, head, tail, self._key_data,
+                                          self._key_offsets, self._table, kinds, starts, ends)
+        ctx = _Ctx(data, off, (kinds, starts, ends), path or "<buffer>", offset)
+        if code:
+            raise ctx.error(rec, f"malformed tf.train.Example (at byte {pos - off[rec] - head} "
+                                 f"of the record's data)")
+        arrays = []
+        k = 0
+        for f in self.spec.features:
+            arrays.append(_feature_column(ctx, f, k))
+            k += len(f.keys)
+        return pa.RecordBatch.from_arrays(arrays, names=self.spec.names)
+
+
+class _Ctx:
+    """One buffer's index (kinds, starts, ends per record and key) and its error messages."""
+
+    def __init__(self, data: np.ndarray, offsets: np.ndarray,
+                 index: tuple[np.ndarray, np.ndarray, np.ndarray], path: str, offset: int):
+        # A fixed-length tuple, so a type checker can match `*self.index` to kernel parameters.
+        self.data, self.offsets, self.index = data, offsets, index
+        self.path, self.offset = path, offset
+        self.n = offsets.size - 1
+
+    def error(self, rec: int, what: str, schema: bool = False) -> Exception:
+        """A CorruptRecordError, or a SchemaError when the record is fine but the spec is not."""
+        at = self.offset + int(self.offsets[rec])
+        msg = f"{self.path}: {what} (record at byte offset {at})"
+        return SchemaError(msg) if schema else CorruptRecordError(msg, path=self.path, offset=at)
+
+    def check(self, code: int, rec: int, info: int, f: Feature, key: str, dtype: str) -> None:
+        if code == WRONG_TYPE:
+            raise self.error(rec, f"feature {f.name!r} (key {key!r}) holds a "
+                                  f"{KIND_NAMES[info]} list but the spec says {dtype}; "
+                                  f"read it with a schema that gives this column a "
+                                  f"{KIND_NAMES[info]} type", schema=True)
+        if code == TOO_MANY:
+            raise self.error(rec, f"feature {f.name!r} has {info} values where the spec (or "
+                                  f"schema) has a scalar; read it as an array column",
+                             schema=True)
+        if code:
+            raise self.error(rec, f"malformed {dtype} list of feature {f.name!r}")
+
+    def scalars(self, f: Feature, k: int) -> pa.Array:
+        """A fixed scalar int64 / float32 feature in one pass; null where absent or empty."""
+        out = np.zeros(self.n, np.int64 if f.dtype == "int64" else np.float32)
+        valid = np.empty(self.n, np.bool_)
+        code, rec, info = ul.scalars(self.data, *self.index, k, KIND_OF_DTYPE[f.dtype], out,
+                                     out.view(np.uint8), valid)
+        self.check(code, rec, info, f, f.name, f.dtype)
+        if valid.all():
+            return pa.array(out)
+        mask = pa.py_buffer(np.packbits(valid, bitorder="little"))
+        return pa.Array.from_buffers(pa.from_numpy_dtype(out.dtype), self.n,
+                                     [mask, pa.py_buffer(out)])
+
+    def values(self, f: Feature, key: str, k: int, dtype: str):
+        """(counts per record, -1 when absent; element offsets n+1; values) of key k."""
+        counts = np.empty(self.n, np.int64)
+        code, rec, info, nbytes = ul.count_values(self.data, *self.index, k, KIND_OF_DTYPE[dtype],
+                                                  counts)
+        self.check(code, rec, info, f, key, dtype)
+        rows = np.zeros(self.n + 1, np.int64)
+        np.cumsum(np.maximum(counts, 0), out=rows[1:])
+        total = int(rows[-1])
+        if dtype == "int64":
+            out = np.empty(total, np.int64)
+            ul.fill_ints(self.data, *self.index, k, rows, out)
+            return counts, rows, out
+        if dtype == "float32":
+            out = np.empty(total, np.float32)
+            ul.fill_floats(self.data, *self.index, k, rows, out, out.view(np.uint8))
+            return counts, rows, out
+        blob = np.empty(nbytes, np.uint8)
+        blob_offsets = np.empty(total + 1, np.int64)
+        ul.fill_bytes(self.data, *self.index, k, rows, blob, blob_offsets)
+        return counts, rows, (blob, blob_offsets)
+
+
+def _feature_column(ctx: _Ctx, f: Feature, k: int) -> pa.Array:
+    if f.kind == "ragged":
+        counts, rows, values = ctx.values(f, f.keys[0], k, f.dtype)
+        lcounts, lrows, lengths = ctx.values(f, f.keys[1], k + 1, "int64")
+        present = (counts >= 0) | (lcounts >= 0)
+        inner_offsets = np.zeros(lengths.size + 1, np.int64)
+        np.cumsum(lengths, out=inner_offsets[1:])
+        sums = inner_offsets[lrows[1:]] - inner_offsets[lrows[:-1]]
+        bad = (sums != np.diff(rows)) | _any_negative(lengths, lrows)
+        if bad.any():
+            rec = int(np.argmax(bad))
+            raise ctx.error(rec, f"ragged feature {f.name!r}: row lengths add up to "
+                                 f"{int(sums[rec])} but there are {int(np.diff(rows)[rec])} "
+                                 f"values")
+        inner = _list(inner_offsets, _leaf(f.dtype, values, inner_offsets[-1]), None)
+        return _list(lrows, inner, ~present)
+    if f.kind == "fixed" and not f.shape and f.dtype != "string":
+        return ctx.scalars(f, k)
+    counts, rows, values = ctx.values(f, f.name, k, f.dtype)
+    present = counts >= 0
+    if f.kind == "fixed" and not f.shape:
+        if (counts > 1).any():
+            rec = int(np.argmax(counts > 1))
+            ctx.check(TOO_MANY, rec, int(counts[rec]), f, f.name, f.dtype)
+        return _strings(counts == 1, rows, values)
+    if f.kind == "fixed":
+        bad = present & (counts != f.shape[0])
+        if bad.any():
+            rec = int(np.argmax(bad))
+            raise ctx.error(rec, f"feature {f.name!r} has {int(counts[rec])} values but the spec "
+                                 f"fixes its shape to {list(f.shape)}", schema=True)
+    return _list(rows, _leaf(f.dtype, values, rows[-1]), ~present)
+
+
+def _any_negative(lengths: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    neg = np.zeros(rows.size - 1, bool)
+    if (lengths < 0).any():
+        owner = np.repeat(np.arange(rows.size - 1), np.diff(rows))
+        neg[owner[lengths < 0]] = True
+    return neg
+
+
+def _leaf(dtype: str, values, total: int) -> pa.Array:
+    if dtype == "string":
+        blob, blob_offsets = values
+        return pa.Array.from_buffers(pa.large_binary(), int(total),
+                                     [None, pa.py_buffer(blob_offsets), pa.py_buffer(blob)])
+    return pa.array(values)
+
+
+def _strings(valid: np.ndarray, rows: np.ndarray, values) -> pa.Array:
+    """Scalar strings: each row holds 0 or 1 value, so row i's bytes are value rows[i]'s."""
+    blob, blob_offsets = values
+    mask = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    row_offsets = np.ascontiguousarray(blob_offsets[rows])
+    return pa.Array.from_buffers(pa.large_binary(), valid.size,
+                                 [mask, pa.py_buffer(row_offsets), pa.py_buffer(blob)])
+
+
+def _list(offsets: np.ndarray, values: pa.Array, null: np.ndarray | None) -> pa.Array:
+    mask = None if null is None or not null.any() else pa.array(null)
+    if offsets[-1] < 2**31:
+        return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), values, mask=mask)
+    return pa.LargeListArray.from_arrays(pa.array(offsets), values, mask=mask)

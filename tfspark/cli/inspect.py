@@ -1,0 +1,115 @@
+"""`tfspark inspect`: a data set's manifest (records, files, MiB per split and partition), its
+feature spec as a table, and a few records decoded with it. Needs no Spark and no TensorFlow."""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import os
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+from tfspark import manifest as mf
+from tfspark.errors import OptionError
+from tfspark.fs import locate
+from tfspark.spec import FeatureSpec
+from tfspark.wire.example_py import decode_example, decode_with_spec
+from tfspark.wire.stream import read_records
+
+
+def missing_local_path(path: str) -> None:
+    """Fail with FileNotFoundError when a local path (not a URI) does not exist."""
+    if "://" not in path and not Path(path).exists():
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+
+
+def run(args: argparse.Namespace) -> int:
+    """The inspect command: summary and spec of a data set (not of a lone file), then records."""
+    if args.records < 0:
+        raise OptionError(f"--records must be >= 0, got {args.records}")
+    missing_local_path(args.path)
+    if not is_file(args.path):
+        print(describe(args.path))
+    print_records(args.path, args.records, args.split)
+    return 0
+
+
+def describe(path: str) -> str:
+    """Manifest counts per split and the spec as a table."""
+    m = mf.read_manifest(path)
+    lines = [f"{path}: {m['records']:,} {m.get('record_type', 'Example')} records in "
+             f"{len(m['files'])} files, {m['bytes'] / 2**20:,.2f} MiB, "
+             f"compression={m.get('compression') or 'none'}"]
+    groups: dict[str, list[int]] = {}
+    for f in m["files"]:
+        part = ",".join(f"{k}={v}" for k, v in (f.get("partition") or {}).items())
+        g = groups.setdefault("/".join(x for x in (f.get("split"), part) if x) or "(all)",
+                              [0, 0, 0])
+        g[0], g[1], g[2] = g[0] + 1, g[1] + f["records"], g[2] + f["bytes"]
+    lines += _table(["split/partition", "files", "records", "MiB"],
+                    [[k, n, f"{r:,}", f"{b / 2**20:,.2f}"] for k, (n, r, b) in groups.items()])
+    if m.get("spec"):
+        rows = [[f.name, f.kind, f.dtype, list(f.shape) if f.kind == "fixed" else "-",
+                 f.source_type, "yes" if f.nullable else "no",
+                 "-" if f.default is None else repr(f.default), "yes" if f.label else ""]
+                for f in FeatureSpec.from_dict(m["spec"]).features]
+        lines += ["", *_table(["feature", "kind", "dtype", "shape", "source type", "nullable",
+                               "default", "label"], rows)]
+    return "\n".join(lines) + "\n"
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    cells = [header, *[[str(c) for c in r] for r in rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    return ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+
+
+def print_records(path: str, n: int, split: str | None) -> None:
+    """Print the first n records of a data set (one split's when given), decoded."""
+    for i, record in enumerate(_records(path, n, split)):
+        print(f"record {i}:")
+        for key, value in record.items():
+            print(f"  {key}: {_fmt(value)}")
+
+
+def _records(path: str, n: int, split: str | None):
+    """The first n records of a data set (one split's when given), decoded with its spec."""
+    if is_file(path):  # a lone file: no manifest, so no spec; show the raw Example keys
+        yield from islice(map(decode_example, read_records(path, "auto", path=path)), n)
+        return
+    loc = locate(path)
+    m = mf.read_manifest(loc)
+    files = [f for f in m["files"] if split is None or f.get("split") == split]
+    if split is not None and not files:
+        raise OptionError(f"no split {split!r} in {path}; its splits are {m.get('splits')}")
+    spec = FeatureSpec.from_dict(m["spec"]) if m.get("spec") else None
+    for f in files:
+        if n <= 0:
+            return
+        where = loc.join(f["path"])
+        # compression=None: pyarrow would otherwise gunzip .gz files itself.
+        with loc.fs.open_input_stream(where, compression=None) as stream:
+            for data in islice(read_records(stream, m.get("compression"), path=where), n):
+                n -= 1
+                # Nulls show as None here; the spec table above says what a reader fills in.
+                yield (decode_with_spec(data, spec, fill_defaults=False) if spec
+                       else {"record": data})
+
+
+def is_file(path: str) -> bool:
+    """Whether path is a local file (not a directory, not a URI)."""
+    return "://" not in path and Path(path).is_file()
+
+
+def _fmt(value: Any, width: int = 100) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, list):
+        more = f", ... ({len(value)} values)" if len(value) > 8 else ""
+        text = "[" + ", ".join(_fmt(v, width) for v in value[:8]) + more + "]"
+    else:
+        text = repr(value)
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+

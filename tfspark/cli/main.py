@@ -1,0 +1,283 @@
+"""`tfspark export|demo|spec|inspect|verify|train`: the command line (`python -m tfspark.cli`).
+
+Argument parsing and the commands; errors are rendered by cli/errors.py, inspect by
+cli/inspect.py, the local Spark session and the export source by cli/session.py.
+
+export and demo run a local Spark session whose catalog persists in a Derby metastore under the
+warehouse directory, so the backup table is still there for the next session. inspect and verify
+read a written data set with no Spark at all.
+
+An error prints one line to stderr (`error: ...`, plus a `hint: ...` line where one helps) and
+exits 2, or 130 when interrupted; Spark and JVM errors are cut down to their error class and
+first message line. `--debug` prints the full traceback as well.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from tfspark import __version__
+from tfspark.cli import inspect
+from tfspark.cli.config import KEYS, MODES, NULL_ELEMENTS, SOURCE_FORMATS, ExportConfig, load_config
+from tfspark.cli.errors import describe_error, interrupted, silence_stdout
+
+DEMO = ExportConfig(output="out/sample_tfrecords", mode="overwrite", label_cols=("label",),
+                    compression="gzip", backup_table="tfspark_demo.sample_backup",
+                    split={"train": 0.8, "validation": 0.1, "test": 0.1}, split_key="id")
+
+EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+_EPILOG = """\
+examples:
+  tfspark demo                                   export the embedded sample, decode, train
+  tfspark export --config conf/export.toml --source db.events --output out/events
+  tfspark inspect out/events --records 5         manifest, spec table, 5 decoded records
+  tfspark verify out/events                      check every CRC, count and record
+
+Run `tfspark COMMAND --help` for a command's options. Exit status: 0 ok, 1 verify found
+problems, 2 error, 130 interrupted. Add --debug for the full traceback of an error."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line with `argv` (default: sys.argv[1:]); returns the exit status.
+
+    Errors are reported on stderr as one line plus an optional hint (see `describe_error`)
+    and give exit status 2 (130 for Ctrl-C); with --debug the traceback is printed first.
+    """
+    args = build_parser().parse_args(argv)
+    debug = getattr(args, "debug", False)
+    try:
+        return args.run(args)
+    except KeyboardInterrupt:
+        if debug:
+            traceback.print_exc()
+        print("error: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # e.g. `tfspark inspect ... | head`: stop quietly
+        silence_stdout()
+        return EXIT_ERROR
+    except Exception as e:
+        if debug:
+            traceback.print_exc()
+        if interrupted(e):  # Ctrl-C, then a failed cleanup (e.g. stopping a dying Spark)
+            print("error: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        message, hint = describe_error(e)
+        print(f"error: {message}", file=sys.stderr)
+        if hint and not (debug and "--debug" in hint):
+            print(f"hint: {hint}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `tfspark` argument parser: global options and one subparser per command."""
+    parser = argparse.ArgumentParser(
+        prog="tfspark", epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Spark DataFrames -> TFRecord files of tf.train.Example, with a parquet copy\n"
+                    "of the same rows and the feature spec alongside; inspect, verify and train\n"
+                    "on the result.")
+    parser.add_argument("--debug", action="store_true",
+                        help="on an error, print the full traceback (also after COMMAND)")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    # --debug after the command too; SUPPRESS keeps a subparser from resetting the global one.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="on an error, print the full traceback")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                title="commands")
+
+    def command(name: str, help: str, description: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help, description=description, parents=[common])
+
+    p = command("export", "a table, parquet or CSV -> parquet backup + TFRecords",
+                "Read a catalog table, parquet or CSV (default: the embedded sample), write its "
+                "parquet backup, then the TFRecords with their spec and manifest, and print a "
+                "summary. Every flag overrides the key of the same name in --config.")
+    add_export_args(p)
+    p.set_defaults(run=_export)
+    p = command("demo", "export the embedded sample, then query, decode and train on it",
+                "The main flow on embedded sample data: export it (local Spark, backup table in "
+                "./warehouse), count the backup with Spark SQL, decode 3 records, then train a "
+                "small Keras model when TensorFlow is installed. Takes the export flags.")
+    add_export_args(p, config_help="(default: conf/export.toml when present, else built-in)")
+    p.set_defaults(run=lambda args: _export(args, demo=True))
+    p = command("spec", "infer the feature spec of a table or parquet files",
+                "Infer the feature spec (JSON) from the schema of a catalog table or parquet "
+                "files. export also finds fixed-length arrays in the data; this looks at the "
+                "schema only.")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--table", help="catalog table name")
+    what.add_argument("--parquet", help="parquet file or directory")
+    p.add_argument("--label-cols", help="comma-separated label columns")
+    p.add_argument("--out", help="where to write the JSON (default: schemas/<name>.json)")
+    p.add_argument("--master", help="Spark master (default local[*])")
+    p.add_argument("--warehouse", help="warehouse directory holding the metastore")
+    p.set_defaults(run=_spec)
+    p = command("inspect", "summarize a data set and decode a few records",
+                "Print a data set's manifest (records, files, MiB per split and partition), its "
+                "feature spec as a table, and a few records decoded with it. Needs no Spark. "
+                "A lone .tfrecord[.gz] file shows its raw Example keys.")
+    p.add_argument("path", help="a directory written by tfspark, or one .tfrecord[.gz] file")
+    p.add_argument("--records", type=int, default=3, help="records to decode (default 3)")
+    p.add_argument("--split", help="decode records of this split only")
+    p.set_defaults(run=inspect.run)
+    p = command("verify", "check every file, CRC, count and record; exit 1 on problems",
+                "Read every file the manifest names, check both CRCs of every record, compare "
+                "record counts with the manifest, parse every record with the spec and list "
+                "stray data files. Needs no Spark. Exit status 1 when anything is wrong.")
+    p.add_argument("path", help="a directory written by tfspark (or one of its splits)")
+    p.set_defaults(run=_verify)
+    p = command("train", "train a small Keras model on an exported data set",
+                "Train a small Keras model on an exported data set with tf.data "
+                "(tfspark.make_dataset). Needs TensorFlow: pip install 'tfspark[tf]'. Flags "
+                "override the keys of --config.")
+    p.add_argument("--config", default=None, metavar="TOML",
+                   help="TOML of train settings (conf/train.toml)")
+    p.add_argument("--data", help="exported data set directory")
+    p.add_argument("--label", help="label feature (default: the spec's labels)")
+    p.add_argument("--batch-size", type=int, help="examples per batch")
+    p.add_argument("--epochs", type=int, help="passes over the train split")
+    p.add_argument("--model-out", help="where to save the .keras model")
+    p.set_defaults(run=_train)
+    return parser
+
+
+def _train(args: argparse.Namespace) -> int:
+    from tfspark.cli.config import TrainConfig, load_train_config
+    from tfspark.cli.train import train
+
+    flags: dict[str, Any] = {k: v for k, v in (("data", args.data), ("label", args.label),
+                               ("batch_size", args.batch_size), ("epochs", args.epochs),
+                               ("model_out", args.model_out)) if v is not None}
+    cfg = load_train_config(args.config, **flags) if args.config else TrainConfig(**flags)
+    inspect.missing_local_path(cfg.data)
+    train(cfg)
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from tfspark.integrity import verify
+
+    inspect.missing_local_path(args.path)
+    report = verify(args.path)
+    print(report.render())
+    return 0 if report.ok else 1
+
+
+def add_export_args(p: argparse.ArgumentParser, config_help: str = "") -> None:
+    """The export flags, shared with jobs/export_tfrecords.py; each overrides a config key."""
+    p.add_argument("--config", metavar="TOML",
+                   help=f"TOML file of ExportConfig keys {config_help}".strip())
+    p.add_argument("--source", help="table name, parquet/CSV file or directory (default: sample)")
+    p.add_argument("--source-format", choices=SOURCE_FORMATS,
+                   help="how to read --source (default auto: guessed from the name)")
+    p.add_argument("--output", help="output directory or URI of the TFRecords")
+    p.add_argument("--mode", choices=MODES,
+                   help="when --output exists (default errorifexists)")
+    p.add_argument("--label-cols", help="comma-separated label columns")
+    p.add_argument("--compression", choices=("gzip", "none"),
+                   help="of the TFRecord files (default none)")
+    p.add_argument("--backup-table", help="catalog table of the parquet copy, e.g. db.name")
+    p.add_argument("--backup-path", help="parquet directory of the copy (instead of a table)")
+    p.add_argument("--split", help="e.g. train=0.8,validation=0.1,test=0.1")
+    p.add_argument("--split-key", help="column whose hash assigns rows to splits")
+    p.add_argument("--seed", type=int,
+                   help="seed of the split and shuffle draws and of the sample (default 0)")
+    p.add_argument("--shuffle", action=argparse.BooleanOptionalAction, default=None,
+                   help="shuffle rows randomly across the files (a Spark shuffle; default no)")
+    p.add_argument("--target-file-mb", type=float,
+                   help="TFRecord file size to aim for (default 128)")
+    p.add_argument("--max-records-per-file", type=int,
+                   help="start a new file after this many records")
+    p.add_argument("--partition-by", help="comma-separated columns, one directory per value")
+    p.add_argument("--null-elements", choices=NULL_ELEMENTS,
+                   help="a null inside an array: fail (default) or drop the element")
+    p.add_argument("--sample-rows", type=int, help="rows of the embedded sample")
+    p.add_argument("--master", help="Spark master of the local session (default local[*])")
+    p.add_argument("--warehouse", help="spark.sql.warehouse.dir and metastore directory")
+    p.add_argument("--app-name", help="Spark application name (default tfspark-export)")
+
+
+def config_from_args(args: argparse.Namespace, base: ExportConfig | None = None) -> ExportConfig:
+    """The ExportConfig of parsed export flags: --config (else `base`, else defaults), then every
+    flag that was given on top. Raises OptionError for a bad file, key or value.
+    """
+    cfg = load_config(args.config) if args.config else (base or ExportConfig())
+    return cfg.with_overrides(**{k: getattr(args, k) for k in KEYS if hasattr(args, k)})
+
+
+# ---------------------------------------------------------------- commands
+
+def _export(args: argparse.Namespace, demo: bool = False) -> int:
+    if demo and not args.config and Path("conf/export.toml").exists():
+        args.config = "conf/export.toml"
+    from tfspark.cli.session import check_local_source, local_session, run_export
+
+    cfg = config_from_args(args, base=DEMO if demo else None)
+    cfg.write_options()  # bad settings fail here, before the (slow) Spark start
+    check_local_source(cfg)
+    spark = local_session(cfg)
+    try:
+        result = run_export(spark, cfg)
+        print(result.summary())
+        if demo and cfg.backup_table:
+            n = spark.sql(f"SELECT COUNT(*) AS n FROM {cfg.backup_table}").first()["n"]
+            print(f"\nSpark SQL: SELECT COUNT(*) FROM {cfg.backup_table} -> {n:,} rows")
+    finally:
+        spark.stop()
+    if demo:
+        split = "train" if "train" in result.splits else None
+        print(f"\n3 decoded records{' of the train split' if split else ''}:")
+        inspect.print_records(result.path, 3, split)
+        _demo_train(result.path)
+    return 0
+
+
+def _demo_train(path: str) -> None:
+    """The second half of the main flow: train on what was exported (when TF is installed)."""
+    import importlib.util
+
+    if importlib.util.find_spec("tensorflow") is None:
+        print("\nTensorFlow is not installed: skipping training (pip install 'tfspark[tf]')")
+        return
+    from tfspark.cli.config import TrainConfig, load_train_config
+    from tfspark.cli.train import train
+
+    conf = Path("conf/train.toml")
+    flags: dict[str, Any] = {"data": path, "epochs": 2,
+                             "model_out": str(Path(path).parent / "model.keras")}
+    cfg = load_train_config(conf, **flags) if conf.exists() else TrainConfig(
+        exclude=("id",), **flags)
+    print(f"\nTraining a Keras model on {path} (tfspark train):")
+    train(cfg)
+
+
+def _spec(args: argparse.Namespace) -> int:
+    from tfspark.cli.session import check_local_source, load_source, local_session
+    from tfspark.spec import infer_spec
+
+    cfg = ExportConfig().with_overrides(
+        master=args.master, warehouse=args.warehouse, label_cols=args.label_cols,
+        source=args.table or args.parquet, source_format="table" if args.table else "parquet")
+    check_local_source(cfg)
+    spark = local_session(cfg)
+    try:
+        spec = infer_spec(load_source(spark, cfg).schema, label_cols=cfg.label_cols)
+    finally:
+        spark.stop()
+    name = args.table.split(".")[-1] if args.table else Path(args.parquet.rstrip("/")).stem
+    out = Path(args.out or f"schemas/{name}.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(spec.to_json() + "\n")
+    print(out)
+    return 0
+
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

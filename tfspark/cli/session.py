@@ -1,0 +1,102 @@
+"""The Spark side of the command line: a local session with a persistent catalog, the export
+source (the embedded sample, a catalog table, CSV or parquet), and the export itself."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from tfspark.cli.config import ExportConfig
+from tfspark.errors import OptionError
+
+_REPO_CONF = Path(__file__).resolve().parents[2] / "conf"
+
+
+def local_session(cfg: ExportConfig) -> Any:
+    """A local SparkSession with a persistent catalog (Hive + Derby) under cfg.warehouse."""
+    from pyspark.sql import SparkSession
+
+    warehouse = Path(cfg.warehouse).resolve()
+    warehouse.mkdir(parents=True, exist_ok=True)
+    # Python workers run PYSPARK_PYTHON, not this interpreter, unless told.
+    python = os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    conf_dir = next((d for d in (Path("conf").resolve(), _REPO_CONF)
+                     if (d / "spark-defaults.conf").exists()), None)
+    if conf_dir is not None:
+        os.environ.setdefault("SPARK_CONF_DIR", str(conf_dir))
+    # derby.log and the metastore stay in the warehouse, not in the working directory.
+    java_opts = [f"-Dderby.system.home={warehouse}"]
+    if conf_dir is not None and (conf_dir / "log4j2.properties").exists():
+        java_opts.append(f"-Dlog4j2.configurationFile={(conf_dir / 'log4j2.properties').as_uri()}")
+    builder = (SparkSession.builder.master(cfg.master).appName(cfg.app_name)
+               .config("spark.pyspark.python", python)
+               .config("spark.sql.warehouse.dir", str(warehouse))
+               .config("spark.ui.showConsoleProgress", "true")
+               .config("spark.driver.extraJavaOptions", " ".join(java_opts)))
+    if _hive_available():
+        # Without Hive the catalog is in memory and the backup table is gone with the session.
+        url = f"jdbc:derby:;databaseName={warehouse / 'metastore_db'};create=true"
+        builder = builder.enableHiveSupport().config(
+            "spark.hadoop.javax.jdo.option.ConnectionURL", url)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def _hive_available() -> bool:
+    try:
+        from pyspark.find_spark_home import _find_spark_home
+
+        return any((Path(_find_spark_home()) / "jars").glob("spark-hive_*.jar"))
+    except Exception:  # no Spark home to look in: assume the plain in-memory catalog
+        return False
+
+
+def run_export(spark: Any, cfg: ExportConfig) -> Any:
+    """Load the configured source and write it as write_tfrecords does -> WriteResult."""
+    from tfspark.spark.export import export
+
+    opts = cfg.write_options()
+    df = load_source(spark, cfg)
+    if cfg.backup_table and "." in cfg.backup_table:
+        db = ".".join(f"`{p}`" for p in cfg.backup_table.split(".")[:-1])
+        spark.sql(f"CREATE DATABASE IF NOT EXISTS {db}")
+    return export(df, opts)
+
+
+def check_local_source(cfg: ExportConfig) -> None:
+    """Fail before the (slow) Spark start when a local run names a file that is not there."""
+    src = cfg.source
+    if (src and cfg.master.startswith("local") and "://" not in src
+            and cfg.source_kind() != "table" and not Path(src).exists()):
+        raise OptionError(f"source {src!r} not found: no such file or directory")
+
+
+def load_source(spark: Any, cfg: ExportConfig) -> Any:
+    """The DataFrame of cfg.source: the embedded sample when None, else a catalog table, CSV or
+    parquet (cfg.source_kind()). Raises OptionError when it is missing or unreadable.
+    """
+    from pyspark.errors import AnalysisException
+
+    src = cfg.source
+    if src is None:
+        from tfspark.cli.sample import sample_dataframe
+
+        return sample_dataframe(spark, rows=cfg.sample_rows, seed=cfg.seed)
+    fmt = cfg.source_kind()
+    try:
+        if fmt == "table":
+            if not spark.catalog.tableExists(src):
+                raise OptionError(f"source {src!r} not found: no such table in the catalog "
+                                  f"(warehouse {cfg.warehouse!r}) and no such file")
+            return spark.table(src)
+        if fmt == "csv":
+            return spark.read.csv(src, header=cfg.csv_header, inferSchema=cfg.csv_infer_schema)
+        return spark.read.parquet(src)
+    except AnalysisException as e:
+        first = str(e).strip().splitlines()[0]
+        raise OptionError(f"cannot read source {src!r} as {fmt}: {first}") from None
+
+

@@ -1,0 +1,257 @@
+"""Train a small Keras model on a data set exported by tfspark: the `tfspark train` job.
+
+What goes into the model, from the spec alone:
+  - numeric features (int64 / float32, fixed scalars and fixed arrays): cast to float32,
+    concatenated, and normalized by a keras Normalization layer adapted on a few batches;
+  - string scalar features with a small vocabulary in those batches: StringLookup + Embedding;
+  - VarLen and 2-D ragged features, string arrays and free text are left out (printed).
+The label decides the head: 0/1 ints -> sigmoid + binary cross-entropy; other non-negative ints
+-> softmax over max+1 classes; floats -> regression (mean squared error).
+TensorFlow and Keras are imported inside the functions.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from collections import Counter
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from tfspark import manifest as mf
+from tfspark.cli.config import TrainConfig
+from tfspark.errors import OptionError, SchemaError
+from tfspark.fs import locate
+from tfspark.spec import Feature, FeatureSpec
+from tfspark.tf.dataset import make_dataset
+
+# ---------------------------------------------------------------- the job
+
+def train(config: TrainConfig | Mapping[str, Any],
+          echo: Callable[[str], None] = print) -> dict[str, Any]:
+    """Train, validate, save; return the numbers it printed (see the keys at the end)."""
+    cfg = config if isinstance(config, TrainConfig) else TrainConfig.from_mapping(config)
+    top = mf.read_manifest(locate(cfg.data))
+    spec = FeatureSpec.from_dict(top["spec"]) if top.get("spec") else None
+    if spec is None:
+        raise SchemaError(f"{cfg.data!r} holds raw records, not Examples: nothing to train on")
+    splits = top.get("splits") or []
+    if splits and cfg.train_split not in splits:
+        raise OptionError(f"{cfg.data!r} has splits {splits} but no {cfg.train_split!r}; set "
+                          f"train_split")
+    train_split = cfg.train_split if splits else None
+    val_split = cfg.validation_split if cfg.validation_split in splits else None
+    label = _pick_label(spec, cfg.label)
+    candidates = [f for f in spec.features if f.name != label.name and f.name not in cfg.exclude]
+
+    def read(split: str | None, features: list[Feature], epochs: int | None = 1,
+             shuffle: int | None = cfg.shuffle_buffer) -> Any:
+        sub = FeatureSpec(tuple(features) + (label,))
+        return make_dataset(cfg.data, cfg.batch_size, split=split, spec=sub,
+                            label_cols=[label.name], epochs=epochs, seed=cfg.seed,
+                            shuffle_buffer=shuffle)
+
+    usable = [f for f in candidates if f.kind == "fixed"]
+    sample_x, sample_y = _sample(read(train_split, usable), cfg.adapt_batches)
+    numeric, categorical, ignored = _choose(candidates, sample_x, cfg.max_vocab)
+    task = _task(label, sample_y)
+    used = numeric + [f for f, _ in categorical]
+    if not used:
+        raise SchemaError(f"no usable feature in {cfg.data!r}: {ignored}")
+    echo(f"label {label.name!r}: {task['kind']}"
+         + (f" ({task['classes']} classes)" if task["kind"] == "multiclass" else ""))
+    echo(f"numeric features ({len(numeric)}): {', '.join(f.name for f in numeric)}")
+    echo(f"categorical features ({len(categorical)}): "
+         + ", ".join(f"{f.name} ({len(v)} values)" for f, v in categorical))
+    for name, why in ignored.items():
+        echo(f"ignored {name}: {why}")
+
+    model = _build_model(spec, numeric, categorical, task, sample_x, cfg)
+    train_ds = read(train_split, used, epochs=None if cfg.steps_per_epoch else 1)
+    val_ds = read(val_split, used, shuffle=0) if val_split else None
+
+    input_rate = _input_rate(train_ds, cfg.bench_batches)
+    echo(f"input pipeline alone: {input_rate:,.0f} examples/s")
+    timer = _epoch_timer()
+    history = model.fit(train_ds, validation_data=val_ds, epochs=cfg.epochs,
+                        steps_per_epoch=cfg.steps_per_epoch, verbose=cfg.verbose, shuffle=False,
+                        callbacks=[timer])
+    examples = _epoch_examples(cfg, top, train_split)
+    train_rate = examples / min(timer.seconds) if timer.seconds else float("nan")
+    echo(f"training: {train_rate:,.0f} examples/s (fastest epoch of {len(timer.seconds)})")
+    final = {k: float(v[-1]) for k, v in history.history.items()}
+    echo("final: " + ", ".join(f"{k}={v:.4f}" for k, v in final.items()))
+    os.makedirs(os.path.dirname(os.path.abspath(cfg.model_out)), exist_ok=True)
+    with warnings.catch_warnings():
+        # Keras's saving calls np.array on TF variables, which numpy 2 flags; not ours to fix.
+        warnings.filterwarnings("ignore", "__array__ implementation", DeprecationWarning)
+        model.save(cfg.model_out)
+    echo(f"model saved to {cfg.model_out}")
+    return {"model_path": cfg.model_out, "task": task["kind"], "label": label.name,
+            "numeric": [f.name for f in numeric], "categorical": [f.name for f, _ in categorical],
+            "ignored": ignored, "input_examples_per_s": input_rate,
+            "train_examples_per_s": train_rate, "final": final,
+            "history": {k: [float(x) for x in v] for k, v in history.history.items()}}
+
+
+def _pick_label(spec: FeatureSpec, name: str | None) -> Feature:
+    if name is None:
+        labels = spec.label_names
+        if len(labels) != 1:
+            raise OptionError(f"the spec has label columns {labels}; set label = \"...\" to the "
+                              f"one to train on")
+        name = labels[0]
+    if name not in spec.names:
+        raise SchemaError(f"label {name!r} is not a feature; features are {spec.names}")
+    f = spec[name]
+    if f.kind != "fixed" or f.shape or f.dtype == "string":
+        raise SchemaError(f"label {name!r} must be a numeric scalar, got {f.kind} {f.dtype} "
+                          f"{list(f.shape)}; encode string labels as ints first")
+    return f
+
+
+def _sample(ds: Any, n_batches: int) -> tuple[dict[str, Any], Any]:
+    """A few batches as numpy: {feature: array}, labels."""
+    import numpy as np
+
+    xs: dict[str, list] = {}
+    ys = []
+    for x, y in ds.take(max(1, n_batches)):
+        for k, v in x.items():
+            xs.setdefault(k, []).append(v.numpy())
+        ys.append(y.numpy())
+    if not ys:
+        raise SchemaError("the training data is empty")
+    return {k: np.concatenate(v) for k, v in xs.items()}, np.concatenate(ys)
+
+
+def _choose(features: list[Feature], sample: dict[str, Any], max_vocab: int
+            ) -> tuple[list[Feature], list[tuple[Feature, list[str]]], dict[str, str]]:
+    numeric, categorical, ignored = [], [], {}
+    for f in features:
+        if f.kind != "fixed":
+            ignored[f.name] = f"{f.kind} feature (not used by this job)"
+        elif f.dtype != "string":
+            numeric.append(f)
+        elif f.shape:
+            ignored[f.name] = "string array (not used by this job)"
+        else:
+            counts = Counter(sample[f.name].tolist())
+            rows = len(sample[f.name])
+            try:
+                vocab = [v.decode("utf-8") for v, _ in counts.most_common()]
+            except UnicodeDecodeError:  # StringLookup takes text only
+                ignored[f.name] = "binary values, not text (not used by this job)"
+                continue
+            if len(counts) > max_vocab or len(counts) > max(20, rows // 2):
+                ignored[f.name] = (f"{len(counts)} distinct values in {rows} sampled rows: "
+                                   f"free text or an id, not a category")
+            else:
+                categorical.append((f, vocab))
+    return numeric, categorical, ignored
+
+
+def _task(label: Feature, y: Any) -> dict[str, Any]:
+    if label.dtype == "float32":
+        return {"kind": "regression"}
+    values = set(y.tolist())
+    if values <= {0, 1}:
+        return {"kind": "binary"}
+    if min(values) >= 0:
+        return {"kind": "multiclass", "classes": int(max(values)) + 1}
+    return {"kind": "regression"}
+
+
+def _build_model(spec: FeatureSpec, numeric: list[Feature],
+                 categorical: list[tuple[Feature, list[str]]], task: dict[str, Any],
+                 sample: dict[str, Any], cfg: TrainConfig) -> Any:
+    import keras
+    import numpy as np
+
+    from tfspark.tf.keras import keras_inputs
+
+    inputs = keras_inputs(spec, names=[f.name for f in numeric] + [f.name for f, _ in categorical])
+    parts = []
+    if numeric:
+        cols = [keras.ops.reshape(keras.ops.cast(inputs[f.name], "float32"),
+                                  (-1, int(np.prod(f.shape or (1,))))) for f in numeric]
+        x = cols[0] if len(cols) == 1 else keras.layers.Concatenate()(cols)
+        norm = keras.layers.Normalization(name="normalize")
+        norm.adapt(np.concatenate([sample[f.name].reshape(len(sample[f.name]), -1)
+                                   .astype("float32") for f in numeric], axis=1))
+        parts.append(norm(x))
+    for f, vocab in categorical:
+        lookup = keras.layers.StringLookup(vocabulary=vocab, name=f"lookup_{len(parts)}")
+        emb = keras.layers.Embedding(len(vocab) + 1, cfg.embedding_dim,
+                                     name=f"embed_{len(parts)}")
+        parts.append(emb(lookup(inputs[f.name])))
+    x = parts[0] if len(parts) == 1 else keras.layers.Concatenate()(parts)
+    for units in cfg.hidden_units:
+        x = keras.layers.Dense(units, activation="relu")(x)
+    opt = keras.optimizers.Adam(cfg.learning_rate)
+    if task["kind"] == "binary":
+        out = keras.layers.Dense(1, activation="sigmoid")(x)
+        loss, metrics = "binary_crossentropy", ["accuracy", keras.metrics.AUC(name="auc")]
+    elif task["kind"] == "multiclass":
+        out = keras.layers.Dense(task["classes"], activation="softmax")(x)
+        loss, metrics = "sparse_categorical_crossentropy", ["accuracy"]
+    else:
+        out = keras.layers.Dense(1)(x)
+        loss, metrics = "mean_squared_error", ["mean_absolute_error"]
+    model = keras.Model(inputs=inputs, outputs=out)
+    model.compile(optimizer=opt, loss=loss, metrics=metrics)
+    return model
+
+
+def _input_rate(ds: Any, n_batches: int) -> float:
+    """Examples/s of iterating the dataset alone (the first batch, pipeline start-up, excluded)."""
+    if n_batches <= 0:
+        return float("nan")
+    it = iter(ds)
+    try:
+        next(it)
+    except StopIteration:
+        return float("nan")
+    start, n = time.perf_counter(), 0
+    for _ in range(n_batches):
+        try:
+            x, _y = next(it)
+        except StopIteration:
+            break
+        n += int(next(iter(x.values())).shape[0])
+    took = time.perf_counter() - start
+    return n / took if n and took > 0 else float("nan")
+
+
+def _epoch_timer() -> Any:
+    """A Keras callback recording each epoch's training wall time (validation excluded)."""
+    import keras
+
+    class EpochTimer(keras.callbacks.Callback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.seconds: list[float] = []
+            self._start = self._pause = 0.0
+
+        def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+            self._start = time.perf_counter()
+
+        def on_test_begin(self, logs: Any = None) -> None:
+            self._pause = time.perf_counter()
+
+        def on_test_end(self, logs: Any = None) -> None:
+            self._start += time.perf_counter() - self._pause
+
+        def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+            self.seconds.append(time.perf_counter() - self._start)
+
+    return EpochTimer()
+
+
+def _epoch_examples(cfg: TrainConfig, top: dict[str, Any], split: str | None) -> int:
+    if cfg.steps_per_epoch:
+        return cfg.steps_per_epoch * cfg.batch_size
+    if split is None:
+        return int(top["records"])
+    return sum(f["records"] for f in top["files"] if f.get("split") == split)

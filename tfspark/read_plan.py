@@ -1,0 +1,236 @@
+"""What a reader reads: files, spec, compression, labels and per-file record counts, from a
+tfspark directory (its manifest), one split of it, or explicit TFRecord files with a spec.
+
+No TensorFlow and no pyspark: make_dataset (tfspark.tf) and read_batches (tfspark.numpy) plan
+here, so a bad path, split, spec or label fails before any pipeline is built.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from tfspark import manifest as mf
+from tfspark.errors import OptionError, SchemaError
+from tfspark.fs import Location, locate
+from tfspark.spec.model import FeatureSpec
+from tfspark.wire.tfrecord import normalize_compression
+
+AUTOTUNE = -1  # the value of tf.data.AUTOTUNE, without importing TensorFlow
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    """What make_dataset will read: full file paths/URIs, the spec, compression, labels."""
+
+    files: tuple[str, ...]
+    spec: FeatureSpec
+    compression: str | None  # None | "gzip"
+    labels: tuple[str, ...]
+    records: tuple[int, ...] | None = None  # per file, from the manifest; None: unknown
+
+
+def plan_read(path_or_files: Any, *, split: str | None = None,
+              spec: FeatureSpec | str | dict | None = None,
+              label_cols: Iterable[str] | str | None = None, compression: str | None = None,
+              check_files: bool = True) -> ReadPlan:
+    """Files, spec, compression and labels to read; errors come here, before any training.
+    check_files: every file must exist (a missing one is named in the error)."""
+    if isinstance(path_or_files, (str, os.PathLike)):
+        path = os.fspath(path_or_files)
+        loc = locate(path)
+        if _is_file(loc):
+            return plan_read([path], split=split, spec=spec, label_cols=label_cols,
+                             compression=compression, check_files=check_files)
+        return _plan_directory(path, loc, split, spec, label_cols, compression, check_files)
+    if isinstance(path_or_files, (bytes, dict)) or not isinstance(path_or_files, Iterable):
+        raise OptionError(f"make_dataset needs a directory or a list of TFRecord files, got "
+                          f"{type(path_or_files).__name__}")
+    files = [os.fspath(f) for f in path_or_files]
+    if split is not None:
+        raise OptionError("split= only applies to a tfspark directory, not to a list of files")
+    if spec is None:
+        raise OptionError(f"reading {len(files)} explicit file(s) needs spec=: a FeatureSpec, "
+                          f"its JSON, or the path of a spec or _tfspark.json file")
+    feature_spec, hint = _load_spec(spec)
+    if compression is None:
+        comp = hint if hint is not None else _compression_from_suffix(files)
+    else:
+        comp = normalize_compression(compression)
+    if check_files:
+        _check_exist(files, None)
+    return ReadPlan(tuple(files), feature_spec, comp, _labels(feature_spec, label_cols))
+
+
+def _plan_directory(path: str, loc: Location, split: str | None, spec: Any, label_cols: Any,
+                    compression: str | None, check_files: bool) -> ReadPlan:
+    root_uri, root, manifest = _resolve_split(path, loc, split)
+    if manifest.get("record_type", "Example") != "Example" or manifest.get("spec") is None:
+        raise SchemaError(f"{root_uri!r} holds raw records (record_type "
+                          f"{manifest.get('record_type')!r}), not tf.train.Example: there is no "
+                          f"spec to parse them with. Read them with tf.data.TFRecordDataset")
+    comp = manifest.get("compression")
+    if compression is not None and normalize_compression(compression) != comp:
+        raise OptionError(f"compression={compression!r} disagrees with the manifest of "
+                          f"{root_uri!r} ({comp or 'none'}); leave compression unset for "
+                          f"directories")
+    feature_spec = _load_spec(spec)[0] if spec is not None else \
+        FeatureSpec.from_dict(manifest["spec"])
+    rels = [_safe_rel(e["path"], root_uri) for e in manifest.get("files", [])]
+    if root.is_local:
+        files = [os.path.join(root.base, r) for r in rels]
+    else:
+        files = [f"{root_uri.rstrip('/')}/{r}" for r in rels]
+    if check_files:
+        _check_exist(files, root if not root.is_local else None, rels)
+    counts = tuple(int(e["records"]) for e in manifest.get("files", []))
+    return ReadPlan(tuple(files), feature_spec, comp, _labels(feature_spec, label_cols), counts)
+
+
+def _resolve_split(path: str, loc: Location, split: str | None) -> tuple[str, Location, dict]:
+    """(uri, location, manifest) of the directory to read."""
+    if split is None:
+        manifest = mf.read_manifest(loc)
+        if manifest.get("splits"):
+            raise OptionError(f"{path!r} holds the splits {manifest['splits']}; read one at a "
+                              f"time with split='{manifest['splits'][0]}' (or another)")
+        return path, loc, manifest
+    if not isinstance(split, str) or not split or "/" in split or split in (".", ".."):
+        raise OptionError(f"split must be a split name like 'train', got {split!r}")
+    sub_uri = f"{path.rstrip('/')}/{split}"
+    sub = locate(sub_uri)
+    if sub.exists(mf.NAME):
+        return sub_uri, sub, mf.read_manifest(sub)
+    if loc.exists(mf.NAME):
+        manifest = mf.read_manifest(loc)
+        if manifest.get("split") == split:  # the path is that split's directory already
+            return path, loc, manifest
+        have = manifest.get("splits") or []
+        raise mf.ManifestError(f"{path!r} has no split {split!r}; "
+                               + (f"its splits are {have}" if have else
+                                  "it was written without splits: leave split unset"))
+    return sub_uri, sub, mf.read_manifest(sub)  # raises: no manifest here
+
+
+def _safe_rel(rel: str, where: str) -> str:
+    parts = rel.split("/")
+    if not rel or rel.startswith("/") or ".." in parts or "://" in rel:
+        raise mf.ManifestError(f"the manifest of {where!r} names {rel!r}, which is not a "
+                               f"relative path inside the directory; the manifest is damaged")
+    return rel
+
+
+def _is_file(loc: Location) -> bool:
+    import pyarrow.fs as pafs
+
+    try:
+        return loc.fs.get_file_info(loc.base).type == pafs.FileType.File
+    except OSError:
+        return False
+
+
+def _check_exist(files: list[str], remote_root: Location | None,
+                 rels: list[str] | None = None) -> None:
+    if remote_root is not None and rels is not None:  # one listing, not a request per file
+        present = set(remote_root.list_files())
+        missing = [f for f, r in zip(files, rels) if r not in present]
+    else:
+        missing = [f for f in files if not _exists(f)]
+    if missing:
+        more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+        raise FileNotFoundError(f"TFRecord file {missing[0]!r}{more} named for reading does not "
+                                f"exist; the data set is incomplete (deleted or moved files?): "
+                                f"rewrite it or fix the file list")
+
+
+def _exists(path: str) -> bool:
+    loc = locate(path)
+    return _is_file(loc)
+
+
+def _compression_from_suffix(files: list[str]) -> str | None:
+    gz = {f.endswith(".gz") for f in files}
+    if len(gz) > 1:
+        raise OptionError("the files mix gzip ('.gz') and uncompressed names; read them in two "
+                          "calls, or pass compression='gzip' or 'none'")
+    return "gzip" if gz == {True} else None
+
+
+def _load_spec(spec: Any) -> tuple[FeatureSpec, str | None]:
+    """(FeatureSpec, compression from a manifest or None) from the forms `spec=` accepts."""
+    if isinstance(spec, FeatureSpec):
+        return spec, None
+    if isinstance(spec, (str, os.PathLike)) and not str(spec).lstrip().startswith("{"):
+        return _spec_from_path(os.fspath(spec))
+    if isinstance(spec, (str, bytes)):
+        try:
+            spec = json.loads(spec)
+        except json.JSONDecodeError as e:
+            raise SchemaError(f"spec is not valid JSON: {e}") from None
+    if not isinstance(spec, dict):
+        raise SchemaError(f"spec must be a FeatureSpec, JSON text, a dict or a path, got "
+                          f"{type(spec).__name__}")
+    if spec.get("format") == mf.FORMAT:
+        if spec.get("spec") is None:
+            raise SchemaError("the manifest given as spec has no spec (record_type "
+                              f"{spec.get('record_type')!r}): its records are not Examples")
+        return FeatureSpec.from_dict(spec["spec"]), spec.get("compression")
+    return FeatureSpec.from_dict(spec), None
+
+
+def _spec_from_path(path: str) -> tuple[FeatureSpec, str | None]:
+    loc = locate(path)
+    if not _is_file(loc):
+        if loc.exists(mf.NAME):
+            return _load_spec(mf.read_manifest(loc))
+        raise SchemaError(f"spec path {path!r} is neither a JSON file nor a tfspark directory")
+    with loc.fs.open_input_stream(loc.base, compression=None) as f:
+        text = f.read()
+    try:
+        return _load_spec(json.loads(text))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise SchemaError(f"spec file {path!r} is not valid JSON: {e}") from None
+
+
+def _labels(spec: FeatureSpec, label_cols: Iterable[str] | str | None) -> tuple[str, ...]:
+    if label_cols is None:
+        return tuple(spec.label_names)
+    cols = [label_cols] if isinstance(label_cols, str) else list(label_cols)
+    missing = [c for c in cols if c not in spec.names]
+    if missing:
+        raise SchemaError(f"label column(s) {missing} not in the spec; features are "
+                          f"{spec.names}")
+    return tuple(cols)
+
+
+def check_read_args(batch_size: Any, shuffle_buffer: Any, epochs: Any, num_parallel_reads: Any,
+                     shard: Any, cache: Any) -> None:
+    """OptionError for a bad batch_size, shuffle_buffer, epochs, num_parallel_reads, shard or
+    cache argument of a reader (make_dataset, read_batches)."""
+
+    def is_int(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    if not is_int(batch_size) or batch_size < 1:
+        raise OptionError(f"batch_size must be a positive int, got {batch_size!r}")
+    if shuffle_buffer is not None and (not is_int(shuffle_buffer) or shuffle_buffer < 0):
+        raise OptionError(f"shuffle_buffer must be an int >= 0 (0: no shuffling) or None, got "
+                          f"{shuffle_buffer!r}")
+    if epochs is not None and (not is_int(epochs) or epochs < 1):
+        raise OptionError(f"epochs must be a positive int, or None to repeat forever, got "
+                          f"{epochs!r}")
+    if not is_int(num_parallel_reads) or (num_parallel_reads < 1 and
+                                          num_parallel_reads != AUTOTUNE):
+        raise OptionError(f"num_parallel_reads must be a positive int or AUTOTUNE (-1), got "
+                          f"{num_parallel_reads!r}")
+    if shard is not None:
+        ok = (isinstance(shard, (tuple, list)) and len(shard) == 2 and all(map(is_int, shard))
+              and shard[0] >= 1 and 0 <= shard[1] < shard[0])
+        if not ok:
+            raise OptionError(f"shard must be (num_workers, index) with 0 <= index < "
+                              f"num_workers, got {shard!r}")
+    if not isinstance(cache, (bool, str)):
+        raise OptionError(f"cache must be True/False or a file path, got {cache!r}")

@@ -1,0 +1,216 @@
+"""write_tfrecords(): DataFrame -> parquet backup -> TFRecords + manifest, with one row count
+checked at every step.
+
+Stages: validate (arguments into WriteOptions, the schema into a spec, the paths) -> backup +
+observe (backup.py, observe.py: row count, nulls and fixed lengths seen while the backup is
+written, no second pass) -> size (sizing.py) -> write (the data source, from the backup's files)
+-> result (counts of source, backup and TFRecords must agree).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pyspark.sql import DataFrame, Observation
+from pyspark.sql import functions as F
+
+from tfspark import manifest as mf
+from tfspark.errors import CountMismatchError, OptionError
+from tfspark.fs import Location, locate
+from tfspark.options import WriteOptions
+from tfspark.spark import observe, sizing
+from tfspark.spark.backup import read_back, undo_on_failure, write_backup
+from tfspark.spark.source import register
+from tfspark.spark.write import PARTITION_TYPES
+from tfspark.spec import FeatureSpec, infer_spec
+
+log = logging.getLogger("tfspark")
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What write_tfrecords did: path, spec, rows, files and bytes written, rows per split, the
+    backup and the row counts of source and backup, timings; skipped for mode='ignore'.
+    """
+
+    path: str
+    spec: FeatureSpec | None
+    rows: int
+    files: int
+    bytes: int
+    splits: dict[str, dict[str, int]] = field(default_factory=dict)
+    backup: str = ""
+    source_rows: int = 0
+    backup_rows: int = 0
+    compression: str | None = None
+    skipped: bool = False
+    seconds: dict[str, float] = field(default_factory=dict)  # backup, tfrecords
+
+    def summary(self) -> str:
+        """A few lines for the terminal: counts (source = backup = tfrecords), splits, timings."""
+        if self.skipped:
+            return f"tfspark: {self.path} exists; mode 'ignore' wrote nothing"
+        lines = [f"tfspark wrote {self.rows:,} rows to {self.path} "
+                 f"({self.files} files, {self.bytes / 2**20:,.1f} MiB, "
+                 f"compression={self.compression or 'none'})",
+                 f"  rows: source {self.source_rows:,} = backup {self.backup_rows:,} = "
+                 f"tfrecords {self.rows:,}",
+                 f"  backup: {self.backup}"]
+        if self.seconds:
+            lines.append("  time: " + ", ".join(f"{k} {v:.1f}s" for k, v in self.seconds.items()))
+        for name, s in self.splits.items():
+            lines.append(f"  split {name}: {s['rows']:,} rows, {s['files']} files, "
+                         f"{s['bytes'] / 2**20:,.1f} MiB")
+        if self.spec is not None:
+            labels = ", ".join(self.spec.label_names) or "none"
+            lines.append(f"  features: {len(self.spec.features)} (labels: {labels}); spec in "
+                         f"{mf.NAME}")
+        return "\n".join(lines)
+
+
+def write_tfrecords(df: DataFrame, path: str, *, label_cols: Iterable[str] = (),
+                    compression: str | None = None, gzip_level: int = 6,
+                    mode: str = "errorifexists",
+                    backup_table: str | None = None, backup_path: str | None = None,
+                    split: Mapping[str, float] | None = None, split_key: str | None = None,
+                    seed: int = 0, shuffle: bool = False, target_file_bytes: int = 128 * 2**20,
+                    max_records_per_file: int | None = None, partition_by: Iterable[str] = (),
+                    shapes: Mapping[str, Iterable[int]] | None = None,
+                    defaults: Mapping[str, Any] | None = None,
+                    null_elements: str = "error",
+                    detect_fixed_lengths: bool = True) -> WriteResult:
+    """Write `df` as a parquet backup, then as TFRecords of tf.train.Example with a manifest.
+
+    mode: errorifexists | overwrite | append | ignore, applied to `path` and to the backup.
+    gzip_level: 1..9 when compression="gzip"; 1 is ~2.7x faster and ~20% larger than 6.
+    split: {"train": 0.8, ...}; rows are assigned by a hash of `split_key` (reproducible) or
+    by a seeded random draw. detect_fixed_lengths: arrays and vectors whose rows all have the
+    same length are stored FixedLen([n]). Returns a WriteResult; the manifest holds the same
+    counts. Raises OptionError for bad options or an existing path under errorifexists,
+    SchemaError for columns that cannot be stored, CountMismatchError when the row counts of
+    source, backup and TFRecords disagree.
+    """
+    opts = WriteOptions.from_arguments(
+        path, label_cols=label_cols, compression=compression, gzip_level=gzip_level, mode=mode,
+        backup_table=backup_table, backup_path=backup_path, split=split, split_key=split_key,
+        seed=seed, shuffle=shuffle, target_file_bytes=target_file_bytes,
+        max_records_per_file=max_records_per_file, partition_by=partition_by, shapes=shapes,
+        defaults=defaults, null_elements=null_elements,
+        detect_fixed_lengths=detect_fixed_lengths)
+    return export(df, opts)
+
+
+@undo_on_failure
+def export(df: DataFrame, opts: WriteOptions) -> WriteResult:
+    """The stages of write_tfrecords for checked options (see the module docstring); what a
+    failure leaves is put back (backup.undo_on_failure)."""
+    spark = df.sparkSession
+    data_cols, base_spec = _check_columns(df, opts)
+    loc = locate(opts.path)
+    if not loc.is_empty():
+        if opts.mode == "errorifexists":
+            raise OptionError(f"output path {opts.path!r} already exists; use mode='overwrite' "
+                              f"to replace it, mode='append' to add to it, or another path")
+        if opts.mode == "ignore":
+            return WriteResult(opts.path, None, 0, 0, 0, skipped=True)
+    loc.check_writable()
+    backup = opts.backup_table or opts.backup_path or _default_backup(loc, opts.path)
+    if opts.backup_table and opts.mode == "errorifexists" and \
+            spark.catalog.tableExists(opts.backup_table):
+        raise OptionError(f"backup table {opts.backup_table!r} already exists; use "
+                          f"mode='overwrite' or 'append', or another backup_table")
+    register(spark)
+
+    started = time.perf_counter()
+    obs = Observation("tfspark")
+    observed = df.observe(obs, *observe.metrics(base_spec))
+    new_files = write_backup(spark, observed, opts.backup_table, backup, str(opts.mode))
+    backup_df = read_back(spark, df.schema, new_files)
+    facts = observe.facts(obs.get, base_spec, opts.detect_fixed_lengths)
+    backup_rows = backup_df.count()
+    if facts["rows"] != backup_rows:
+        raise CountMismatchError(f"source produced {facts['rows']} rows but the backup "
+                                 f"{backup} holds {backup_rows}; nothing was exported")
+    spec = infer_spec(df.select(*[F.col(f"`{c}`") for c in data_cols]).schema,
+                      label_cols=opts.label_cols,
+                      shapes={**facts["shapes"], **dict(opts.shapes or {})},
+                      defaults=opts.defaults)
+    backup_done = time.perf_counter()
+    stats = {"rows": {"source": facts["rows"], "backup": backup_rows},
+             "null_counts": facts["null_counts"], "backup": backup, "backup_files": len(new_files)}
+    _write(spark, backup_df, backup_rows, spec, stats, new_files, opts)
+    result = _result(opts.path, spec, mf.read_manifest(loc), backup, facts["rows"], backup_rows,
+                     opts.compression)
+    result = replace(result, seconds={"backup": round(backup_done - started, 2),
+                                      "tfrecords": round(time.perf_counter() - backup_done, 2)})
+    log.info("%s", result.summary())
+    return result
+
+
+def _check_columns(df: DataFrame, opts: WriteOptions) -> tuple[list[str], FeatureSpec]:
+    """(data columns, spec from the schema alone): partition, split and label columns, and
+    unsupported types, refused before anything is written."""
+    for col in opts.partition_by:
+        if col not in df.columns:
+            raise OptionError(f"partition_by column {col!r} is not in the DataFrame; columns "
+                              f"are {df.columns}")
+        tname = df.schema[col].dataType.simpleString()
+        if tname not in PARTITION_TYPES:
+            raise OptionError(f"cannot partition by column {col!r} of type {tname}; use a "
+                              f"string, integer, boolean or date column")
+    if opts.split_key is not None and opts.split_key not in df.columns:
+        raise OptionError(f"split_key column {opts.split_key!r} is not in the DataFrame; "
+                          f"columns are {df.columns}")
+    data_cols = [c for c in df.columns if c not in opts.partition_by]
+    spec = infer_spec(df.select(*[F.col(f"`{c}`") for c in data_cols]).schema,
+                      label_cols=opts.label_cols, shapes=opts.shapes, defaults=opts.defaults)
+    return data_cols, spec
+
+
+def _default_backup(loc: Location, path: str) -> str:
+    return loc.join("_backup") if loc.is_local else f"{path.rstrip('/')}/_backup"
+
+
+def _write(spark: Any, backup_df: DataFrame, backup_rows: int, spec: FeatureSpec,
+           stats: dict[str, Any], new_files: list[str], opts: WriteOptions) -> None:
+    """The TFRecords from the backup's rows, through the data source, files sized near the
+    target from an encoded sample."""
+    wide = sizing.parquet_row_bytes(new_files)
+    with sizing.batch_rows(spark, wide):
+        row_bytes = (sizing.row_bytes(backup_df, spec, opts.compression, opts.null_elements,
+                                      wide) if backup_rows else None)
+        out_df, split_col, per_file = sizing.arrange(
+            backup_df, dict(opts.split or {}), opts.split_key, opts.seed, opts.shuffle,
+            backup_rows, row_bytes, opts.target_file_bytes, opts.max_records_per_file)
+        source = WriteOptions(opts.path, compression=opts.compression,
+                              gzip_level=opts.gzip_level, max_records_per_file=per_file,
+                              partition_by=opts.partition_by, spec_json=spec.to_json(indent=None),
+                              null_elements=opts.null_elements, split_column=split_col,
+                              stats=stats)
+        (out_df.write.format("tfspark").mode("append" if opts.mode == "append" else "overwrite")
+         .options(**source.source_options()).save(opts.path))
+
+
+def _result(path: str, spec: FeatureSpec, manifest: dict[str, Any], backup: str,
+            source_rows: int, backup_rows: int, compression: str | None) -> WriteResult:
+    write_id = manifest["writes"][-1]["write_id"]
+    files = [f for f in manifest["files"] if f.get("write_id") == write_id]
+    rows = sum(f["records"] for f in files)
+    if rows != backup_rows:
+        raise CountMismatchError(f"the TFRecords at {path} hold {rows} rows but the backup "
+                                 f"{backup} holds {backup_rows}; the data set is inconsistent: "
+                                 f"rewrite it with mode='overwrite'")
+    splits: dict[str, dict[str, int]] = {}
+    for f in files:
+        if f.get("split"):
+            s = splits.setdefault(f["split"], {"rows": 0, "files": 0, "bytes": 0})
+            s["rows"] += f["records"]
+            s["files"] += 1
+            s["bytes"] += f["bytes"]
+    return WriteResult(path, spec, rows, len(files), sum(f["bytes"] for f in files),
+                       dict(sorted(splits.items())), backup, source_rows, backup_rows,
+                       compression)

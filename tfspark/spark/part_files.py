@@ -1,0 +1,137 @@
+"""One Spark task's output files: Arrow batches in, framed records out, bounded memory.
+
+Each task attempt writes files whose names carry the write id and the attempt id, so retried
+and speculative attempts never collide; the driver's commit names the files that count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from tfspark import partitions
+from tfspark.arrow.encode import BatchEncoder, bytes_buffers
+from tfspark.errors import EncodeError
+from tfspark.fs import Location
+from tfspark.wire.stream import RecordWriter
+from tfspark.wire.tfrecord import OVERHEAD, file_suffix, frame_buffer
+
+
+@dataclass
+class _Open:
+    rel: str
+    stream: Any
+    writer: RecordWriter
+    split: str | None
+    partition: dict[str, Any]
+
+
+@dataclass
+class TaskFiles:
+    """The part files of one write task attempt: one open file per (split, partition) group,
+    rolled over at max_records; names carry the task attempt and write id.
+    """
+
+    loc: Location
+    write_id: str
+    task: str  # "<partition id>-<task attempt id>"
+    compression: str | None
+    gzip_level: int
+    record_type: str
+    max_records: int | None
+    encoder: BatchEncoder | None
+    done: list[dict[str, Any]] = field(default_factory=list)
+    _open: dict[tuple, _Open] = field(default_factory=dict)
+    _seq: int = 0
+
+    def write_group(self, split: str | None, partition: dict[str, Any],
+                    batch: pa.RecordBatch) -> None:
+        """Append one group's rows (all of one split and partition) to its current file."""
+        buf, offsets = self._frame(batch)
+        key = (split, tuple(partition.items()))
+        start = 0
+        n = len(offsets) - 1
+        while start < n:
+            f = self._open.get(key) or self._new_file(key, split, partition)
+            room = n - start
+            if self.max_records is not None:
+                room = min(room, self.max_records - f.writer.records)
+            end = start + room
+            f.writer.write_framed(buf[offsets[start]:offsets[end]], count=room)
+            start = end
+            if self.max_records is not None and f.writer.records >= self.max_records:
+                self._close(key)
+
+    def _frame(self, batch: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray]:
+        if self.encoder is not None:
+            return self.encoder.encode(batch, framed=True)
+        col = batch.column(0)
+        if col.null_count:
+            row = int(np.argmin(col.is_valid().to_numpy(zero_copy_only=False)))
+            raise EncodeError(f"recordType ByteArray: column {batch.schema.names[0]!r} is null "
+                              f"at row {row}; filter out null records")
+        data, offs = bytes_buffers(col)
+        base = offs - offs[0]
+        framed = frame_buffer(data[offs[0]:offs[-1]], base)
+        return framed, base + OVERHEAD * np.arange(len(base), dtype=np.int64)
+
+    def _new_file(self, key: tuple, split: str | None, partition: dict[str, Any]) -> _Open:
+        folder = partitions.directory(split, partition)
+        name = (f"part-{self.task}-{self.write_id}-{self._seq:04d}"
+                f"{file_suffix(self.compression)}")
+        self._seq += 1
+        rel = f"{folder}/{name}" if folder else name
+        self.loc.fs.create_dir(self.loc.join(folder) if folder else self.loc.base, recursive=True)
+        # compression=None: pyarrow would otherwise gzip ".gz" names a second time.
+        stream = self.loc.fs.open_output_stream(self.loc.join(rel), compression=None)
+        writer = RecordWriter(stream, compression=self.compression, gzip_level=self.gzip_level)
+        opened = _Open(rel, stream, writer, split, partition)
+        self._open[key] = opened
+        return opened
+
+    def _close(self, key: tuple) -> None:
+        f = self._open.pop(key)
+        f.writer.close()
+        f.stream.close()
+        self.done.append({"path": f.rel, "records": f.writer.records,
+                          "bytes": f.writer.bytes_written, "split": f.split,
+                          "partition": {k: None if v is None else partitions.value_text(v)
+                                        for k, v in f.partition.items()},  # JSON: text
+                          "write_id": self.write_id})
+
+    def close(self) -> list[dict[str, Any]]:
+        """Close every open file; returns the manifest entries of all files written."""
+        for key in list(self._open):
+            self._close(key)
+        return self.done
+
+    def discard(self) -> None:
+        """Remove everything this attempt wrote (on failure; the driver also sweeps)."""
+        for f in self._open.values():
+            try:
+                f.stream.close()
+            except Exception:  # noqa: BLE001 - best effort while failing
+                pass
+            self.loc.delete(f.rel)
+        for d in self.done:
+            self.loc.delete(d["path"])
+        self._open.clear()
+        self.done.clear()
+
+
+def batches_by_group(batches: Iterator[pa.RecordBatch], split_col: str | None,
+                     part_cols: list[str], keep: list[str]
+                     ) -> Iterator[tuple[str | None, dict[str, Any], pa.RecordBatch]]:
+    """(split, {partition column: value}, rows) for each group of rows of each batch, with only
+    the `keep` columns.
+    """
+    cols = ([split_col] if split_col else []) + part_cols
+    for batch in batches:
+        for key, rows in partitions.group_rows(batch, cols):
+            split = key[0] if split_col else None
+            values = key[1:] if split_col else key
+            yield split, dict(zip(part_cols, values)), rows.select(keep)

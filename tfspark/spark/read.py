@@ -1,0 +1,263 @@
+"""spark.read.format("tfrecord"): the Python Data Source reader.
+
+The driver finds the files (the manifest's, or for a directory without one every file whose
+name contains ".tfrecord", skipping names that start with "_" or "."), works out the schema
+(the manifest's, a user's `.schema(...)`, or one inferred from a sample: infer.py), and plans
+one partition per file. Each task streams its file in chunks with bounded memory, checks both
+CRCs, decodes up to 10,000 records at a time with the numba decoder (arrow/decode.py), turns
+the canonical columns into the Spark schema's Arrow types (to_spark.py) and yields Arrow batches.
+
+Options: see tfspark.options.READ_OPTIONS (checked into a ReadOptions there).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.fs as pafs
+from pyspark.sql import types as T
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+
+from tfspark import manifest as mf
+from tfspark.errors import CorruptRecordError, OptionError
+from tfspark.fs import Location, locate
+from tfspark.options import ReadOptions
+from tfspark.spark.commit import write_id_of
+from tfspark.spec import FeatureSpec
+from tfspark.wire.stream import sniff_gzip, stream_framed
+
+# ---------------------------------------------------------------- what a path holds
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One file to read: its path under the data set root, compression, partition values and
+    (with a manifest) its expected record count.
+    """
+
+    rel: str  # relative to the data set root ("" when the root is the file itself)
+    compression: str | None | object = "auto"
+    partition: dict[str, Any] = field(default_factory=dict)
+    records: int | None = None  # from the manifest: checked after reading
+
+
+@dataclass(frozen=True)
+class Source:
+    """What a read path holds: its files, record type, and the spec and schema of its manifest."""
+
+    root: str
+    files: list[FileEntry]
+    record_type: str
+    spec: FeatureSpec | None  # None: no manifest (inferred or user schema) or ByteArray
+    schema: T.StructType | None  # the written schema; None without a manifest
+    partition_by: list[str]
+
+
+def discover(opts: ReadOptions) -> Source:
+    """The files, record type, spec and schema at opts.path: from its manifest when there is
+    one, else from a listing of the TFRecord files (a directory) or the path itself (a file).
+
+    Raises OptionError when the path does not exist, the options do not fit what is there, or
+    it holds a tfspark write that did not commit (part files or _backup/, no manifest).
+    """
+    loc = locate(opts.path)
+    if loc.exists(mf.NAME):
+        return _from_manifest(opts, loc, mf.read_manifest(loc))
+    kind = loc.fs.get_file_info(loc.base).type
+    if kind == pafs.FileType.NotFound:
+        raise OptionError(f"input path {opts.path!r} does not exist")
+    if opts.split:
+        raise OptionError(f"option split={opts.split!r} needs a data set written with splits "
+                          f"(a _tfspark.json manifest); {opts.path!r} has no manifest")
+    if kind == pafs.FileType.File:  # one file: read it whatever its name
+        files = [FileEntry("", opts.compression)]
+    else:
+        listed = loc.list_files()
+        _refuse_uncommitted(opts.path, listed)
+        files = [FileEntry(rel, opts.compression) for rel in listed if _is_data(rel)]
+    return Source(loc.uri, files, opts.record_type or "Example", None, None, [])
+
+
+def _refuse_uncommitted(path: str, listed: list[str]) -> None:
+    """A directory with tfspark part files (or write_tfrecords' _backup/) but no manifest holds
+    a write that did not commit: its files may be partial or from failed attempts."""
+    parts = [r for r in listed if write_id_of(r)]
+    if not parts and not any(r.startswith("_backup/") for r in listed):
+        return
+    what = (f"{len(parts)} part file(s) of a tfspark write" if parts else
+            "the parquet backup (_backup/) of a tfspark write")
+    raise OptionError(f"{path!r} has no {mf.NAME} but holds {what} that did not commit: the "
+                      f"write failed, was killed or is still running, and its files may be "
+                      f"partial. Rewrite it (mode 'overwrite'); to look at one of the files "
+                      f"anyway, read that file's own path")
+
+
+def _is_data(rel: str) -> bool:
+    parts = rel.split("/")
+    return ".tfrecord" in parts[-1] and not any(p.startswith(("_", ".")) for p in parts)
+
+
+def _from_manifest(opts: ReadOptions, loc: Location, m: dict[str, Any]) -> Source:
+    record_type = m.get("record_type", "Example")
+    if opts.record_type and opts.record_type != record_type:
+        raise OptionError(f"option recordType={opts.record_type!r} contradicts the manifest of "
+                          f"{opts.path!r}, which says {record_type!r}; drop the option")
+    files = m.get("files", [])
+    if opts.split:
+        splits = m.get("splits", [])
+        if opts.split not in splits:
+            have = f"its splits are {splits}" if splits else "it has no splits"
+            raise OptionError(f"option split={opts.split!r}: no such split in {opts.path!r}; "
+                              f"{have}")
+        files = [f for f in files if f.get("split") == opts.split]
+    compression = m.get("compression") if opts.compression == "auto" else opts.compression
+    entries = [FileEntry(f["path"], compression, dict(f.get("partition") or {}),
+                         f.get("records")) for f in files]
+    spec = FeatureSpec.from_dict(m["spec"]) if m.get("spec") else None
+    partition_by = list(m.get("partition_by") or [])
+    return Source(loc.uri, entries, record_type, spec, _manifest_schema(m, spec, partition_by),
+                  partition_by)
+
+
+def _manifest_schema(m: dict[str, Any], spec: FeatureSpec | None,
+                     partition_by: list[str]) -> T.StructType:
+    from tfspark.spark.to_spark import spark_type_of
+
+    source = (T.StructType.fromJson(dict(spec.source_schema))
+              if spec is not None and spec.source_schema else None)
+    if m.get("schema"):
+        written = T.StructType.fromJson(m["schema"])
+        if source is not None:  # write_tfrecords writes from its parquet backup, which
+            # makes every column nullable: the spec's source schema has the original fields
+            written = T.StructType([source[f.name] if f.name in source.names else f
+                                    for f in written.fields])
+    elif source is not None:
+        written = source
+    elif spec is not None:
+        written = T.StructType([T.StructField(f.name, spark_type_of(f)) for f in spec.features])
+    else:
+        written = T.StructType([T.StructField("value", T.BinaryType())])
+    have = set(written.names)
+    written = T.StructType(list(written.fields) + [T.StructField(p, T.StringType())
+                                                   for p in partition_by if p not in have])
+    if m.get("record_type") == "ByteArray":
+        parts = [f for f in written.fields if f.name in partition_by]
+        written = T.StructType([T.StructField("value", T.BinaryType(), False)] + parts)
+    return _readable(written)
+
+
+def _readable(dt: Any) -> Any:
+    """char/varchar -> string: Spark hands strings to Python sources, and Arrow has no char."""
+    if isinstance(dt, T.StructType):
+        return T.StructType([T.StructField(f.name, _readable(f.dataType), f.nullable, f.metadata)
+                             for f in dt.fields])
+    if isinstance(dt, T.ArrayType):
+        return T.ArrayType(_readable(dt.elementType), dt.containsNull)
+    if isinstance(dt, (T.CharType, T.VarcharType)):
+        return T.StringType()
+    return dt
+
+
+def read_schema(opts: ReadOptions) -> T.StructType:
+    """The schema of what `opts` point at: the manifest's, or inferred from a sample."""
+    src = discover(opts)
+    if src.schema is not None:
+        return src.schema
+    if src.record_type == "ByteArray":
+        return T.StructType([T.StructField("value", T.BinaryType(), False)])
+    from tfspark.spark.infer import infer_schema
+
+    return infer_schema(locate(src.root), src.files, opts)[0]
+
+
+# ---------------------------------------------------------------- reading
+
+class FilePartition(InputPartition):
+    """One Spark input partition: one file."""
+
+    def __init__(self, index: int, entry: FileEntry):
+        super().__init__(index)
+        self.entry = entry
+
+
+class TfrecordReader(DataSourceReader):
+    """Planned on the driver, pickled to executors: plain data only; numba and Arrow objects
+    are made inside read()."""
+
+    def __init__(self, opts: ReadOptions, schema: T.StructType):
+        from tfspark.spark.infer import spec_for_schema
+
+        self.opts = opts
+        src = discover(self.opts)
+        self.root, self.files = src.root, src.files
+        self.schema = _readable(schema)
+        self.record_type = src.record_type
+        self.partition_by = [p for p in src.partition_by if p in self.schema.names]
+        self.partition_types = {p: self.schema[p].dataType for p in self.partition_by}
+        data = T.StructType([f for f in self.schema.fields if f.name not in self.partition_by])
+        if self.record_type == "ByteArray":
+            self.spec = None
+        elif src.spec is not None:  # the manifest's encoding, for the columns asked for
+            self.spec = FeatureSpec(tuple(f for f in src.spec.features
+                                          if f.path[0] in data.names))
+        else:
+            self.spec = spec_for_schema(data)
+
+    def partitions(self) -> list[InputPartition]:
+        """One input partition per file."""
+        return [FilePartition(i, f) for i, f in enumerate(self.files)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """On an executor: the file of `partition` as Arrow batches of the read schema.
+
+        CRCs are checked unless verify=false; a manifest's record count is checked at the end.
+        Raises CorruptRecordError for a damaged file, SchemaError when records do not fit.
+        """
+        from tfspark.arrow.decode import Decoder, records_column
+        from tfspark.spark.to_spark import Restorer
+
+        entry: FileEntry | None = getattr(partition, "entry", None)
+        if entry is None:  # no files: Spark still runs one empty partition
+            return
+        loc = locate(self.root)
+        path = loc.join(entry.rel) if entry.rel else loc.base
+        name = posixpath.join(self.root, entry.rel) if entry.rel else self.root
+        restorer = Restorer(self.schema, self._constants(entry))
+        decoder = Decoder(self.spec) if self.spec is not None else None
+
+        def to_batch(buf: np.ndarray, offsets: np.ndarray, base: int) -> pa.RecordBatch:
+            if decoder is None:
+                return restorer.restore({("value",): records_column(buf, offsets)},
+                                        len(offsets) - 1)
+            canon = decoder.decode(buf, offsets, framed=True, path=name, offset=base)
+            return restorer.restore({f.path: canon.column(i)
+                                     for i, f in enumerate(decoder.spec.features)},
+                                    canon.num_rows)
+
+        try:
+            opened = loc.fs.open_input_file(path)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"{name}: named for reading (by the manifest) but it does "
+                                    f"not exist; the data set is incomplete (deleted or moved "
+                                    f"files?): restore it or rewrite the data set") from None
+        with opened as raw:
+            gz = sniff_gzip(raw) if entry.compression == "auto" else entry.compression == "gzip"
+            stream = pa.CompressedInputStream(raw, "gzip") if gz else raw
+            count = 0
+            for batch in stream_framed(stream, name, self.opts.verify, to_batch, gz):
+                count += batch.num_rows
+                yield batch
+        if entry.records is not None and count != entry.records:
+            raise CorruptRecordError(f"{name}: holds {count} records but the manifest lists "
+                                     f"{entry.records}; the file was changed after the write: "
+                                     f"rewrite the data set", path=name)
+
+    def _constants(self, entry: FileEntry) -> dict[str, Any]:
+        from tfspark.spark.to_spark import partition_value
+
+        return {p: partition_value(entry.partition.get(p), t, p)
+                for p, t in self.partition_types.items()}

@@ -1,0 +1,83 @@
+"""The Spark Python Data Source "tfrecord" (also registered as "tfspark"): the thin adapter.
+
+Options in, writer or reader out: write.py plans and commits writes, read.py reads. Spark itself
+accepts only append and overwrite for Python sources; `.option("mode", ...)` adds errorifexists
+and ignore.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pyspark.sql.datasource import DataSource
+from pyspark.sql.types import StructType
+
+from tfspark.options import ReadOptions, WriteOptions
+from tfspark.spark.write import TfrecordWriter, plan_write
+
+log = logging.getLogger("tfspark")
+
+
+class TfrecordDataSource(DataSource):
+    """The Spark Python data source "tfrecord": df.write / spark.read of TFRecord files.
+
+    Register it with tfspark.register(spark); options are listed in tfspark.options
+    (WRITE_OPTIONS, READ_OPTIONS).
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        """The format name Spark looks the source up by."""
+        return "tfrecord"
+
+    def writer(self, schema: StructType, overwrite: bool) -> TfrecordWriter:
+        """The writer, planned on the driver: options, mode and spec checked before tasks run."""
+        return plan_write(WriteOptions.from_source_options(self.options), schema, overwrite)
+
+    def schema(self) -> StructType | str:
+        """The schema to read: the manifest's written schema, else inferred from sampled records."""
+        from tfspark.spark.read import read_schema
+
+        return read_schema(ReadOptions.from_source_options(dict(self.options)))
+
+    def reader(self, schema: StructType) -> Any:
+        """A TfrecordReader of `schema`'s columns (one input partition per file)."""
+        from tfspark.spark.read import TfrecordReader
+
+        return TfrecordReader(ReadOptions.from_source_options(dict(self.options)), schema)
+
+
+class TfsparkDataSource(TfrecordDataSource):
+    """The same source under a name no JVM connector takes."""
+
+    @classmethod
+    def name(cls) -> str:
+        """The format name: "tfspark", free even when a JVM connector holds "tfrecord"."""
+        return "tfspark"
+
+
+def register(spark: Any) -> list[str]:
+    """Register the source as "tfspark", and as "tfrecord" when no other source has that name.
+
+    Idempotent. Returns the names registered. Spark looks Python sources up in the calling
+    JVM thread's active session, which a new Python thread lacks (DATA_SOURCE_NOT_FOUND), so
+    this also makes `spark` the active session of the calling thread: call it in each thread
+    that writes. (Spark Connect sessions have no JVM here and need nothing.)
+    """
+    jvm_session = getattr(spark, "_jsparkSession", None)
+    if jvm_session is not None:
+        spark._jvm.SparkSession.setActiveSession(jvm_session)
+    spark.dataSource.register(TfsparkDataSource)
+    names = ["tfspark"]
+    try:
+        spark.dataSource.register(TfrecordDataSource)
+        names.append("tfrecord")
+    except Exception as e:  # DATA_SOURCE_ALREADY_EXISTS from a JVM connector on the classpath
+        if "ALREADY_EXISTS" not in str(e):
+            raise
+        if not getattr(register, "_warned", False):
+            log.warning("tfspark: another data source is already named 'tfrecord' (a JVM "
+                        "connector on the classpath?); use format('tfspark') for tfspark")
+            register._warned = True  # type: ignore[attr-defined]
+    return names

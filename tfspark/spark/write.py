@@ -1,0 +1,289 @@
+"""A write through the data source: planned on the driver, run by tasks, committed on the driver.
+
+The driver checks options, mode and spec in `plan_write` before any task runs; executors stream
+Arrow batches into their own part files (part_files.py); the driver's `commit()` publishes the
+manifest and `_SUCCESS` under the commit lock (commit.py), and `abort()` removes the job's files.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.types import StructType
+
+from tfspark import manifest as mf
+from tfspark.errors import ManifestError, OptionError, SchemaError, WriteConflictError
+from tfspark.fs import Location, locate
+from tfspark.options import WriteOptions
+from tfspark.spark.commit import (
+    PART_FILE,
+    commit_lock,
+    conflict_message,
+    new_write_id,
+    write_id_of,
+)
+from tfspark.spec import FeatureSpec, infer_spec
+
+log = logging.getLogger("tfspark")
+PARTITION_TYPES = ("string", "int", "bigint", "smallint", "tinyint", "boolean", "date")
+
+
+@dataclass
+class TaskCommit(WriterCommitMessage):
+    """What one write task sends the driver: the manifest entries of the files it wrote."""
+
+    write_id: str
+    task: str
+    files: list[dict[str, Any]] = field(default_factory=list)
+
+
+def plan_write(opts: WriteOptions, schema: StructType, overwrite: bool) -> TfrecordWriter:
+    """Everything that can be checked on the driver, before a task runs."""
+    mode = "overwrite" if overwrite else (opts.mode or "append")
+    if overwrite and opts.mode not in (None, "overwrite"):
+        raise OptionError(f"option mode={opts.mode!r} contradicts Spark's .mode('overwrite'); "
+                          f"drop one of them")
+    loc = locate(opts.path)
+    skip = False
+    old = _existing(loc, mode)
+    if mode == "errorifexists" and not loc.is_empty():
+        raise OptionError(f"output path {opts.path!r} already exists and is not empty; use mode "
+                          f"'overwrite' to replace it, 'append' to add to it, or another path")
+    if mode == "ignore" and not loc.is_empty():
+        skip = True
+    created = not loc.exists()  # abort removes the directory again when it made it
+    names = schema.names
+    extra_cols = list(opts.partition_by) + ([opts.split_column] if opts.split_column else [])
+    for col in extra_cols:
+        if col not in names:
+            raise OptionError(f"partition/split column {col!r} is not in the DataFrame; columns "
+                              f"are {names}")
+        tname = schema[col].dataType.simpleString()
+        if tname not in PARTITION_TYPES:
+            raise OptionError(f"cannot partition by column {col!r} of type {tname}; use a "
+                              f"string, integer, boolean or date column")
+    keep = [n for n in names if n not in extra_cols]
+    data_schema = StructType([schema[n] for n in keep])
+    spec = _spec(opts, data_schema)
+    if mode == "append" and old is not None:
+        _check_append(opts, old, spec)
+    if not skip:  # last: a refused write leaves no directory behind
+        loc.check_writable()
+    # The written schema, partition columns included (the reader restores their types).
+    written = StructType([f for f in schema.fields if f.name != opts.split_column]).jsonValue()
+    # Overwrite replaces the writes whose files are there now (the old data set, leftovers of
+    # failed or killed writes), not those of writes that start later.
+    replaces = sorted({w for w in map(write_id_of, loc.list_files()) if w} |
+                      {w["write_id"] for w in (old or {}).get("writes", [])}) \
+        if mode == "overwrite" else []
+    return TfrecordWriter(uri=opts.path, mode=mode, skip=skip, write_id=new_write_id(),
+                          base_write=_last_write(old), spec=spec, opts=opts, keep=keep,
+                          schema=written, created=created and not skip, replaces=replaces)
+
+
+def _spec(opts: WriteOptions, data_schema: StructType) -> FeatureSpec | None:
+    if opts.record_type == "ByteArray":
+        fields = data_schema.fields
+        if len(fields) != 1 or fields[0].dataType.simpleString() not in ("binary", "string"):
+            raise OptionError(f"recordType ByteArray needs exactly one binary column (besides "
+                              f"partition columns); got {data_schema.simpleString()}")
+        return None
+    if opts.spec_json:
+        spec = FeatureSpec.from_json(opts.spec_json)
+        missing = sorted({f.path[0] for f in spec.features} - set(data_schema.names))
+        if missing:
+            raise SchemaError(f"the given spec needs column(s) {missing} that the DataFrame "
+                              f"lacks; columns are {data_schema.names}")
+        _check_spec_fits(spec, data_schema)
+        return spec
+    return infer_spec(data_schema, label_cols=opts.label_cols, shapes=opts.shapes,
+                      defaults=opts.defaults)
+
+
+def _check_spec_fits(spec: FeatureSpec, data_schema: StructType) -> None:
+    """Encode zero rows of the DataFrame's Arrow schema: a given spec that does not fit the
+    columns (extra ones, other types, scalar for array) fails on the driver, before any task."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from tfspark.arrow.encode import BatchEncoder
+    from tfspark.errors import EncodeError
+
+    try:
+        empty = to_arrow_schema(data_schema, timezone="UTC").empty_table()
+    except Exception:  # noqa: BLE001 - a type Arrow cannot convert: the tasks will say
+        return
+    try:
+        BatchEncoder(spec).encode(empty)
+    except EncodeError as e:
+        raise SchemaError(f"the given spec does not fit the DataFrame: {e}") from None
+
+
+def _existing(loc: Location, mode: str) -> dict[str, Any] | None:
+    """The manifest at loc, if any. A damaged one fails every mode but overwrite, which is
+    how the data set is repaired."""
+    if not loc.exists(mf.NAME):
+        return None
+    try:
+        return mf.read_manifest(loc)
+    except ManifestError as e:
+        if mode != "overwrite":
+            raise
+        log.warning("tfspark: overwriting a data set whose manifest is damaged: %s", e)
+        return None
+
+
+def _last_write(old: dict[str, Any] | None) -> str | None:
+    return old["writes"][-1]["write_id"] if old and old.get("writes") else None
+
+
+def _check_append(opts: WriteOptions, old: dict[str, Any], spec: FeatureSpec | None) -> None:
+    new_spec = spec.to_dict() if spec is not None else None
+    old_spec = old.get("spec")
+    if new_spec is not None and old_spec is not None:
+        new_spec = {k: v for k, v in new_spec.items() if k != "source_schema"}
+        old_spec = {k: v for k, v in old_spec.items() if k != "source_schema"}
+    checks = [("compression", old.get("compression"), opts.compression),
+              ("recordType", old.get("record_type"), opts.record_type),
+              ("partitionBy", old.get("partition_by", []), list(opts.partition_by))]
+    for name, was, now in checks:
+        if was != now:
+            raise OptionError(f"cannot append: the data set at {opts.path!r} has {name}={was!r} "
+                              f"but this write has {now!r}; use the same {name} or overwrite")
+    if new_spec != old_spec:
+        raise SchemaError(f"cannot append to {opts.path!r}: its feature spec differs from this "
+                          f"DataFrame's ({_spec_diff(old_spec, new_spec)}); write to a new path "
+                          f"or overwrite")
+
+
+def _spec_diff(old: dict[str, Any] | None, new: dict[str, Any] | None) -> str:
+    """Which features were added, removed or changed, for the append error."""
+    was = {f["name"]: f for f in (old or {}).get("features", [])}
+    now = {f["name"]: f for f in (new or {}).get("features", [])}
+    parts = []
+    if sorted(set(now) - set(was)):
+        parts.append(f"new: {sorted(set(now) - set(was))}")
+    if sorted(set(was) - set(now)):
+        parts.append(f"missing: {sorted(set(was) - set(now))}")
+    changed = [f"{n} ({', '.join(k for k in now[n] if now[n][k] != was[n].get(k))})"
+               for n in sorted(set(was) & set(now)) if was[n] != now[n]]
+    if changed:
+        parts.append(f"changed: {', '.join(changed)}")
+    return "; ".join(parts) or "the data set has no spec"
+
+
+@dataclass
+class TfrecordWriter(DataSourceArrowWriter):
+    """Pickled to executors: only plain data here; files and encoders are made in write()."""
+
+    uri: str
+    mode: str
+    skip: bool
+    write_id: str
+    base_write: str | None
+    spec: FeatureSpec | None
+    opts: WriteOptions
+    keep: list[str]
+    schema: dict[str, Any] | None = None
+    created: bool = False  # the output directory did not exist before this write
+    replaces: list[str] = field(default_factory=list)  # overwrite: write ids it sweeps
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskCommit:
+        """On an executor: encode and frame one task's Arrow batches into its own part files.
+
+        Files are named by task attempt and write id, so a retried or failed attempt never clobbers
+        another's; on failure this attempt's files are removed before the error propagates.
+        """
+        from pyspark import TaskContext
+
+        from tfspark.arrow.encode import BatchEncoder
+        from tfspark.spark.part_files import TaskFiles, batches_by_group
+
+        ctx = TaskContext.get()
+        task = f"{ctx.partitionId():05d}-{ctx.taskAttemptId()}" if ctx else "00000-0"
+        if self.skip:
+            for _ in iterator:
+                pass
+            return TaskCommit(self.write_id, task)
+        encoder = None if self.spec is None else BatchEncoder(
+            self.spec, null_elements=self.opts.null_elements)
+        files = TaskFiles(locate(self.uri), self.write_id, task, self.opts.compression,
+                          self.opts.gzip_level, self.opts.record_type,
+                          self.opts.max_records_per_file, encoder)
+        try:
+            for split, part, batch in batches_by_group(iterator, self.opts.split_column,
+                                                       list(self.opts.partition_by), self.keep):
+                files.write_group(split, part, batch)
+            return TaskCommit(self.write_id, task, files.close())
+        except BaseException:
+            files.discard()
+            raise
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """On the driver, after every task succeeded: write the manifest (the commit point), then
+        sweep files of failed attempts and, on overwrite, the old data set's.
+
+        Raises WriteConflictError when another write committed to the path since this one was
+        planned (any mode); the check and the manifest write hold the commit lock.
+        """
+        if self.skip:
+            log.info("tfspark: %s exists; mode 'ignore' wrote nothing", self.uri)
+            return
+        loc = locate(self.uri)
+        files = [f for m in messages if isinstance(m, TaskCommit) for f in m.files]
+        try:
+            with commit_lock(loc, self.write_id):  # check and write as one step
+                old = _existing(loc, self.mode)
+                if _last_write(old) != self.base_write:  # a write committed since planning
+                    raise WriteConflictError(conflict_message(self.uri, self.mode))
+                manifest = old if (self.mode == "append" and old is not None) else \
+                    mf.new_manifest(spec=self.spec.to_dict() if self.spec else None,
+                                    compression=self.opts.compression,
+                                    record_type=self.opts.record_type,
+                                    partition_by=self.opts.partition_by)
+                mf.add_files(manifest, sorted(files, key=lambda f: f["path"]), self.write_id)
+                if self.schema is not None:
+                    manifest["schema"] = self.schema
+                if self.opts.stats is not None:
+                    manifest["stats"] = dict(self.opts.stats)
+                mf.write_manifest(loc, manifest)
+        except BaseException:
+            self._remove_ours(loc)
+            raise
+        self._sweep(loc, {f["path"] for f in manifest["files"]})
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """On the driver, after a failed job: remove every file this write id produced."""
+        self._remove_ours(locate(self.uri))
+
+    def _remove_ours(self, loc: Location) -> None:
+        left = False
+        for rel in loc.list_files():
+            if self.write_id in rel and PART_FILE.search(rel):
+                loc.delete(rel)
+            else:
+                left = True
+        if self.created and not left:  # nothing else there: take back the directory we made
+            loc.delete_all()
+
+    def _sweep(self, loc: Location, keep: set[str]) -> None:
+        """After commit: drop failed attempts' files, and on overwrite those of the writes it
+        replaces (the old data set, leftovers there when it was planned; files of no tfspark
+        write too), never those of a write begun since, which commits or cleans up itself."""
+        for rel in loc.list_files():
+            if rel in keep or not PART_FILE.search(rel):
+                continue
+            wid = write_id_of(rel)
+            if self.write_id in rel or (self.mode == "overwrite" and
+                                        (wid is None or wid in self.replaces)):
+                loc.delete(rel)
+        if self.mode == "overwrite":
+            splits = set(mf.read_manifest(loc).get("splits", []))
+            for rel in loc.list_files():
+                top = rel.split("/")[0]
+                if rel.endswith("/" + mf.NAME) and top not in splits and "=" not in top:
+                    loc.delete(rel)

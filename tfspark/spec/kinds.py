@@ -1,0 +1,52 @@
+"""The vocabulary of a feature spec: kinds, stored dtypes, encodings, as Literal types and tuples.
+
+One place for the names the spec, the JSON format (schemas/feature_spec.schema.json), the
+encoders and the readers agree on.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal, get_args
+
+FORMAT = "tfspark.feature_spec"
+VERSION = 1
+
+Kind = Literal["fixed", "varlen", "ragged"]
+DType = Literal["int64", "float32", "string"]
+# How source values become the stored dtype: int as is; bool 0/1; float and decimal to
+# float32; bytes UTF-8 text or raw binary; date days and timestamp microseconds since 1970
+# (UTC); vector an ml Vector, dense.
+Encoding = Literal["bool", "int", "float", "decimal", "bytes", "date", "timestamp", "vector"]
+
+KINDS: tuple[Kind, ...] = get_args(Kind)
+DTYPES: tuple[DType, ...] = get_args(DType)
+ENCODINGS: tuple[Encoding, ...] = get_args(Encoding)
+
+# Suffixes of the two Example keys a 2-D ragged feature is stored under.
+RAGGED_VALUES = "/values"
+RAGGED_LENGTHS = "/row_lengths"
+
+TYPE_DEFAULTS = {"int64": 0, "float32": 0.0, "string": ""}
+F32_MAX = 3.4028234663852886e38  # largest finite float32
+
+
+def fits_float32(value: float) -> bool:
+    """NaN, +-inf, or a finite number within float32 range (a default must not overflow)."""
+    try:
+        x = float(value)
+    except OverflowError:
+        return False
+    return not math.isfinite(x) or abs(x) <= F32_MAX
+
+
+def json_float(x: float) -> float | str:
+    """A float for JSON, which has no NaN/Infinity: those become strings (lossless round trip)."""
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "Infinity" if x > 0 else "-Infinity"
+    return x
+
+
+FLOAT_WORDS = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}

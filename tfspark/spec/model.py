@@ -1,0 +1,161 @@
+"""Feature and FeatureSpec: what each column becomes in a tf.train.Example, and its JSON form.
+
+Pure data: no pyspark, no TensorFlow. The Spark type mapping is in from_spark.py, the JSON
+checks in validate.py, the tf.io parsing spec in tfspark/tf/parsing.py.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from importlib import import_module
+from typing import Any
+
+from tfspark.errors import SchemaError
+from tfspark.spec.kinds import (
+    FORMAT,
+    RAGGED_LENGTHS,
+    RAGGED_VALUES,
+    VERSION,
+    DType,
+    Encoding,
+    Kind,
+    json_float,
+)
+
+
+@dataclass(frozen=True)
+class Feature:
+    """One feature of the Example. `path` is the column path in the source schema."""
+
+    name: str
+    path: tuple[str, ...]
+    kind: Kind
+    dtype: DType
+    encoding: Encoding  # how the source values become dtype (see kinds.Encoding)
+    source_type: str  # Spark simpleString of the source column, e.g. "decimal(10,2)"
+    shape: tuple[int, ...] = ()  # fixed: () scalar or (n,) array
+    nullable: bool = True
+    default: Any = None  # fill value at parse time for nullable fixed features
+    label: bool = False
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """The Example feature keys this feature is stored under."""
+        if self.kind == "ragged":
+            return (self.name + RAGGED_VALUES, self.name + RAGGED_LENGTHS)
+        return (self.name,)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The feature as its JSON object in the spec format (see FeatureSpec.to_dict)."""
+        out = {
+            "name": self.name,
+            "path": list(self.path),
+            "kind": self.kind,
+            "dtype": self.dtype,
+            "encoding": self.encoding,
+            "source_type": self.source_type,
+            "shape": list(self.shape),
+            "nullable": self.nullable,
+            "label": self.label,
+        }
+        if self.default is not None:
+            out["default"] = json_float(self.default) if self.dtype == "float32" else self.default
+        return out
+
+
+@dataclass(frozen=True)
+class FeatureSpec:
+    """The immutable description of a TFRecord data set: features in Example key order."""
+
+    features: tuple[Feature, ...]
+    source_schema: Mapping[str, Any] | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        check_unique_keys(self.features)
+
+    @property
+    def names(self) -> list[str]:
+        """Feature names, in spec order."""
+        return [f.name for f in self.features]
+
+    @property
+    def label_names(self) -> list[str]:
+        """Names of the label features, in spec order."""
+        return [f.name for f in self.features if f.label]
+
+    def __getitem__(self, name: str) -> Feature:
+        for f in self.features:
+            if f.name == name:
+                return f
+        raise KeyError(f"no feature {name!r} in the spec; features are {self.names}")
+
+    def with_labels(self, label_cols: Iterable[str]) -> FeatureSpec:
+        """A copy whose labels are exactly `label_cols` (SchemaError for a name not in the spec)."""
+        wanted = check_labels(self.features, label_cols)
+        return replace(self, features=tuple(replace(f, label=f.name in wanted)
+                                            for f in self.features))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The spec as a JSON-ready dict: format, version and the features in order."""
+        out: dict[str, Any] = {"format": FORMAT, "version": VERSION,
+                               "features": [f.to_dict() for f in self.features]}
+        if self.source_schema is not None:
+            out["source_schema"] = dict(self.source_schema)
+        return out
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """The spec as JSON text; FeatureSpec.from_json(spec.to_json()) == spec."""
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=False, allow_nan=False)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> FeatureSpec:
+        """Parse a spec from JSON text; raises SchemaError for invalid JSON or an invalid spec."""
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise SchemaError(f"feature spec is not valid JSON: {e}") from None
+        return cls.from_dict(doc)
+
+    @classmethod
+    def from_dict(cls, doc: Any) -> FeatureSpec:
+        """Parse a spec from its JSON object (as in a manifest's "spec"); raises SchemaError naming
+        the field that is wrong.
+        """
+        from tfspark.spec.validate import check_spec_dict
+
+        features, schema = check_spec_dict(doc)
+        return cls(tuple(Feature(**f) for f in features), source_schema=schema)
+
+    def parsing_spec(self) -> dict[str, Any]:
+        """{name: tf.io.FixedLenFeature | VarLenFeature | RaggedFeature} for tf.io.parse_example.
+
+        Needs TensorFlow (tfspark[tf]); the TensorFlow code lives in tfspark.tf.parsing.
+        """
+        # Looked up at call time: the spec tier never imports TensorFlow code itself.
+        parsing: dict[str, Any] = import_module("tfspark.tf.parsing").parsing_spec(self)
+        return parsing
+
+
+def check_labels(features: Iterable[Feature], label_cols: Iterable[str]) -> set[str]:
+    """The label names, each checked to be a feature (SchemaError listing the columns if not)."""
+    if isinstance(label_cols, str):
+        label_cols = [label_cols]
+    names = {f.name for f in features}
+    wanted = list(label_cols)
+    missing = [c for c in wanted if c not in names]
+    if missing:
+        raise SchemaError(f"label column(s) {missing} not found; columns are {sorted(names)}")
+    return set(wanted)
+
+
+def check_unique_keys(features: Iterable[Feature]) -> None:
+    """SchemaError when two features map to the same Example key."""
+    seen: dict[str, str] = {}
+    for f in features:
+        for key in f.keys:
+            if key in seen:
+                raise SchemaError(f"features {seen[key]!r} and {f.name!r} both map to Example "
+                                  f"key {key!r}; rename one of the columns")
+            seen[key] = f.name

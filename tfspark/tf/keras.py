@@ -1,0 +1,65 @@
+"""keras_inputs(): one keras.Input per spec feature, matching what make_dataset yields.
+
+Shapes leave out the batch dimension: fixed scalar -> (), fixed [n] -> (n,), VarLen ->
+(None,) ragged, 2-D ragged -> (None, None) ragged. Keras 3 is imported inside the function.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from tfspark.spec.model import Feature, FeatureSpec
+
+_KERAS_DTYPES = {"int64": "int64", "float32": "float32", "string": "string"}
+# Keras refuses "/" in layer names, and TensorFlow name scopes dislike most punctuation, so
+# anything outside these characters becomes "_" in the Input's name (the dict key is unchanged).
+_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]")
+
+
+def keras_inputs(spec: FeatureSpec, *, include_labels: bool = False,
+                 names: list[str] | None = None) -> dict[str, Any]:
+    """{feature name: keras.Input} for the features of `spec`, in spec order.
+
+    Labels are left out unless include_labels. names: only these features (in this order).
+    The dict is keyed by the feature name, which is what make_dataset's feature dicts use, so
+    `keras.Model(inputs=keras_inputs(spec), ...)` lines up with the data by key; each Input's
+    own `name` is the feature name with characters Keras refuses replaced by "_" (made unique).
+    """
+    import keras
+
+    if names is None:
+        features = [f for f in spec.features if include_labels or not f.label]
+    else:
+        features = [spec[n] for n in names]
+    out: dict[str, Any] = {}
+    used: set[str] = set()
+    for f in features:
+        shape, ragged = input_shape(f)
+        out[f.name] = keras.Input(shape=shape, dtype=_KERAS_DTYPES[f.dtype], ragged=ragged,
+                                  name=_unique(keras_name(f.name), used))
+    return out
+
+
+def input_shape(f: Feature) -> tuple[tuple[int | None, ...], bool]:
+    """(shape without the batch dimension, ragged?) of a feature as make_dataset yields it."""
+    if f.kind == "fixed":
+        return tuple(f.shape), False
+    if f.kind == "varlen":
+        return (None,), True
+    return (None, None), True
+
+
+def keras_name(name: str) -> str:
+    """`name` with the characters Keras refuses in layer names replaced by "_"."""
+    safe = _NAME_UNSAFE.sub("_", name)
+    return safe if safe and safe[0].isalnum() else f"f{safe}"
+
+
+def _unique(name: str, used: set[str]) -> str:
+    out, k = name, 1
+    while out in used:
+        k += 1
+        out = f"{name}_{k}"
+    used.add(out)
+    return out

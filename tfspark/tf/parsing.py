@@ -1,0 +1,44 @@
+"""FeatureSpec -> the tf.io parsing spec: {name: FixedLenFeature | VarLenFeature |
+RaggedFeature}, what tf.io.parse_example takes (FeatureSpec.parsing_spec() calls this)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from tfspark.spec.model import Feature, FeatureSpec
+
+_DTYPES = {"int64": tf.int64, "float32": tf.float32, "string": tf.string}
+
+
+def parsing_spec(spec: FeatureSpec) -> dict[str, Any]:
+    """{name: tf.io.FixedLenFeature | VarLenFeature | RaggedFeature} for tf.io.parse_example."""
+    out: dict[str, Any] = {}
+    for f in spec.features:
+        dt = _DTYPES[f.dtype]
+        if f.kind == "fixed":
+            if f.default is None:
+                out[f.name] = tf.io.FixedLenFeature(f.shape, dt)
+            else:
+                fill = _default(f)
+                default = [fill] * f.shape[0] if f.shape else fill
+                out[f.name] = tf.io.FixedLenFeature(f.shape, dt, default_value=default)
+        elif f.kind == "varlen":
+            out[f.name] = tf.io.VarLenFeature(dt)
+        else:
+            values_key, lengths_key = f.keys
+            out[f.name] = tf.io.RaggedFeature(
+                dt, value_key=values_key,
+                partitions=[tf.io.RaggedFeature.RowLengths(lengths_key)],
+                row_splits_dtype=tf.int64)
+    return out
+
+
+def _default(f: Feature) -> Any:
+    if f.dtype == "float32":
+        # Not a Python float: TF caches eager constants of Python scalars by value, and
+        # -0.0 == 0.0, so a -0.0 default could come back as 0.0 (or 0.0 as -0.0).
+        return np.float32(f.default)
+    return f.default.encode() if f.dtype == "string" else f.default

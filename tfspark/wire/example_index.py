@@ -1,0 +1,181 @@
+"""Compiled kernels that index tf.train.Example bytes: for every record and every spec key,
+where that key's list is. The mirror of example_write.py; example_read.py then reads each key's
+lists into a column, and arrow/decode.py drives both.
+
+Wire format read (any field order, unknown fields skipped, a later entry for a key wins)::
+
+    Example   = field 1 (len) Features
+    Features  = repeated field 1 (len) Entry          # map<string, Feature>
+    Entry     = field 1 (len) key, field 2 (len) Feature
+    Feature   = one of 1 BytesList / 2 FloatList / 3 Int64List (len); the last one wins
+    BytesList = repeated field 1 (len) bytes
+    FloatList = field 1 packed (len, float32 LE)* or unpacked (fixed32), or both, repeated
+    Int64List = field 1 packed (len, varint)* or unpacked (varint), or both, repeated
+
+The kernels never trust a length: every varint, length and range is checked against the end of
+its enclosing message, and a problem comes back as an error code with the record and byte
+position (numba does not bounds-check, so a bad length would otherwise read past the buffer).
+A record's list for each spec key is found once (`index_records`: the key expected next, else
+a hash table).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tfspark.wire.jit import njit
+from tfspark.wire.protobuf import MALFORMED, NONE, OK, next_field
+
+# ---------------------------------------------------------------- key lookup
+
+@njit
+def key_hash(buf, start, end):
+    """The djb2 hash of the key bytes buf[start:end] (the index_records lookup table's hash)."""
+    h = np.int64(5381)
+    for k in range(start, end):
+        h = h * 33 + np.int64(buf[k])
+    return h
+
+
+@njit
+def _lookup(buf, ks, ke, keys, key_offsets, table):
+    """Index of the key buf[ks:ke] in keys, or -1 (an open-addressing table of index + 1)."""
+    mask = table.shape[0] - 1
+    slot = key_hash(buf, ks, ke) & mask
+    n = ke - ks
+    while table[slot] != 0:
+        k = table[slot] - 1
+        a = key_offsets[k]
+        if key_offsets[k + 1] - a == n:
+            same = True
+            for j in range(n):
+                if keys[a + j] != buf[ks + j]:
+                    same = False
+                    break
+            if same:
+                return k
+        slot = (slot + 1) & mask
+    return -1
+
+
+@njit
+def index_records(buf, offsets, head, tail, keys, key_offsets, table, kinds, starts, ends):
+    """For record i and key k: kinds[i, k] = the kind of its list (NONE for a Feature without
+    one; left at -1 when the record has no such key) and starts/ends = the byte range of the
+    list's body. Returns (code, record, byte position).
+
+    Numba does not inline calls to kernels this size, and a call costs more than parsing a
+    field, so the layout every writer uses (one-byte tags and lengths, key before value, one
+    list per Feature, keys in spec order) is parsed inline; anything else takes next_field.
+    """
+    nkeys = key_offsets.shape[0] - 1
+    for i in range(offsets.shape[0] - 1):
+        pos = offsets[i] + head
+        e = offsets[i + 1] - tail
+        guess = 0  # the key expected next: writers sort keys as the spec does
+        while pos < e:
+            if buf[pos] == 0x0A and pos + 2 < e and buf[pos + 1] < 0x80:  # short Features
+                a = pos + 2
+                b = a + np.int64(buf[pos + 1])
+                if b > e:
+                    return MALFORMED, i, pos
+            elif (buf[pos] == 0x0A and pos + 2 < e and buf[pos + 2] < 0x80):  # < 16 KiB
+                a = pos + 3
+                b = a + ((np.int64(buf[pos + 1]) & 0x7F) | (np.int64(buf[pos + 2]) << 7))
+                if b > e:
+                    return MALFORMED, i, pos
+            else:
+                f, w, a, b = next_field(buf, pos, e)
+                if f < 0:
+                    return MALFORMED, i, pos
+                if f != 1 or w != 2:  # not Features
+                    pos = b
+                    continue
+            q = a
+            while q < b:
+                if buf[q] == 0x0A and q + 1 < b and buf[q + 1] < 0x80:  # an entry
+                    a2 = q + 2
+                    b2 = a2 + np.int64(buf[q + 1])
+                    if b2 > b:
+                        return MALFORMED, i, q
+                else:
+                    f2, w2, a2, b2 = next_field(buf, q, b)
+                    if f2 < 0:
+                        return MALFORMED, i, q
+                    if f2 != 1 or w2 != 2:
+                        q = b2
+                        continue
+                q = b2
+                ks = ke = vs = ve = a2  # a missing key is "", a missing value empty
+                r = a2
+                if r + 1 < b2 and buf[r] == 0x0A and buf[r + 1] < 0x80:
+                    ke = r + 2 + np.int64(buf[r + 1])
+                    if (ke + 1 < b2 and buf[ke] == 0x12 and buf[ke + 1] < 0x80
+                            and ke + 2 + np.int64(buf[ke + 1]) == b2):
+                        ks, vs, ve, r = r + 2, ke + 2, b2, b2
+                    else:
+                        ke = a2
+                while r < b2:
+                    f3, w3, a3, b3 = next_field(buf, r, b2)
+                    if f3 < 0:
+                        return MALFORMED, i, r
+                    if f3 == 1 and w3 == 2:
+                        ks, ke = a3, b3
+                    elif f3 == 2 and w3 == 2:
+                        vs, ve = a3, b3
+                    r = b3
+                k = -1
+                if guess < nkeys and key_offsets[guess + 1] - key_offsets[guess] == ke - ks:
+                    k = guess
+                    ka = key_offsets[guess]
+                    for j in range(ke - ks):
+                        if keys[ka + j] != buf[ks + j]:
+                            k = -1
+                            break
+                if k < 0:
+                    k = _lookup(buf, ks, ke, keys, key_offsets, table)
+                if k < 0:
+                    continue
+                guess = k + 1
+                if (ve - vs >= 2 and buf[vs + 1] < 0x80 and vs + 2 + np.int64(buf[vs + 1]) == ve
+                        and (buf[vs] == 0x0A or buf[vs] == 0x12 or buf[vs] == 0x1A)):
+                    kind, la, lb = np.int64(buf[vs] >> 3), vs + 2, ve
+                else:
+                    kind, la, lb = _list_of(buf, vs, ve)
+                    if kind < 0:
+                        return MALFORMED, i, la
+                kinds[i, k] = kind
+                starts[i, k] = la
+                ends[i, k] = lb
+            pos = b
+    return OK, 0, 0
+
+
+@njit
+def _list_of(buf, s, e):
+    """(kind, start, end) of the list in a Feature message: the last of its list fields."""
+    kind, a, b = NONE, s, s
+    pos = s
+    while pos < e:
+        f, w, p, q = next_field(buf, pos, e)
+        if f < 0:
+            return -1, pos, pos
+        if w == 2 and 1 <= f <= 3:
+            kind, a, b = f, p, q
+        pos = q
+    return kind, a, b
+
+
+def key_table(keys: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(key bytes back to back, n+1 offsets, open-addressing table) for index_records."""
+    raw = [k.encode("utf-8") for k in keys]
+    data = np.frombuffer(b"".join(raw) or b"\0", np.uint8)
+    offsets = np.cumsum([0] + [len(r) for r in raw]).astype(np.int64)
+    size = 1 << max(3, (2 * len(raw)).bit_length())  # at most half full
+    table = np.zeros(size, np.int64)
+    for k, r in enumerate(raw):
+        slot = key_hash(np.frombuffer(r or b"\0", np.uint8), 0, len(r)) & (size - 1)
+        while table[slot]:
+            slot = (slot + 1) & (size - 1)
+        table[slot] = k + 1
+    return data, offsets, table

@@ -1,0 +1,218 @@
+"""Compiled kernels that read one key's lists out of records indexed by
+example_index.index_records: count the values per record (so each column is allocated once),
+then fill them in.
+
+A list body is what index_records points at: BytesList, FloatList or Int64List fields
+(packed or not, repeated or not). Bodies were not checked when indexed, so the count pass
+validates each one and the fill passes only read what it accepted. The layouts every writer
+uses (one packed field, short strings, one value for scalars) are parsed inline: numba does not
+inline calls to kernels this size, and a call costs more than a field.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tfspark.wire.jit import njit
+from tfspark.wire.protobuf import (
+    BAD_FLOATS,
+    BYTES,
+    FLOAT,
+    INT,
+    MALFORMED,
+    OK,
+    TOO_MANY,
+    WRONG_TYPE,
+    get_varint,
+    next_field,
+)
+
+
+@njit
+def _count_list(buf, kind, a, b):
+    """(number of values, bytes of string data, error code, error position)."""
+    count = 0
+    nbytes = 0
+    pos = a
+    while pos < b:
+        if kind == BYTES and buf[pos] == 0x0A and pos + 1 < b and buf[pos + 1] < 0x80:
+            q = pos + 2 + np.int64(buf[pos + 1])  # a short string, inline
+            if q > b:
+                return 0, 0, MALFORMED, pos
+            count += 1
+            nbytes += q - pos - 2
+            pos = q
+            continue
+        f, w, p, q = next_field(buf, pos, b)
+        if f < 0:
+            return 0, 0, MALFORMED, pos
+        if f == 1:
+            if kind == BYTES and w == 2:
+                count += 1
+                nbytes += q - p
+            elif kind == FLOAT and w == 5:
+                count += 1
+            elif kind == FLOAT and w == 2:
+                if (q - p) % 4:
+                    return 0, 0, BAD_FLOATS, p
+                count += (q - p) // 4
+            elif kind == INT and w == 0:
+                count += 1
+            elif kind == INT and w == 2 and q > p:
+                run = 0  # packed varints: count last bytes; no varint over 10 bytes
+                for r in range(p, q):
+                    if buf[r] < 0x80:
+                        count += 1
+                        run = 0
+                    else:
+                        run += 1
+                        if run >= 10:
+                            return 0, 0, MALFORMED, p
+                if buf[q - 1] >= 0x80:
+                    return 0, 0, MALFORMED, p
+        pos = q
+    return count, nbytes, OK, 0
+
+
+@njit
+def count_values(buf, kinds, starts, ends, k, want, counts):
+    """counts[i] = values of key k in record i (-1 when absent). want is the spec's kind: a
+    non-empty list of another kind is WRONG_TYPE, except ints where floats are wanted.
+    Returns (code, record, position or kind, string bytes in all)."""
+    nbytes = 0
+    for i in range(kinds.shape[0]):
+        kind = kinds[i, k]
+        if kind < 0:
+            counts[i] = -1
+            continue
+        c, nb, code, p = _count_list(buf, kind, starts[i, k], ends[i, k])
+        if code != OK:
+            return code, i, p, 0
+        if c > 0 and kind != want and not (want == FLOAT and kind == INT):
+            return WRONG_TYPE, i, kind, 0
+        counts[i] = c
+        nbytes += nb
+    return OK, 0, 0, nbytes
+
+
+@njit
+def _put_ints(buf, a, b, out, j):
+    """Int64List body buf[a:b] -> out[j:] (int64, or float32: converted); the next j. The body
+    was counted, so validated, before."""
+    pos = a
+    while pos < b:
+        f, w, p, q = next_field(buf, pos, b)
+        if f == 1 and w == 0:
+            v, _ = get_varint(buf, p, q)
+            out[j] = v
+            j += 1
+        elif f == 1 and w == 2:
+            r = p
+            while r < q:  # counted, so every varint here ends inside the field
+                v, r = get_varint(buf, r, q)
+                out[j] = v
+                j += 1
+        pos = q
+    return j
+
+
+@njit
+def _put_floats(buf, a, b, out_u8, j):
+    """FloatList body buf[a:b] -> the float32 bytes of out[j:]; the next j."""
+    pos = a
+    while pos < b:
+        f, w, p, q = next_field(buf, pos, b)
+        if f == 1 and (w == 5 or w == 2):
+            dst = out_u8[4 * j:4 * j + (q - p)]
+            src = buf[p:q]
+            for m in range(q - p):
+                dst[m] = src[m]
+            j += (q - p) // 4
+        pos = q
+    return j
+
+
+@njit
+def fill_ints(buf, kinds, starts, ends, k, rows, out):
+    """Each record's int64 values of key k into out[rows[i]:rows[i+1]] (counted by count_values)."""
+    for i in range(kinds.shape[0]):
+        if kinds[i, k] == INT:  # other kinds here are empty lists
+            _put_ints(buf, starts[i, k], ends[i, k], out, rows[i])
+
+
+@njit
+def fill_floats(buf, kinds, starts, ends, k, rows, out, out_u8):
+    """Floats as their 4 bytes into out_u8 (a uint8 view of out); Int64Lists converted."""
+    for i in range(kinds.shape[0]):
+        kind = kinds[i, k]
+        if kind == FLOAT:
+            _put_floats(buf, starts[i, k], ends[i, k], out_u8, rows[i])
+        elif kind == INT:
+            _put_ints(buf, starts[i, k], ends[i, k], out, rows[i])
+
+
+@njit
+def fill_bytes(buf, kinds, starts, ends, k, rows, data, data_offsets):
+    """Each string into data; data_offsets[rows[i] + m] = where value m of record i starts."""
+    pos_out = 0
+    data_offsets[0] = 0
+    for i in range(kinds.shape[0]):
+        if kinds[i, k] != BYTES:
+            continue
+        j = rows[i]
+        pos = starts[i, k]
+        b = ends[i, k]
+        while pos < b:
+            if buf[pos] == 0x0A and pos + 1 < b and buf[pos + 1] < 0x80:  # a short string
+                f, w, p, q = 1, 2, pos + 2, pos + 2 + np.int64(buf[pos + 1])
+            else:
+                f, w, p, q = next_field(buf, pos, b)
+            if f == 1 and w == 2:
+                dst = data[pos_out:pos_out + (q - p)]
+                src = buf[p:q]
+                for m in range(q - p):
+                    dst[m] = src[m]
+                pos_out += q - p
+                j += 1
+                data_offsets[j] = pos_out
+            pos = q
+
+
+@njit
+def scalars(buf, kinds, starts, ends, k, want, out, out_u8, valid):
+    """One pass for a scalar int64 or float32 feature: out[i] = its value, valid[i] = whether
+    record i holds exactly one. Returns (code, record, kind or count): WRONG_TYPE, MALFORMED,
+    BAD_FLOATS, or TOO_MANY when a record holds several values."""
+    for i in range(kinds.shape[0]):
+        kind = kinds[i, k]
+        valid[i] = False
+        if kind < 0:
+            continue
+        a, b = starts[i, k], ends[i, k]
+        # The common case, as TF and tfspark write it: one packed field holding one value.
+        if kind == FLOAT and want == FLOAT and b - a == 6 and buf[a] == 0x0A and buf[a + 1] == 4:
+            for m in range(4):
+                out_u8[4 * i + m] = buf[a + 2 + m]
+            valid[i] = True
+            continue
+        if kind == INT and 3 <= b - a <= 12 and buf[a] == 0x0A and buf[a + 1] == b - a - 2:
+            v, end = get_varint(buf, a + 2, b)  # one packed varint filling the field
+            if end == b:
+                out[i] = v
+                valid[i] = True
+                continue
+        c, _, code, p = _count_list(buf, kind, a, b)
+        if code != OK:
+            return code, i, p
+        if c == 0:
+            continue
+        if kind != want and not (want == FLOAT and kind == INT):
+            return WRONG_TYPE, i, kind
+        if c > 1:
+            return TOO_MANY, i, c
+        if kind == INT:
+            _put_ints(buf, a, b, out, i)
+        else:
+            _put_floats(buf, a, b, out_u8, i)
+        valid[i] = True
+    return OK, 0, 0

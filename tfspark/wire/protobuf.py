@@ -1,0 +1,111 @@
+"""Protobuf wire primitives shared by the Example writer and readers: the kind of a Feature's
+list, varints and field walking. Kernels are numba-compiled; plain ints stand for the kinds so
+they are compile-time constants inside kernels.
+
+    Feature = one of 1 BytesList / 2 FloatList / 3 Int64List, as a length-delimited field
+    tag     = (field number << 3) | wire type       wire types: 0 varint, 1 fixed64,
+                                                    2 length-delimited, 5 fixed32
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tfspark.wire.jit import njit
+
+# The kind of a Feature's list is its field number in the Feature message; NONE: no list.
+NONE, BYTES, FLOAT, INT = 0, 1, 2, 3
+KIND_NAMES = {BYTES: "bytes", FLOAT: "float", INT: "int64"}
+KIND_OF_DTYPE = {"int64": INT, "float32": FLOAT, "string": BYTES}
+LEN = 2  # wire type of length-delimited fields
+# Error codes of the reading kernels (0 = fine); arrow/decode.py turns them into messages.
+OK, MALFORMED, WRONG_TYPE, BAD_FLOATS, TOO_MANY = 0, 1, 2, 3, 4
+
+
+def list_tag(kind: int) -> int:
+    """The tag byte of a Feature's list field of this kind (0x0A, 0x12 or 0x1A)."""
+    return (kind << 3) | LEN
+
+
+@njit
+def varint_size(v):
+    """Bytes of the protobuf varint of int64 v (10 for negatives)."""
+    if v < 0:
+        return 10  # two's complement of a negative int64 fills all 64 bits
+    if v < 0x80:
+        return 1
+    if v < 0x4000:
+        return 2
+    if v < 0x200000:
+        return 3
+    n = 4
+    u = v >> 28
+    while u > 0:
+        u >>= 7
+        n += 1
+    return n
+
+
+@njit
+def put_varint(out, pos, v):
+    """Write the varint of v at out[pos]; returns the position after it."""
+    u = np.uint64(v)
+    while u >= np.uint64(0x80):
+        out[pos] = np.uint8((u & np.uint64(0x7F)) | np.uint64(0x80))
+        u >>= np.uint64(7)
+        pos += 1
+    out[pos] = np.uint8(u)
+    return pos + 1
+
+
+@njit
+def get_varint(buf, pos, end):
+    """(value as int64 two's complement, position after it); position -1 if malformed."""
+    result = np.int64(0)
+    shift = 0
+    while pos < end:
+        b = np.int64(buf[pos])
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:  # an 11th byte: not a varint
+            return np.int64(0), -1
+    return np.int64(0), -1
+
+
+@njit
+def next_field(buf, pos, end):
+    """(field number, wire type, payload start, payload end) of the field at pos; field -1 if
+    malformed. For a varint the payload is its bytes; for len fields the bytes after the length."""
+    tag, p = get_varint(buf, pos, end)
+    if p < 0 or tag <= 7 or tag > 0xFFFFFFFF:  # field 0, or a tag over 32 bits
+        return -1, 0, 0, 0
+    field = tag >> 3
+    wire = tag & 7
+    if wire == LEN:
+        n, q = get_varint(buf, p, end)
+        if q < 0 or n < 0 or n > end - q:
+            return -1, 0, 0, 0
+        return field, wire, q, q + n
+    if wire == 0:
+        _, q = get_varint(buf, p, end)
+        if q < 0:
+            return -1, 0, 0, 0
+        return field, wire, p, q
+    if wire == 1 and end - p >= 8:
+        return field, wire, p, p + 8
+    if wire == 5 and end - p >= 4:
+        return field, wire, p, p + 4
+    return -1, 0, 0, 0  # groups (3, 4), wire types 6 and 7, or a short fixed field
+
+
+def varint_bytes(n: int) -> bytes:
+    """The varint of a non-negative Python int (for headers built once, outside kernels)."""
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)

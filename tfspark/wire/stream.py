@@ -1,0 +1,279 @@
+"""TFRecord streams: write framed records to any binary file object (gzip optional), and read
+them back, either record by record (read_records) or in big chunks walked by the compiled
+scanner (stream_framed). Both readers check both CRCs and name the file and byte offset of a
+bad record. The framing itself is in tfrecord.py.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import nullcontext
+from typing import IO, Any
+
+import numpy as np
+
+from tfspark.errors import CorruptRecordError, OptionError
+from tfspark.wire.tfrecord import (
+    _CRC,
+    _LENGTH,
+    END,
+    FIX,
+    GZIP_LEVELS,
+    GZIP_MAGIC,
+    HEADER_BYTES,
+    LIMIT,
+    OVERHEAD,
+    PARTIAL,
+    TABLES,
+    TRAILER_BYTES,
+    count_framed,
+    frame_error,
+    frame_record,
+    masked_crc,
+    normalize_compression,
+    scan_frames,
+)
+
+_READ_CHUNK = 1 << 24  # never ask a stream for more than this at once: a bad length is no OOM
+CHUNK_BYTES = 32 << 20  # stream_framed reads this much at a time; a bigger record grows it
+BATCH_RECORDS = 10_000  # stream_framed hands on at most this many records at once
+
+
+def sniff_gzip(raw: Any) -> bool:
+    """Whether a seekable binary file starts with the gzip magic bytes (it is rewound).
+
+    Every reader decides compression this way when no manifest says: the content, not the
+    file name, tells (a gzip file named .tfrecord is still gzip)."""
+    head = raw.read(2)
+    raw.seek(0)
+    return bytes(head) == GZIP_MAGIC
+
+
+# ---------------------------------------------------------------- writing
+
+class RecordWriter:
+    """Write TFRecords to an open binary file object, optionally gzip-compressed.
+
+    The caller opens the file (so any filesystem works); close() finishes the gzip stream
+    and closes the file object only if close_file=True.
+    """
+
+    def __init__(self, fileobj: IO[bytes], compression: str | None = None,
+                 gzip_level: int = 6, close_file: bool = False):
+        self.compression = normalize_compression(compression)
+        if self.compression == "gzip" and (not isinstance(gzip_level, int)
+                                           or gzip_level not in GZIP_LEVELS):
+            raise OptionError(f"option 'gzip_level' got {gzip_level!r}; use an int from "
+                              f"{GZIP_LEVELS[0]} to {GZIP_LEVELS[-1]}")
+        self._file = fileobj
+        self._close_file = close_file
+        # wbits=31: gzip header and trailer, streamed with bounded memory.
+        self._zip = (zlib.compressobj(gzip_level, zlib.DEFLATED, 31)
+                     if self.compression == "gzip" else None)
+        self._closed = False
+        self.records = 0
+        self.bytes_written = 0
+
+    def write(self, record: bytes) -> None:
+        """Frame and write one record."""
+        self._emit(frame_record(record))
+        self.records += 1
+
+    def write_framed(self, framed: bytes | np.ndarray | memoryview,
+                     count: int | None = None) -> None:
+        """Write already framed records (e.g. from frame_buffer); count is found if None."""
+        if isinstance(framed, np.ndarray):
+            arr = np.ascontiguousarray(framed).reshape(-1).view(np.uint8)
+        else:
+            arr = np.frombuffer(framed, dtype=np.uint8)
+        if count is None:
+            count = int(count_framed(arr))
+            if count < 0:
+                raise ValueError(f"write_framed got {arr.size} bytes that are not whole "
+                                 "framed records (from frame_record or frame_buffer)")
+        self._emit(arr.data)
+        self.records += count
+
+    def _emit(self, data) -> None:
+        if self._closed:
+            raise ValueError("RecordWriter is closed")
+        self._put(self._zip.compress(data) if self._zip is not None else data)
+
+    def _put(self, data) -> None:
+        view = memoryview(data).cast("B")
+        while view.nbytes:
+            n = self._file.write(view)
+            # Raw (unbuffered) streams may take less than offered; others return None.
+            n = view.nbytes if n is None else n
+            view = view[n:]
+            self.bytes_written += n
+
+    def close(self) -> None:
+        """Finish the gzip stream, flush; close the file only if close_file=True."""
+        if self._closed:
+            return
+        if self._zip is not None:
+            self._put(self._zip.flush(zlib.Z_FINISH))
+        self._closed = True
+        if hasattr(self._file, "flush"):
+            self._file.flush()
+        if self._close_file:
+            self._file.close()
+
+    def __enter__(self) -> RecordWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+# ---------------------------------------------------------------- reading, record by record
+
+def _read_exact(f, n: int) -> bytes:
+    """Up to n bytes, fewer only at end of stream; reads in bounded chunks."""
+    parts = []
+    got = 0
+    while got < n:
+        chunk = f.read(min(n - got, _READ_CHUNK))
+        if not chunk:
+            break
+        parts.append(chunk)
+        got += len(chunk)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+class _Bad(Exception):
+    """What is wrong with one record; _records adds the file name and offset."""
+
+
+def _next_record(f, verify: bool) -> bytes | None:
+    """The next record's data, None at a clean end of stream, or _Bad."""
+    header = _read_exact(f, HEADER_BYTES)
+    if not header:
+        return None
+    if len(header) < HEADER_BYTES:
+        raise _Bad(f"truncated record: the stream ends inside the {HEADER_BYTES}-byte header "
+                   f"(only {len(header)} bytes of it are there)")
+    (length,) = _LENGTH.unpack_from(header)
+    if verify and masked_crc(header[:8]) != _CRC.unpack_from(header, 8)[0]:
+        raise _Bad(f"length CRC mismatch (length field reads {length})")
+    body = _read_exact(f, length + TRAILER_BYTES)
+    if len(body) < length + TRAILER_BYTES:
+        part = "data" if len(body) < length else f"{TRAILER_BYTES}-byte data CRC trailer"
+        raise _Bad(f"truncated record: the stream ends inside the {part} (record length "
+                   f"{length}, only {len(body)} bytes follow the header)")
+    data = body[:length]
+    if verify and masked_crc(data) != _CRC.unpack_from(body, length)[0]:
+        raise _Bad(f"data CRC mismatch (record length {length})")
+    return data
+
+
+def _records(source, gz: bool | None, verify: bool, path: str | None) -> Iterator[bytes]:
+    if isinstance(source, (str, os.PathLike)):
+        with open(source, "rb") as raw:  # opened on first next(), closed when done
+            yield from _records(raw, gz, verify, path or os.fspath(source))
+        return
+    name = path or str(getattr(source, "name", None) or "<stream>")
+    if gz is None:  # no manifest says: the content decides
+        gz = sniff_gzip(source)
+    where = " of the uncompressed stream" if gz else ""
+    offset = 0
+    # Closing the GzipFile leaves source open: the caller owns it.
+    with gzip.GzipFile(fileobj=source, mode="rb") if gz else nullcontext(source) as f:
+        while True:
+            try:
+                data = _next_record(f, verify)
+            except (_Bad, EOFError, zlib.error, gzip.BadGzipFile) as exc:
+                bad = isinstance(exc, _Bad)
+                what = str(exc) if bad else f"bad or truncated gzip data ({exc})"
+                raise CorruptRecordError(
+                    f"{name}: {what} in the record at byte offset {offset}{where}; {FIX}",
+                    path=name, offset=offset,
+                ) from (None if bad else exc)
+            if data is None:
+                return
+            yield data
+            offset += len(data) + OVERHEAD
+
+
+def read_records(source, compression: str | None = None, verify: bool = True,
+                 path: str | None = None) -> Iterator[bytes]:
+    """Yield each record's data from a path or an open binary file object, streaming.
+
+    compression: None or "gzip"; "auto" detects gzip from the first bytes (the source must be
+    seekable). path names a file object in error messages. With verify, both CRCs are checked; a
+    bad CRC or a truncated record raises CorruptRecordError naming the file and byte offset.
+    """
+    # Validate now, not on the first next(); the file itself is opened lazily.
+    gz = None if compression == "auto" else normalize_compression(compression) == "gzip"
+    return _records(source, gz, verify, path)
+
+
+def count_records(source, compression: str | None = None) -> int:
+    """Number of records in a file or stream, verifying every CRC on the way."""
+    return sum(1 for _ in read_records(source, compression=compression, verify=True))
+
+
+# ---------------------------------------------------------------- reading, in chunks
+
+def stream_framed(stream: Any, name: str, verify: bool,
+                  to_batch: Callable[[np.ndarray, np.ndarray, int], Any],
+                  gz: bool = False, batch_records: int | None = None) -> Iterator[Any]:
+    """to_batch(buf, framed offsets, byte offset of buf[0]) for every <= batch_records records
+    (default BATCH_RECORDS) of a framed stream, reading CHUNK_BYTES at a time and carrying
+    partial records over."""
+    batch_records = batch_records or BATCH_RECORDS
+    buf = np.empty(CHUNK_BYTES, np.uint8)
+    offsets = np.empty(batch_records + 1, np.int64)
+    filled = start = base = need = 0
+    where = " of the uncompressed stream" if gz else ""
+    while True:
+        try:
+            got = _read_into(stream, buf, filled)
+        except OSError as e:  # bad or truncated gzip data, or a failing file system
+            what = "bad or truncated gzip data" if gz else "read error"
+            raise CorruptRecordError(f"{name}: {what} after byte offset {base + filled}{where} "
+                                     f"({e})", path=name, offset=base + filled) from e
+        filled += got
+        eof = filled < buf.size
+        view = buf[:filled]
+        while True:
+            count, stop, pos, info = scan_frames(view, start, batch_records, verify, TABLES,
+                                                 offsets)
+            if count:
+                yield to_batch(view, offsets[:count + 1], base)
+            start = pos
+            if stop == LIMIT:
+                continue
+            if stop == PARTIAL and not eof:
+                need = info
+                break
+            if stop != END:
+                raise frame_error(stop, name, base + pos, info, where)
+            break
+        if eof:
+            return
+        keep = filled - start  # carry the partial record to the front (growing if needed)
+        if need > buf.size:
+            grown = np.empty(max(need, 2 * buf.size), np.uint8)
+            grown[:keep] = buf[start:filled]
+            buf = grown
+        else:
+            buf[:keep] = buf[start:filled]
+        base += start
+        filled, start = keep, 0
+
+
+def _read_into(stream: Any, buf: np.ndarray, filled: int) -> int:
+    """Fill buf[filled:] from the stream; fewer bytes only at the end of the stream."""
+    view = buf.data[filled:]  # ndarray.data: the array's buffer as a memoryview
+    got = 0
+    while got < len(view):
+        n = stream.readinto(view[got:])
+        if not n:
+            break
+        got += n
+    return got
