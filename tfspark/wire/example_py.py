@@ -108,7 +108,8 @@ def _value(f: Feature, raw: dict[str, list], fill_defaults: bool) -> Any:
 
 
 def _convert(f: Feature, values: list) -> list:
-    kinds = {"int64": int, "float32": (float, int), "string": bytes}
+    kinds: dict[str, type | tuple[type, ...]] = {"int64": int, "float32": (float, int),
+                                                 "string": bytes}
     bad = [v for v in values if not isinstance(v, kinds[f.dtype])]
     if bad:
         raise CorruptRecordError(f"feature {f.name!r} should hold {f.dtype} values but holds "
