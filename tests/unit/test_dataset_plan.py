@@ -50,6 +50,17 @@ def test_import_does_not_load_tensorflow():
     assert out.strip() == "False False"
 
 
+def test_read_side_does_not_load_pyspark():
+    # What a GPU box without Spark imports: the files, spec, options, verify, tf.data side.
+    code = ("import tfspark, tfspark.read_plan, tfspark.integrity, tfspark.options, "
+            "tfspark.tf.dataset, tfspark.tf.keras, tfspark.arrow.decode, tfspark.arrow.encode, "
+            "tfspark.cli.inspect, tfspark.cli.config, sys; tfspark.verify; tfspark.FeatureSpec; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"
+
+
 def test_split_plan(ds_dir):
     plan = plan_read(str(ds_dir), split="train")
     assert plan.files == (str(ds_dir / "train/part-0.tfrecord.gz"),

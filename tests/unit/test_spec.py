@@ -334,6 +334,7 @@ def test_spec_and_feature_are_frozen():
 
 def test_spec_module_is_pure():
     code = ("import sys, tfspark.spec, tfspark.spec.validate, tfspark.errors;"
+            "assert 'pyspark' not in sys.modules, 'the spec imports pyspark';"
             "from pyspark.sql import types as T;"
             "tfspark.spec.infer_spec(T.StructType([T.StructField('a', T.IntegerType())]));"
             "from pyspark import SparkContext;"

@@ -94,6 +94,13 @@ def build_parser() -> argparse.ArgumentParser:
     def command(name: str, help: str, description: str) -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help, description=description, parents=[common])
 
+    _write_commands(command)
+    _read_commands(command)
+    return parser
+
+
+def _write_commands(command: Any) -> None:
+    """export, demo and spec: the commands that run Spark."""
     p = command("export", "a table, parquet or CSV -> parquet backup + TFRecords",
                 "Read a catalog table, parquet or CSV (default: the embedded sample), write its "
                 "parquet backup, then the TFRecords with their spec and manifest, and print a "
@@ -118,6 +125,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--master", help="Spark master (default local[*])")
     p.add_argument("--warehouse", help="warehouse directory holding the metastore")
     p.set_defaults(run=_spec)
+
+
+def _read_commands(command: Any) -> None:
+    """inspect, verify and train: the commands that read a written data set."""
     p = command("inspect", "summarize a data set and decode a few records",
                 "Print a data set's manifest (records, files, MiB per split and partition), its "
                 "feature spec as a table, and a few records decoded with it. Needs no Spark. "
@@ -144,7 +155,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--epochs", type=int, help="passes over the train split")
     p.add_argument("--model-out", help="where to save the .keras model")
     p.set_defaults(run=_train)
-    return parser
 
 
 def _train(args: argparse.Namespace) -> int:
