@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import urllib.parse
 import uuid
 from dataclasses import dataclass
 
@@ -128,6 +129,29 @@ class Location:
         """Delete base and everything under it, if it exists."""
         if self.exists():
             self.fs.delete_dir(self.base)
+
+
+def uri_to_path(uri: str) -> str:
+    """A path as Spark reports it (Hadoop URIs: `file:/tmp/a%20b`, `s3a://bucket/k%23`) as a
+    path or URI that `locate` opens: escapes decoded, file: dropped, s3a/s3n -> s3."""
+    parsed = urllib.parse.urlsplit(uri)
+    if not parsed.scheme or len(parsed.scheme) == 1:  # a plain path (or a Windows drive)
+        return uri
+    path = urllib.parse.unquote(parsed.path)
+    if parsed.scheme == "file":
+        return path
+    scheme = {"s3a": "s3", "s3n": "s3"}.get(parsed.scheme, parsed.scheme)
+    return f"{scheme}://{parsed.netloc}{path}"
+
+
+def absolute(path: str) -> str:
+    """A local path made absolute against this process's working directory (URIs unchanged):
+    resolved once, on the driver, so Spark's JVM and Python workers write the same place."""
+    if not isinstance(path, str) or "://" in path or not path.strip():
+        return path
+    if path.startswith("file:"):
+        return path
+    return os.path.abspath(path)
 
 
 def locate(path: str) -> Location:

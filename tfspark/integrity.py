@@ -2,11 +2,14 @@
 
 Reads every file the manifest names, checks both CRCs of every record, compares record counts
 per file with the manifest, parses every record with the spec, and lists files in the
-directory that the manifest does not name. No Spark, no TensorFlow.
+directory that the manifest does not name. For a data set written by write_tfrecords it also
+checks the parquet backup against the manifest: the write it belongs to (its marker) and its
+rows (from the parquet footers). No Spark, no TensorFlow.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,7 +18,7 @@ import numpy as np
 
 from tfspark import manifest as mf
 from tfspark.errors import CorruptRecordError, TfsparkError
-from tfspark.fs import locate
+from tfspark.fs import locate, uri_to_path
 from tfspark.spec.model import FeatureSpec
 from tfspark.wire.stream import read_records
 
@@ -33,6 +36,7 @@ class Report:
     bytes: int = 0
     compression: str | None = None
     problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # worth knowing, not wrong
 
     @property
     def ok(self) -> bool:
@@ -44,6 +48,7 @@ class Report:
         lines = [f"tfspark verify {self.path}",
                  f"  files {self.files:,}  records {self.records:,}  bytes {self.bytes:,}  "
                  f"compression {self.compression or 'none'}"]
+        lines += [f"  note: {n}" for n in self.notes]
         if self.ok:
             lines.append("  OK: every CRC, count and record checks out")
             return "\n".join(lines)
@@ -76,7 +81,61 @@ def verify(path: str) -> Report:
         if _DATA_FILE.search(rel) and rel not in named and not rel.startswith("_"):
             report.problems.append(f"{rel}: extra data file that the manifest does not name "
                                    f"(readers ignore it; delete it if it is a leftover)")
+    if manifest.get("backup"):
+        _check_backup(manifest, report)
     return report
+
+
+def _check_backup(manifest: dict[str, Any], report: Report) -> None:
+    """The backup is the one the last write published, and holds the manifest's rows."""
+    entry = manifest["backup"]
+    target = entry.get("target")
+    if entry.get("pending"):
+        report.problems.append(
+            f"backup {target}: the last write committed its TFRecords but stopped before its "
+            f"staged backup ({entry['pending'].get('staging')}) was moved into place; run "
+            f"write_tfrecords to this path again (any mode): it finishes the move first")
+        return
+    try:
+        loc = locate(uri_to_path(str(entry.get("location") or target)))
+        marker = json.loads(loc.read_bytes(mf.BACKUP_MARKER))
+        rows = _parquet_rows(loc)
+    except (OSError, ValueError, TfsparkError) as e:
+        report.problems.append(f"backup {target}: cannot read it ({e}); restore it, or "
+                               f"rewrite the data set with mode='overwrite'")
+        return
+    write_id = manifest["writes"][-1]["write_id"] if manifest.get("writes") else None
+    if marker.get("write_id") != write_id:
+        report.problems.append(f"backup {target}: belongs to write {marker.get('write_id')} but "
+                               f"the data set's last write is {write_id}: the backup was "
+                               f"replaced or restored by something else; rewrite the data set")
+    if rows != entry.get("rows"):
+        report.problems.append(f"backup {target}: holds {rows} rows but the manifest records "
+                               f"{entry.get('rows')} for it; it was changed after the write: "
+                               f"rewrite the data set")
+    if entry.get("complete") and entry.get("rows") != manifest["records"]:
+        report.problems.append(f"backup {target}: holds {entry.get('rows')} rows but the "
+                               f"TFRecords hold {manifest['records']}: they disagree; rewrite "
+                               f"the data set")
+    stale = sorted({r.split("/")[0] for r in loc.list_files()
+                    if r.startswith(mf.BACKUP_STAGING)})
+    if stale:
+        report.notes.append(f"backup {target}: {len(stale)} staging director(ies) of writes "
+                            f"that did not commit ({', '.join(stale[:3])}); readers skip them; "
+                            f"delete them when no write is running")
+
+
+def _parquet_rows(loc: Any) -> int:
+    """Rows of the parquet files under loc (hidden names skipped), from their footers."""
+    import pyarrow.parquet as pq
+
+    rows = 0
+    for rel in loc.list_files():
+        if any(p.startswith(("_", ".")) for p in rel.split("/")):
+            continue
+        with loc.fs.open_input_file(loc.join(rel)) as f:
+            rows += pq.ParquetFile(f).metadata.num_rows
+    return rows
 
 
 def _check_file(loc: Any, entry: dict[str, Any], compression: str | None,

@@ -10,7 +10,11 @@ Layout of a manifest:
      "files": [{"path": "train/part-...tfrecord.gz", "records": n, "bytes": b,
                 "split": "train" | null, "partition": {"col": "value"}, "write_id": "..."}],
      "writes": [{"write_id": "...", "records": n, "files": k}],   # one per append
-     "stats": {...}}                                                # counts from the workflow
+     "stats": {...},                                                # counts from the workflow
+     "backup": {"kind": "path" | "table", "target": ..., "location": ..., "rows": n,
+                "complete": bool, "write_id": ...}}   # write_tfrecords' parquet copy
+"backup" holds "pending" (the staging, its files) between the commit and the backup's move into
+place; "complete": the backup holds every record of the data set.
 A split directory also gets its own manifest naming just its files, so it reads on its own.
 """
 
@@ -27,6 +31,10 @@ from tfspark.spec.model import FeatureSpec
 
 NAME = "_tfspark.json"
 SUCCESS = "_SUCCESS"
+# In write_tfrecords' backup directory: the marker naming the write the backup belongs to, and
+# the hidden staging directories of writes that have not published their backup (yet).
+BACKUP_MARKER = "_tfspark_backup.json"
+BACKUP_STAGING = "_tfspark_staging-"
 FORMAT = "tfspark.manifest"
 VERSION = 1
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from tfspark.arrow.encode import NULL_ELEMENT_POLICIES
 from tfspark.errors import OptionError
+from tfspark.fs import absolute
 from tfspark.wire.tfrecord import GZIP_LEVELS, normalize_compression
 
 RECORD_TYPES = ("Example", "ByteArray")
@@ -44,6 +45,7 @@ WRITE_OPTIONS = {
     "nullelements": "error (default) | drop: nulls inside arrays",
     "splitcolumn": "string column naming each row's split directory (used by write_tfrecords)",
     "stats": "JSON object stored in the manifest (used by write_tfrecords)",
+    "backup": "JSON: the manifest's backup entry (used by write_tfrecords)",
 }
 READ_OPTIONS = {
     "path": "a data set directory (with or without _tfspark.json) or one TFRecord file",
@@ -184,6 +186,7 @@ class WriteOptions:
     null_elements: str = "error"
     split_column: str | None = None
     stats: Mapping[str, Any] | None = None
+    backup_entry: Mapping[str, Any] | None = None
     backup_table: str | None = None
     backup_path: str | None = None
     split: Mapping[str, float] | None = None
@@ -201,7 +204,9 @@ class WriteOptions:
         if unknown:
             raise TypeError(f"unexpected write argument(s) {unknown}")
         checked = {k: _FIELDS[k](k, v) for k, v in arguments.items()}
-        return cls(path=_path(path, "output path"), **checked)._check_together("")
+        if checked.get("backup_path"):
+            checked["backup_path"] = absolute(checked["backup_path"])
+        return cls(path=absolute(_path(path, "output path")), **checked)._check_together("")
 
     @classmethod
     def from_source_options(cls, options: Mapping[str, Any]) -> WriteOptions:
@@ -250,7 +255,7 @@ class WriteOptions:
             if value:
                 out[key] = value
         for key, doc in (("shapes", self.shapes), ("defaults", self.defaults),
-                         ("stats", self.stats)):
+                         ("stats", self.stats), ("backup", self.backup_entry)):
             if doc is not None:
                 out[key] = json.dumps(doc)
         return out
@@ -282,6 +287,7 @@ _FIELDS: dict[str, Callable[[str, Any], Any]] = {
     "null_elements": _choice(NULL_ELEMENT_POLICIES),
     "split_column": _optional_str,
     "stats": _optional_mapping,
+    "backup_entry": _optional_mapping,
     "backup_table": _optional_str,
     "backup_path": _optional_str,
     "split": _split,
@@ -352,11 +358,12 @@ _SOURCE_KEYS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "shapes": ("shapes", _json_text), "defaults": ("defaults", _json_text),
     "nullelements": ("null_elements", _text),
     "splitcolumn": ("split_column", lambda n, t: str(t) or None),
-    "stats": ("stats", _json_text),
+    "stats": ("stats", _json_text), "backup": ("backup_entry", _json_text),
 }
 _OPTION_NAMES = {k.lower(): k for k in (
     "compression", "gzipLevel", "recordType", "maxRecordsPerFile", "partitionBy", "mode",
-    "labelCols", "spec", "shapes", "defaults", "nullElements", "splitColumn", "stats", "verify",
+    "labelCols", "spec", "shapes", "defaults", "nullElements", "splitColumn", "stats", "backup",
+    "verify",
     "split", "schemaSampleRecords", "schemaSampleFiles")}
 
 

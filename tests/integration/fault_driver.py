@@ -5,6 +5,10 @@ in the middle of a write, race two of them on one path, or let it inject a fault
     python fault_driver.py kill-target --work DIR --ds-new P --ds-old P --wf-new P --wf-old P
         four slowed writes at once (data source and write_tfrecords; errorifexists to a new
         path, overwrite of a committed data set); prints WRITING; the test kills it
+    python fault_driver.py kill-tfrecords --work DIR --path P --rows N
+        write_tfrecords(mode="overwrite") of a fast source over the committed data set at P,
+        its TFRecord stage slowed (Arrow batches of one row); prints WRITING; the test kills it
+        once TFRecord part files appear
     python fault_driver.py race --work DIR --role NAME --peers A,B --plan PLAN.json --sync DIR
         the rounds of PLAN.json, each started at a barrier (a file per peer in --sync), one
         JSON line per round on stdout: {"round", "role", "ok", "error", "error_type"}
@@ -132,6 +136,23 @@ def kill_target(args: argparse.Namespace) -> int:
         job.start()
     for job in jobs:
         job.join()
+    spark.stop()
+    return 0
+
+
+def kill_tfrecords(args: argparse.Namespace) -> int:
+    """An overwrite whose backup stage is quick and whose TFRecord stage is slow: the data
+    source gets Arrow batches of one row (the backup, written by Spark's parquet writer, does
+    not), so the test can kill this driver between the two stages' commits."""
+    spark = session(Path(args.work), "local[2]", 1)
+    from pyspark.sql import functions as F
+
+    df = spark.range(0, args.rows, numPartitions=2).select(
+        "id", (F.col("id") * 3).alias("v"), F.concat(F.lit("s"), F.col("id").cast("string"))
+        .alias("s"))
+    say("WRITING", pid=os.getpid(), t=time.time())
+    write(df, "workflow", args.path, "overwrite")
+    say("DONE", out=args.path, t=time.time())  # the test kills this driver before this
     spark.stop()
     return 0
 
@@ -295,6 +316,9 @@ def main(argv: list[str] | None = None) -> int:
     k.add_argument("--rows", type=int, default=20_000)
     k.add_argument("--sleep", type=float, default=SLEEP_PER_BATCH, help="seconds per batch")
     k.add_argument("--partitions", type=int, default=1)
+    t = sub.add_parser("kill-tfrecords")
+    t.add_argument("--path", required=True, help="a committed data set: overwritten")
+    t.add_argument("--rows", type=int, default=200_000)
     r = sub.add_parser("race")
     r.add_argument("--role", required=True)
     r.add_argument("--peers", required=True)
@@ -306,12 +330,13 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--rows", type=int, default=20_000)
     s.add_argument("--partitions", type=int, default=2)
     s.add_argument("--records-per-file", type=int, default=1000)
-    for q in (k, r, s):
+    for q in (k, t, r, s):
         q.add_argument("--work", required=True, help="scratch directory of this driver")
         q.add_argument("--batch-rows", type=int, default=500)
     args = p.parse_args(argv)
     try:
-        return {"kill-target": kill_target, "race": race, "s3": s3}[args.cmd](args)
+        return {"kill-target": kill_target, "kill-tfrecords": kill_tfrecords, "race": race,
+                "s3": s3}[args.cmd](args)
     except Exception:
         traceback.print_exc()
         say("CRASH", error=traceback.format_exc()[-3000:])

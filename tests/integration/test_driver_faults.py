@@ -288,13 +288,74 @@ def _check_old(spark: Any, engine: str, old: Path, manifest: bytes, before: dict
     else:
         assert report_.ok, report_.problems
     backup, backup_files = None, None
-    if engine == "workflow":  # what Spark's overwrite of the parquet backup left of it
+    if engine == "workflow":  # the new rows were staged: the old backup is whole
         backup = sorted({n.split("/")[1] for n in left if n.startswith("_backup/")})
         backup_files = len([n for n in left if n.startswith("_backup/part-")])
+        check_old_backup(spark, old)
     return {"leftover_files_old": len(set(left) - set(before)),
             "leftover_tfrecords_old": len(leftover), "old_rows_read": int(len(cols["id"])),
             "old_rows_spark": len(back), "old_verify_ok": report_.ok,
             "old_backup_after_kill": backup, "old_backup_data_files": backup_files}
+
+
+def check_old_backup(spark: Any, old: Path) -> None:
+    """The backup of the committed data set, as it was: the old rows, each once, and verify
+    finds it to be the backup of the manifest's last write."""
+    ids = [r.id for r in spark.read.parquet(str(old / "_backup")).select("id").collect()]
+    assert sorted(ids) == list(range(*OLD))
+    assert not [p for p in verify(str(old)).problems if "backup" in p]
+
+
+@pytest.mark.tf
+def test_driver_killed_in_the_tfrecord_stage_of_an_overwrite(spark, tf, old_sets, tmp_path):
+    """write_tfrecords(mode="overwrite") killed after its backup stage, while the data source
+    writes TFRecords: the new backup was only staged, so the data set is entirely old (old
+    manifest, old TFRecords, old backup, verify finds them agreeing); a re-run gives the new."""
+    old = tmp_path / "wf-old"
+    shutil.copytree(old_sets["workflow"], old)
+    manifest = (old / "_tfspark.json").read_bytes()
+    before = all_files(old)
+    work = tmp_path / "driver"
+    with spawn(["kill-tfrecords", "--path", str(old), "--rows", "200000"], work) as proc:
+        assert proc.stdout is not None
+        messages(proc.stdout, until="WRITING")
+        started = time.monotonic()
+        while not tfspark_parts(set(all_files(old)) - set(before)):
+            if proc.poll() is not None or time.monotonic() - started > 300:
+                raise AssertionError(f"no TFRecord part files appeared (driver exit "
+                                     f"{proc.poll()}):\n{log_tail(work)}")
+            time.sleep(0.02)
+        staged = [n for n in all_files(old) if "_tfspark_staging-" in n and "/part-" in n]
+        os.killpg(proc.pid, signal.SIGKILL)
+        rest = messages(proc.stdout)
+        proc.wait(timeout=60)
+    assert staged, "the kill came before the backup was staged: nothing was tested"
+    assert not [m for m in rest if m["kind"] == "DONE"], rest
+    assert (old / "_tfspark.json").read_bytes() == manifest
+    cols = read_committed(str(old))
+    assert lost_duplicated(cols["id"], range(*OLD)) == (0, 0)
+    assert tf_count(old) == OLD[1] - OLD[0]
+    check_old_backup(spark, old)
+    report({"test": "driver-killed-in-tfrecord-stage", "staged_backup_files": len(staged),
+            "verify_problems": verify(str(old)).problems})
+    write(spark, "workflow", old, 0, ROWS, mode="overwrite")
+    check_clean(spark, "workflow", old, 0, ROWS)
+
+
+def test_failed_overwrite_keeps_old_backup_and_tfrecords_together(spark, old_sets, tmp_path):
+    """An overwrite that fails in its TFRecord stage (a double beyond float32) leaves the old
+    backup and the old TFRecords, which verify finds agreeing; nothing of the new is left."""
+    from pyspark.sql import functions as F
+
+    old = tmp_path / "wf-old"
+    shutil.copytree(old_sets["workflow"], old)
+    before = all_files(old)
+    bad = source(spark, 0, 100).withColumn("v", F.lit(1e39))
+    with pytest.raises(TfsparkError, match="column 'v'"):
+        tfspark.write_tfrecords(bad, str(old), mode="overwrite")
+    assert all_files(old) == before
+    check_old_backup(spark, old)
+    assert verify(str(old)).ok
 
 
 @pytest.mark.tf
@@ -462,3 +523,31 @@ def _our_message(error: str) -> str:
         if "Error: " in line and ("tfspark" in line or "tfrecord" in line or "path" in line):
             return line.strip()[:300]
     return error.strip().splitlines()[0][:300] if error.strip() else error
+
+
+def test_a_publish_stopped_after_the_commit_is_finished_by_the_next_write(spark, tmp_path,
+                                                                          monkeypatch):
+    """Interrupted between its manifest commit and moving its staged backup into place (a
+    KeyboardInterrupt there, as Ctrl-C would), a write is committed but its backup is still
+    staged: verify says so, and the next write_tfrecords to the path finishes the move first."""
+    from tfspark.spark import backup
+
+    out = tmp_path / "ds"
+    write(spark, "workflow", out, *OLD, mode="errorifexists")
+    real = backup.publish
+
+    def stopped(*args: Any, **kw: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(backup, "publish", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        write(spark, "workflow", out, 0, 500, mode="overwrite")
+    monkeypatch.setattr(backup, "publish", real)
+    manifest = json.loads((out / "_tfspark.json").read_text())
+    assert manifest["records"] == 500 and manifest["backup"]["pending"]
+    problems = verify(str(out)).problems
+    assert any("stopped before its staged backup" in p for p in problems), problems
+    write(spark, "workflow", out, 500, 700, mode="append")
+    ids = [r.id for r in spark.read.parquet(str(out / "_backup")).select("id").collect()]
+    assert sorted(ids) == list(range(700))
+    assert verify(str(out)).ok

@@ -48,6 +48,9 @@ def describe_error(exc: BaseException) -> tuple[str, str | None]:
         if top in ("tensorflow", "keras"):
             return (f"{top} is not installed",
                     "this command needs TensorFlow: pip install 'tfspark[tf]'")
+        if top in ("pyspark", "py4j"):
+            return (f"{top} is not installed",
+                    "this command needs Spark: pip install 'tfspark[spark]'")
         return f"{top} is not installed", f"install it (pip install {top}), or reinstall tfspark"
     text = _first_line(str(exc))
     if isinstance(exc, (OSError, ValueError)):

@@ -24,6 +24,7 @@ from tfspark import __version__
 from tfspark.cli import inspect
 from tfspark.cli.config import KEYS, MODES, NULL_ELEMENTS, SOURCE_FORMATS, ExportConfig, load_config
 from tfspark.cli.errors import describe_error, interrupted, silence_stdout
+from tfspark.errors import require
 
 DEMO = ExportConfig(output="out/sample_tfrecords", mode="overwrite", label_cols=("label",),
                     compression="gzip", backup_table="tfspark_demo.sample_backup",
@@ -226,6 +227,7 @@ def config_from_args(args: argparse.Namespace, base: ExportConfig | None = None)
 def _export(args: argparse.Namespace, demo: bool = False) -> int:
     if demo and not args.config and Path("conf/export.toml").exists():
         args.config = "conf/export.toml"
+    require("pyspark", f"tfspark {'demo' if demo else 'export'}", "spark")
     from tfspark.cli.session import check_local_source, local_session, run_export
 
     cfg = config_from_args(args, base=DEMO if demo else None)
@@ -268,6 +270,7 @@ def _demo_train(path: str) -> None:
 
 
 def _spec(args: argparse.Namespace) -> int:
+    require("pyspark", "tfspark spec", "spark")
     from tfspark.cli.session import check_local_source, load_source, local_session
     from tfspark.spec import infer_spec
 

@@ -1,164 +1,263 @@
-"""write_tfrecords' parquet backup, and putting things back when a write fails.
+"""write_tfrecords' parquet backup, staged so that it and the TFRecords change together.
 
-The backup is written first and the TFRecords from its files, so both copies hold the same rows.
-A failed write_tfrecords leaves nothing half-written: `undo_on_failure` puts the output path and
-a backup_path back as they were and drops a backup table it created; a tfspark error raised in a
-Spark task comes back as its own class (`unwrapped`).
+The new rows go to a staging place first: for a backup directory, a hidden
+`_tfspark_staging-<id>/` inside it (Spark, pyarrow and DuckDB skip names starting with "_");
+for a backup table, a table `<name>__tfspark_staging_<id>`. The TFRecords are written from the
+staged rows, and only after their manifest commits is the staging published: it replaces the
+backup (overwrite) or joins it (append). A failure or a kill before the commit leaves the old
+backup untouched, so the data set is entirely old; after the commit it is entirely new.
+
+The manifest's "backup" entry says where the backup is, its rows and the write that made it;
+while the staging is being published it also holds "pending" (the staging and its files), so a
+write killed between its commit and the end of publishing is finished by the next
+write_tfrecords to the same path (`roll_forward`). In the backup's directory, MARKER names the
+write the backup belongs to; `tfspark verify` compares both with the manifest.
 """
 
 from __future__ import annotations
 
-import functools
+import json
 import logging
+import os
 import posixpath
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, TypeVar
+import socket
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow.fs as pafs
-from pyspark.sql import DataFrame
 
-from tfspark import errors
 from tfspark import manifest as mf
 from tfspark.errors import OptionError, TfsparkError
-from tfspark.fs import locate
-from tfspark.options import WriteOptions
+from tfspark.fs import Location, locate, uri_to_path
+from tfspark.spark.commit import commit_lock
 
 log = logging.getLogger("tfspark")
-R = TypeVar("R")
-
-# A tfspark error raised in a Spark task or in the data source on the driver reaches the caller
-# inside a Spark exception, as the line "tfspark.<module>.<Class>: <message>" of its text.
-_WRAPPED_ERROR = re.compile(r"^tfspark\.[\w.]*?(\w+Error): (.+)$", re.MULTILINE)
+MARKER = mf.BACKUP_MARKER
+STAGING_PREFIX = mf.BACKUP_STAGING
+_TABLE_STAGING = "__tfspark_staging_"
 
 
-def unwrapped(e: BaseException) -> BaseException:
-    """The tfspark error inside a Spark exception, as its own class; else `e` itself."""
-    if isinstance(e, TfsparkError):
-        return e
-    found = _WRAPPED_ERROR.findall(str(e))
-    classes = {name: getattr(errors, name) for name in errors.__all__}
-    if not found or found[-1][0] not in classes:
-        return e
-    name, message = found[-1]
-    if name == "MissingExtraError":
-        return e
-    return classes[name](message.strip())
+@dataclass(frozen=True)
+class StagedBackup:
+    """One write's backup: where it goes, where it is staged, and how it is published."""
 
-
-@dataclass
-class _Before:
-    """A path as it was before write_tfrecords: its files and directories, and its manifest."""
-
-    path: str
-    existed: bool
-    entries: set[str]
-    manifest: bytes | None
+    kind: str  # "path" | "table"
+    target: str  # the backup directory (as the user gave it) or the table name
+    staging: str  # the staging directory (under target) or table
+    mode: str  # "overwrite" (also a new backup) | "append"
+    created: bool = False  # the target directory did not exist: discard removes it again
+    files: tuple[str, ...] = field(default=(), compare=False)  # staged data files (path kind)
 
     @classmethod
-    def take(cls, path: Any, mode: str) -> _Before | None:
-        """None when a failure must leave the path alone (overwrite of data) or it is unusable."""
-        try:
-            loc = locate(path)
-            if not loc.exists():
-                return cls(path, False, set(), None)
-            if mode == "overwrite" and not loc.is_empty():
-                return None
-            infos = loc.fs.get_file_info(pafs.FileSelector(loc.base, recursive=True))
-            manifest = loc.read_bytes(mf.NAME) if loc.exists(mf.NAME) else None
-            return cls(path, True, {posixpath.relpath(i.path, loc.base) for i in infos},
-                       manifest)
-        except (OSError, ValueError):  # a file, a bad URI: the write itself will say so
-            return None
-
-    def put_back(self) -> None:
-        """Remove what the failed write added (not after it committed a manifest to old data)."""
-        loc = locate(self.path)
-        if not self.existed:
-            loc.delete_all()
-            return
-        if (loc.read_bytes(mf.NAME) if loc.exists(mf.NAME) else None) != self.manifest:
-            return
-        infos = loc.fs.get_file_info(pafs.FileSelector(loc.base, recursive=True))
-        new = [i for i in infos if posixpath.relpath(i.path, loc.base) not in self.entries]
-        for i in sorted(new, key=lambda i: i.path.count("/"), reverse=True):
-            if i.type == pafs.FileType.File:
-                loc.fs.delete_file(i.path)
-            elif not loc.fs.get_file_info(pafs.FileSelector(i.path)):
-                loc.fs.delete_dir(i.path)
-
-
-def undo_on_failure(fn: Callable[..., R]) -> Callable[..., R]:
-    """A failed write_tfrecords leaves nothing half-written: the output path and a backup_path
-    are put back as they were (new ones removed, files added to old ones removed; an overwrite
-    of existing data is left as the failure left it), a new backup_table is dropped. A tfspark
-    error raised in a Spark task is raised again as its own class."""
-
-    @functools.wraps(fn)
-    def write(df: DataFrame, opts: WriteOptions) -> R:
-        mode = str(opts.mode)
-        befores = [_Before.take(p, mode) for p in (opts.path, opts.backup_path) if p]
-        table = opts.backup_table
-        spark = df.sparkSession
-        new_table = table is not None and not spark.catalog.tableExists(table)
-        try:
-            return fn(df, opts)
-        except BaseException as e:
-            try:
-                for b in befores:
-                    if b is not None:
-                        b.put_back()
-                if new_table and table and spark.catalog.tableExists(table):
-                    spark.sql(f"DROP TABLE IF EXISTS {table}")
-            except Exception as cleanup:  # noqa: BLE001 - report the write's own error
-                log.warning("tfspark: could not remove what the failed write left at %s: %s",
-                            opts.path, cleanup)
-            err = unwrapped(e)
-            if err is e:
-                raise
-            raise err from e
-
-    return write
-
-
-def write_backup(spark: Any, df: DataFrame, table: str | None, target: str,
-                 mode: str) -> list[str]:
-    """Write the backup; return the files this write added (the rows to export)."""
-    # "error", not "errorifexists": Spark Connect's writer knows only the short name.
-    bmode = {"ignore": "error", "errorifexists": "error"}.get(mode, mode)
-    before = set(_input_files(spark, table, target))
-    writer = df.write.mode(bmode).format("parquet")
-    if table:
-        writer.saveAsTable(table)
-    else:
-        writer.save(target)
-    after = _input_files(spark, table, target)
-    return [f for f in after if f not in before] if mode == "append" else after
-
-
-def _input_files(spark: Any, table: str | None, target: str) -> list[str]:
-    try:
+    def plan(cls, spark: Any, table: str | None, path: str, mode: str) -> StagedBackup:
+        """The staging of a new write to the backup `table` or, when None, directory `path`.
+        A staging directory's name says which driver made it (host and pid), so a later write
+        can tell the leftovers of dead drivers (sweep_dead) from a running write's."""
+        token = uuid.uuid4().hex[:12]
+        publish = "append" if mode == "append" else "overwrite"
         if table:
-            if not spark.catalog.tableExists(table):
-                return []
-            spark.catalog.refreshTable(table)
-            return list(spark.table(table).inputFiles())
-        if not [r for r in locate(target).list_files()
-                if not any(p.startswith(("_", ".")) for p in r.split("/"))]:
-            return []  # empty, or only what a write that never committed left (_temporary/)
-        return list(spark.read.parquet(target).inputFiles())
+            return cls("table", table, f"{table}{_TABLE_STAGING}{token}", publish)
+        created = not locate(path).exists()
+        name = f"{STAGING_PREFIX}{token}-{os.getpid()}-{_host()}"
+        return cls("path", path, f"{path.rstrip('/')}/{name}", publish, created)
+
+    # ---------------------------------------------------------------- before the commit
+
+    def check_append(self, spark: Any, schema: Any) -> None:
+        """Appending to a backup table of other columns would fail only after the commit:
+        refuse it now, naming the difference."""
+        if self.kind != "table" or self.mode != "append" or \
+                not spark.catalog.tableExists(self.target):
+            return
+        have = [(f.name, f.dataType.simpleString()) for f in spark.table(self.target).schema]
+        want = [(f.name, f.dataType.simpleString()) for f in schema]
+        if have != want:
+            raise OptionError(f"cannot append to backup table {self.target!r}: it has columns "
+                              f"{have} but the DataFrame has {want}; write to another "
+                              f"backup_table or overwrite")
+
+    def stage(self, spark: Any, df: Any) -> Any:
+        """Write df's rows to the staging place; returns them read back (df's schema)."""
+        writer = df.write.mode("error").format("parquet")
+        if self.kind == "table":
+            writer.saveAsTable(self.staging)
+            return spark.read.schema(df.schema).parquet(table_location(spark, self.staging))
+        writer.save(self.staging)
+        return spark.read.schema(df.schema).parquet(self.staging)
+
+    def staged_files(self, spark: Any) -> list[str]:
+        """Paths or URIs (what `locate` opens) of the staged parquet files."""
+        where = uri_to_path(table_location(spark, self.staging) if self.kind == "table"
+                            else self.staging).rstrip("/")
+        return [f"{where}/{r}" for r in _data_files(locate(where))]
+
+    def discard(self, spark: Any) -> None:
+        """Remove the staging (the write failed before its commit); the backup is as it was."""
+        if self.kind == "table":
+            spark.sql(f"DROP TABLE IF EXISTS {self.staging}")
+            return
+        locate(self.staging).delete_all()
+        target = locate(self.target)
+        if self.created and target.exists() and not target.list_files():
+            target.delete_all()
+
+    def entry(self, spark: Any, write_rows: int, previous: dict[str, Any] | None) -> dict:
+        """The manifest's "backup" entry at the commit: pending until published."""
+        rows = write_rows
+        complete = True  # the backup holds every row of the data set
+        if self.mode == "append":
+            old = previous.get("backup") if previous else None
+            if old and old.get("target") == self.target and old.get("rows") is not None:
+                rows, complete = old["rows"] + write_rows, bool(old.get("complete"))
+            else:
+                before = _count(spark, self) if _exists(spark, self) else 0
+                rows, complete = before + write_rows, previous is None
+        pending: dict[str, Any] = {"staging": self.staging, "mode": self.mode}
+        if self.kind == "path":
+            pending["files"] = _data_files(locate(self.staging))
+        elif self.mode == "append":
+            pending["rows_before"] = rows - write_rows
+        return {"kind": self.kind, "target": self.target, "rows": rows, "complete": complete,
+                "pending": pending}
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname())
+
+
+def sweep_dead(path: str) -> None:
+    """Remove the staging directories under a backup directory whose driver ran on this host
+    and is gone (a killed write_tfrecords); those of other hosts, or of live drivers, stay."""
+    loc = locate(path)
+    if not loc.exists():
+        return
+    for info in loc.fs.get_file_info(pafs.FileSelector(loc.base)):
+        name = posixpath.basename(info.path)
+        m = re.fullmatch(re.escape(STAGING_PREFIX) + r"[0-9a-f]+-(\d+)-(.+)", name)
+        if m and m.group(2) == _host() and not _alive(int(m.group(1))):
+            log.info("tfspark: removing %s, the staged backup of a write whose driver died",
+                     info.path)
+            loc.fs.delete_dir(info.path)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def table_location(spark: Any, table: str) -> str:
+    """The storage location (a URI) of a catalog table, from DESCRIBE TABLE EXTENDED."""
+    for row in spark.sql(f"DESCRIBE TABLE EXTENDED {table}").collect():
+        if str(row[0]).strip() == "Location":
+            return str(row[1]).strip()
+    raise OptionError(f"backup table {table!r} has no storage location that tfspark can use; "
+                      f"use backup_path instead")
+
+
+def _data_files(loc: Location) -> list[str]:
+    """The data files under loc (relative), skipping hidden names and staging directories."""
+    return [r for r in loc.list_files()
+            if not any(p.startswith(("_", ".")) for p in r.split("/"))]
+
+
+def _exists(spark: Any, b: StagedBackup) -> bool:
+    if b.kind == "table":
+        return bool(spark.catalog.tableExists(b.target))
+    return bool(_data_files(locate(b.target)))
+
+
+def _count(spark: Any, b: StagedBackup) -> int:
+    if b.kind == "table":
+        return int(spark.table(b.target).count())
+    return int(spark.read.parquet(b.target).count())
+
+
+# ---------------------------------------------------------------- after the commit
+
+def publish(spark: Any, output: Location, write_id: str) -> None:
+    """Move the committed write's staged backup into place, then drop "pending" from the
+    manifest. Idempotent: a publish stopped half way is finished by running it again."""
+    manifest = mf.read_manifest(output)
+    entry = manifest.get("backup") or {}
+    pending = entry.get("pending")
+    if not pending or manifest["writes"][-1]["write_id"] != write_id:
+        return
+    if entry["kind"] == "path":
+        location = _publish_path(entry["target"], pending)
+    else:
+        location = _publish_table(spark, entry["target"], pending, entry["rows"])
+    marker = json.dumps({"write_id": write_id, "rows": entry["rows"],
+                         "data_set": output.uri}).encode()
+    target = locate(uri_to_path(location))
+    target.write_bytes_atomic(MARKER, marker)
+    with commit_lock(output, write_id):  # as a commit does: never over another write's
+        manifest = mf.read_manifest(output)
+        if manifest["writes"][-1]["write_id"] != write_id:
+            return
+        done = {k: v for k, v in manifest["backup"].items() if k != "pending"}
+        manifest["backup"] = dict(done, location=location, write_id=write_id)
+        mf.write_manifest(output, manifest)
+
+
+def _publish_path(target: str, pending: dict[str, Any]) -> str:
+    loc, staging = locate(target), locate(pending["staging"])
+    files = list(pending.get("files", []))
+    if pending["mode"] == "overwrite":  # the old backup's entries go; others' staging stays
+        keep = set(files) | {MARKER}
+        for info in loc.fs.get_file_info(pafs.FileSelector(loc.base)):
+            name = posixpath.basename(info.path)
+            if name in keep or name.startswith(STAGING_PREFIX):
+                continue
+            if info.type == pafs.FileType.Directory:
+                loc.fs.delete_dir(info.path)
+            else:
+                loc.fs.delete_file(info.path)
+    for rel in files:
+        src = staging.join(rel)
+        if loc.fs.get_file_info(src).type == pafs.FileType.File:  # not moved yet
+            loc.fs.create_dir(posixpath.dirname(loc.join(rel)), recursive=True)
+            loc.fs.move(src, loc.join(rel))
+    staging.delete_all()
+    return target
+
+
+def _publish_table(spark: Any, target: str, pending: dict[str, Any], rows: int) -> str:
+    staging = pending["staging"]
+    if spark.catalog.tableExists(staging):
+        exists = spark.catalog.tableExists(target)
+        if pending["mode"] == "append" and exists:
+            have = spark.table(target).count()
+            if have == pending["rows_before"]:
+                spark.sql(f"INSERT INTO {target} SELECT * FROM {staging}")
+            elif have != rows:
+                raise TfsparkError(f"backup table {target!r} holds {have} rows, neither the "
+                                   f"{pending['rows_before']} before this write nor the {rows} "
+                                   f"after it: it was changed while tfspark appended to it; "
+                                   f"rewrite the data set with mode='overwrite'")
+            spark.sql(f"DROP TABLE {staging}")
+        else:
+            spark.sql(f"DROP TABLE IF EXISTS {target}")
+            spark.sql(f"ALTER TABLE {staging} RENAME TO {target}")
+    return table_location(spark, target)
+
+
+def roll_forward(spark: Any, path: str) -> None:
+    """Finish the publication of a committed write's backup that a kill interrupted."""
+    loc = locate(path)
+    if not loc.exists(mf.NAME):
+        return
+    try:
+        manifest = mf.read_manifest(loc)
     except TfsparkError:
-        raise
-    except Exception as e:  # an unreadable existing backup: say which
-        raise OptionError(f"cannot read the existing backup {table or target!r}: "
-                          f"{str(e).splitlines()[0]}") from None
-
-
-def read_back(spark: Any, schema: Any, files: list[str]) -> DataFrame:
-    """The rows of these backup files, with the source's schema (empty when there are none)."""
-    if not files:
-        return spark.createDataFrame([], schema)
-    return spark.read.schema(schema).parquet(*files)
-
-
+        return  # a damaged manifest: only an overwrite repairs it, and it writes afresh
+    if (manifest.get("backup") or {}).get("pending") and manifest.get("writes"):
+        log.warning("tfspark: finishing the backup of the write that committed %s but was "
+                    "stopped before its backup was moved into place", path)
+        publish(spark, loc, manifest["writes"][-1]["write_id"])

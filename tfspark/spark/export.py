@@ -2,8 +2,9 @@
 checked at every step.
 
 Stages: validate (arguments into WriteOptions, the schema into a spec, the paths) -> backup +
-observe (backup.py, observe.py: row count, nulls and fixed lengths seen while the backup is
-written, no second pass) -> size (sizing.py) -> write (the data source, from the backup's files)
+observe (backup.py, observe.py: the rows staged, with row count, nulls and fixed lengths seen
+while they are written, no second pass) -> size (sizing.py) -> write (the data source, from the
+staged rows; its manifest commit is the commit of the whole write) -> publish the staged backup
 -> result (counts of source, backup and TFRecords must agree).
 """
 
@@ -22,9 +23,10 @@ from tfspark import manifest as mf
 from tfspark.errors import CountMismatchError, OptionError
 from tfspark.fs import Location, locate
 from tfspark.options import WriteOptions
+from tfspark.spark import backup as bk
 from tfspark.spark import observe, sizing
-from tfspark.spark.backup import read_back, undo_on_failure, write_backup
 from tfspark.spark.source import register
+from tfspark.spark.undo import undo_on_failure
 from tfspark.spark.write import PARTITION_TYPES
 from tfspark.spec import FeatureSpec, infer_spec
 
@@ -118,37 +120,74 @@ def export(df: DataFrame, opts: WriteOptions) -> WriteResult:
         if opts.mode == "ignore":
             return WriteResult(opts.path, None, 0, 0, 0, skipped=True)
     loc.check_writable()
-    backup = opts.backup_table or opts.backup_path or _default_backup(loc, opts.path)
+    bk.roll_forward(spark, opts.path)  # a committed write's backup that a kill left staged
+    previous = mf.read_manifest(loc) if loc.exists(mf.NAME) and opts.mode == "append" else None
+    backup = bk.StagedBackup.plan(spark, opts.backup_table,
+                                  opts.backup_path or _default_backup(loc, opts.path),
+                                  str(opts.mode))
     if opts.backup_table and opts.mode == "errorifexists" and \
             spark.catalog.tableExists(opts.backup_table):
         raise OptionError(f"backup table {opts.backup_table!r} already exists; use "
                           f"mode='overwrite' or 'append', or another backup_table")
+    backup.check_append(spark, df.schema)
+    if backup.kind == "path":
+        bk.sweep_dead(backup.target)
     register(spark)
 
     started = time.perf_counter()
-    obs = Observation("tfspark")
-    observed = df.observe(obs, *observe.metrics(base_spec))
-    new_files = write_backup(spark, observed, opts.backup_table, backup, str(opts.mode))
-    backup_df = read_back(spark, df.schema, new_files)
-    facts = observe.facts(obs.get, base_spec, opts.detect_fixed_lengths)
-    backup_rows = backup_df.count()
-    if facts["rows"] != backup_rows:
-        raise CountMismatchError(f"source produced {facts['rows']} rows but the backup "
-                                 f"{backup} holds {backup_rows}; nothing was exported")
-    spec = infer_spec(df.select(*[F.col(f"`{c}`") for c in data_cols]).schema,
-                      label_cols=opts.label_cols,
-                      shapes={**facts["shapes"], **dict(opts.shapes or {})},
-                      defaults=opts.defaults)
-    backup_done = time.perf_counter()
-    stats = {"rows": {"source": facts["rows"], "backup": backup_rows},
-             "null_counts": facts["null_counts"], "backup": backup, "backup_files": len(new_files)}
-    _write(spark, backup_df, backup_rows, spec, stats, new_files, opts)
-    result = _result(opts.path, spec, mf.read_manifest(loc), backup, facts["rows"], backup_rows,
+    try:
+        spec, facts, backup_rows, backup_done = _stage_and_write(spark, df, opts, base_spec,
+                                                                 data_cols, backup, previous)
+    except BaseException:
+        _discard_unless_committed(spark, loc, backup)
+        raise
+    manifest = mf.read_manifest(loc)
+    bk.publish(spark, loc, manifest["writes"][-1]["write_id"])
+    result = _result(opts.path, spec, manifest, backup.target, facts["rows"], backup_rows,
                      opts.compression)
     result = replace(result, seconds={"backup": round(backup_done - started, 2),
                                       "tfrecords": round(time.perf_counter() - backup_done, 2)})
     log.info("%s", result.summary())
     return result
+
+
+def _stage_and_write(spark: Any, df: DataFrame, opts: WriteOptions, base_spec: FeatureSpec,
+                     data_cols: list[str], backup: bk.StagedBackup,
+                     previous: dict[str, Any] | None) -> tuple[FeatureSpec, dict, int, float]:
+    """Stage the backup (observing the facts the spec needs), then write the TFRecords from
+    the staged rows; returns (spec, facts, staged rows, when the backup was done)."""
+    obs = Observation("tfspark")
+    backup_df = backup.stage(spark, df.observe(obs, *observe.metrics(base_spec)))
+    facts = observe.facts(obs.get, base_spec, opts.detect_fixed_lengths)
+    backup_rows = backup_df.count()
+    if facts["rows"] != backup_rows:
+        raise CountMismatchError(f"source produced {facts['rows']} rows but the backup "
+                                 f"{backup.target} holds {backup_rows}; nothing was exported")
+    spec = infer_spec(df.select(*[F.col(f"`{c}`") for c in data_cols]).schema,
+                      label_cols=opts.label_cols,
+                      shapes={**facts["shapes"], **dict(opts.shapes or {})},
+                      defaults=opts.defaults)
+    backup_done = time.perf_counter()
+    files = backup.staged_files(spark)
+    stats = {"rows": {"source": facts["rows"], "backup": backup_rows},
+             "null_counts": facts["null_counts"], "backup": backup.target,
+             "backup_files": len(files)}
+    entry = backup.entry(spark, backup_rows, previous)
+    _write(spark, backup_df, backup_rows, spec, stats, entry, files, opts)
+    return spec, facts, backup_rows, backup_done
+
+
+def _discard_unless_committed(spark: Any, loc: Location, backup: bk.StagedBackup) -> None:
+    """After a failure: drop the staging, unless the manifest committed it (a failure after
+    the commit): then it is published instead, now or by the next write."""
+    try:
+        if loc.exists(mf.NAME):
+            pending = (mf.read_manifest(loc).get("backup") or {}).get("pending") or {}
+            if pending.get("staging") == backup.staging:
+                return
+        backup.discard(spark)
+    except Exception as e:  # noqa: BLE001 - report the write's own error
+        log.warning("tfspark: could not remove the staged backup %s: %s", backup.staging, e)
 
 
 def _check_columns(df: DataFrame, opts: WriteOptions) -> tuple[list[str], FeatureSpec]:
@@ -176,10 +215,11 @@ def _default_backup(loc: Location, path: str) -> str:
 
 
 def _write(spark: Any, backup_df: DataFrame, backup_rows: int, spec: FeatureSpec,
-           stats: dict[str, Any], new_files: list[str], opts: WriteOptions) -> None:
+           stats: dict[str, Any], entry: dict[str, Any], files: list[str],
+           opts: WriteOptions) -> None:
     """The TFRecords from the backup's rows, through the data source, files sized near the
-    target from an encoded sample."""
-    wide = sizing.parquet_row_bytes(new_files)
+    target from an encoded sample; the manifest gets the backup's entry."""
+    wide = sizing.parquet_row_bytes(files)
     with sizing.batch_rows(spark, wide):
         row_bytes = (sizing.row_bytes(backup_df, spec, opts.compression, opts.null_elements,
                                       wide) if backup_rows else None)
@@ -190,7 +230,7 @@ def _write(spark: Any, backup_df: DataFrame, backup_rows: int, spec: FeatureSpec
                               gzip_level=opts.gzip_level, max_records_per_file=per_file,
                               partition_by=opts.partition_by, spec_json=spec.to_json(indent=None),
                               null_elements=opts.null_elements, split_column=split_col,
-                              stats=stats)
+                              stats=stats, backup_entry=entry)
         (out_df.write.format("tfspark").mode("append" if opts.mode == "append" else "overwrite")
          .options(**source.source_options()).save(opts.path))
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import re
 import zlib
 from collections.abc import Iterator
 from typing import Any
@@ -64,7 +63,7 @@ def parquet_row_bytes(files: list[str]) -> float | None:
     worst = 0.0
     try:
         for path in files[:16]:
-            loc = locate(re.sub(r"^file:(//)?", "", path))
+            loc = locate(path)
             with loc.fs.open_input_file(loc.base) as f:
                 meta = pq.ParquetFile(f).metadata
             for i in range(meta.num_row_groups):

@@ -250,6 +250,10 @@ class TfrecordWriter(DataSourceArrowWriter):
                     manifest["schema"] = self.schema
                 if self.opts.stats is not None:
                     manifest["stats"] = dict(self.opts.stats)
+                if self.opts.backup_entry is not None:
+                    manifest["backup"] = dict(self.opts.backup_entry)
+                elif manifest.get("backup"):  # appended without a backup: it misses rows now
+                    manifest["backup"] = dict(manifest["backup"], complete=False)
                 mf.write_manifest(loc, manifest)
         except BaseException:
             self._remove_ours(loc)
