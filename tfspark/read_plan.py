@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tfspark import manifest as mf
 from tfspark.errors import OptionError, SchemaError
 from tfspark.fs import Location, locate
 from tfspark.spec.model import FeatureSpec
+from tfspark.wire.stream import sniff_gzip
 from tfspark.wire.tfrecord import normalize_compression
 
 AUTOTUNE = -1  # the value of tf.data.AUTOTUNE, without importing TensorFlow
@@ -24,13 +25,84 @@ AUTOTUNE = -1  # the value of tf.data.AUTOTUNE, without importing TensorFlow
 
 @dataclass(frozen=True)
 class ReadPlan:
-    """What make_dataset will read: full file paths/URIs, the spec, compression, labels."""
+    """What a reader will read: full file paths/URIs, the spec, compression, labels, and (with
+    a manifest) each file's record count."""
 
     files: tuple[str, ...]
     spec: FeatureSpec
-    compression: str | None  # None | "gzip"
+    compression: str | None  # None | "gzip": the manifest's, or the files' when all agree
     labels: tuple[str, ...]
     records: tuple[int, ...] | None = None  # per file, from the manifest; None: unknown
+    compressions: tuple[str | None, ...] | None = None  # per file, when they differ
+
+    def file_compressions(self) -> tuple[str | None, ...]:
+        """Each file's compression (None or "gzip")."""
+        return self.compressions or (self.compression,) * len(self.files)
+
+
+@dataclass(frozen=True)
+class Shard:
+    """What one worker reads of a plan: its files, and what it takes of them per epoch."""
+
+    files: tuple[str, ...]
+    compressions: tuple[str | None, ...]
+    records: tuple[int, ...] | None  # this shard's records of each file; None: unknown
+    every: tuple[int, int] | None = None  # (n, i): records i, i+n, i+2n, ... of each file
+    take: int | None = None  # records per epoch, when cut to the smallest shard's share
+
+    @property
+    def total(self) -> int | None:
+        """Records per epoch; None when unknown."""
+        if self.records is None:
+            return None
+        return self.take if self.take is not None else sum(self.records)
+
+
+def shard(plan: ReadPlan, shard: tuple[int, int] | None = None, even: bool = True) -> Shard:
+    """The part of `plan` that worker shard=(n, i) reads; the whole plan for None.
+
+    With at least n files, each worker gets whole files, assigned by record count (largest
+    first, to the worker with the fewest records), else every n-th record of each file. The
+    parts are disjoint and together are everything. even=True (and known counts) cuts every
+    worker's epoch to the smallest part, so all take the same number of steps (as
+    MultiWorkerMirroredStrategy needs); the records cut are the last to arrive, which differ
+    from epoch to epoch when the file order is shuffled.
+    """
+    comps = plan.file_compressions()
+    if shard is None:
+        return Shard(plan.files, comps, plan.records)
+    n, i = shard
+    counts = plan.records
+    totals: list[int] | None = None
+    if len(plan.files) < n:  # by records
+        parts = [tuple(len(range(k, c, n)) for c in counts) for k in range(n)] if counts \
+            else None
+        mine = Shard(plan.files, comps, parts[i] if parts else None, every=(n, i))
+        totals = [sum(p) for p in parts] if parts else None
+    else:  # by files
+        owners = _assign(counts, len(plan.files), n)
+        picked = [f for f in range(len(plan.files)) if owners[f] == i]
+        mine = Shard(tuple(plan.files[f] for f in picked), tuple(comps[f] for f in picked),
+                     tuple(counts[f] for f in picked) if counts else None)
+        totals = [sum(c for c, o in zip(counts, owners) if o == k) for k in range(n)] \
+            if counts else None
+    if even and totals is not None:  # every shard cut the same way: batches end with epochs
+        return replace(mine, take=min(totals))
+    return mine
+
+
+def _assign(counts: tuple[int, ...] | None, n_files: int, n: int) -> list[int]:
+    """The worker of each file: round robin without counts, else balanced by records (the
+    same on every worker: it depends only on the plan)."""
+    if counts is None:
+        return [f % n for f in range(n_files)]
+    load = [0] * n
+    owners = [0] * n_files
+    for f in sorted(range(n_files), key=lambda f: (-counts[f], f)):
+        k = min(range(n), key=lambda k: (load[k], k))
+        owners[f] = k
+        load[k] += counts[f]
+    return owners
 
 
 def plan_read(path_or_files: Any, *, split: str | None = None,
@@ -56,13 +128,17 @@ def plan_read(path_or_files: Any, *, split: str | None = None,
         raise OptionError(f"reading {len(files)} explicit file(s) needs spec=: a FeatureSpec, "
                           f"its JSON, or the path of a spec or _tfspark.json file")
     feature_spec, hint = _load_spec(spec)
-    if compression is None:
-        comp = hint if hint is not None else _compression_from_suffix(files)
-    else:
-        comp = normalize_compression(compression)
     if check_files:
         _check_exist(files, None)
-    return ReadPlan(tuple(files), feature_spec, comp, _labels(feature_spec, label_cols))
+    labels = _labels(feature_spec, label_cols)
+    if compression is not None or hint is not None:
+        comp = normalize_compression(compression) if compression is not None else hint
+        return ReadPlan(tuple(files), feature_spec, comp, labels)
+    # No manifest says: each file's first bytes do, as for every tfspark reader.
+    comps = tuple(_sniff(f) for f in files)
+    common = comps[0] if len(set(comps)) == 1 else None
+    return ReadPlan(tuple(files), feature_spec, common, labels,
+                    compressions=None if len(set(comps)) <= 1 else comps)
 
 
 def _plan_directory(path: str, loc: Location, split: str | None, spec: Any, label_cols: Any,
@@ -151,12 +227,14 @@ def _exists(path: str) -> bool:
     return _is_file(loc)
 
 
-def _compression_from_suffix(files: list[str]) -> str | None:
-    gz = {f.endswith(".gz") for f in files}
-    if len(gz) > 1:
-        raise OptionError("the files mix gzip ('.gz') and uncompressed names; read them in two "
-                          "calls, or pass compression='gzip' or 'none'")
-    return "gzip" if gz == {True} else None
+def _sniff(path: str) -> str | None:
+    """A file's compression from its content (the gzip magic bytes), whatever its name."""
+    loc = locate(path)
+    try:
+        with loc.fs.open_input_file(loc.base) as f:
+            return "gzip" if sniff_gzip(f) else None
+    except OSError:  # unreadable here (a file TF's filesystems reach): fall back on the name
+        return "gzip" if path.endswith(".gz") else None
 
 
 def _load_spec(spec: Any) -> tuple[FeatureSpec, str | None]:

@@ -232,7 +232,10 @@ def test_missing_manifest_missing_file_wrong_count(tf, data, tmp_path):
     doc["files"] = doc["files"][1:]
     doc["files"][0]["records"] += 1
     (copy / "_tfspark.json").write_text(json.dumps(doc))
-    with pytest.raises(tf.errors.FailedPreconditionError, match="expected to contain"):
+    # The failure names the file and both counts (TensorFlow's own error names neither).
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=rf"{doc['files'][0]['path']}: holds \d+ records but the manifest "
+                             rf"lists {doc['files'][0]['records']}"):
         _ids(make_dataset(str(copy), 64))
     os.remove(copy / "_tfspark.json")
     with pytest.raises(ManifestError, match=f"no _tfspark.json in '{copy}'"):
@@ -251,8 +254,72 @@ def test_shards_cover_every_record_once(data, split):
     path, _, result = data
     ids = []
     for index in range(2):
-        ids += _ids(make_dataset(path, 64, split=split, shard=(2, index)))
+        ids += _ids(make_dataset(path, 64, split=split, shard=(2, index), even_shards=False))
     assert len(ids) == len(set(ids)) == result.splits[split]["rows"]
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+@pytest.mark.parametrize("split", ["train", "validation"])  # shard by files / by records
+def test_even_shards_take_the_same_steps_on_every_worker(tf, data, split, workers):
+    """What MultiWorkerMirroredStrategy needs: every worker the same batches per epoch, known
+    to Keras; disjoint across workers; what is cut is at most the imbalance of the shards."""
+    path, _, result = data
+    rows = result.splits[split]["rows"]
+    steps, ids = [], []
+    for index in range(workers):
+        ds = make_dataset(path, 32, split=split, shard=(workers, index), epochs=2, seed=index)
+        batches = [b[0]["id"].numpy().tolist() for b in ds]
+        steps.append(len(batches))
+        assert int(ds.cardinality()) == len(batches)
+        ids += [i for b in batches[:len(batches) // 2] for i in b]  # one epoch
+    assert len(set(steps)) == 1, steps
+    assert len(ids) == len(set(ids)) and rows - len(ids) < rows / workers / 2
+
+
+def _small_data_set(spark, path):
+    from pyspark.sql import functions as F
+
+    df = spark.range(0, 3000, numPartitions=3).select("id", (F.col("id") * 0.5).alias("x"))
+    tfspark.write_tfrecords(df, str(path), mode="overwrite", max_records_per_file=1000)
+    doc = json.loads((path / "_tfspark.json").read_text())
+    return [f["path"] for f in doc["files"]]
+
+
+@pytest.mark.parametrize("damage", ["flip", "cut"])
+def test_a_corrupt_or_short_file_is_named_with_its_offset(spark, tf, tmp_path, damage):
+    files = _small_data_set(spark, tmp_path / "ds")
+    victim = tmp_path / "ds" / files[1]
+    data = bytearray(victim.read_bytes())
+    if damage == "flip":
+        data[len(data) // 2] ^= 0x40
+    else:
+        data = data[:len(data) - 7]
+    victim.write_bytes(bytes(data))
+    # TensorFlow's own message ("corrupted record at 476") names no file: ours does.
+    what = "(data|length) CRC mismatch" if damage == "flip" else "truncated record"
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=rf"{victim}: {what}.* byte offset \d+"):
+        _ids(make_dataset(str(tmp_path / "ds"), 256, shuffle_buffer=0))
+
+
+def test_gzip_files_are_known_by_their_content_not_their_name(spark, tf, tmp_path):
+    import gzip
+
+    files = _small_data_set(spark, tmp_path / "ds")
+    spec = str(tmp_path / "ds" / "_tfspark.json")
+    named = []
+    for k, rel in enumerate(files):  # gzip'd into files named like plain ones, and the reverse
+        raw = (tmp_path / "ds" / rel).read_bytes()
+        out = tmp_path / (f"plain_named_{k}.tfrecord" if k % 2 else f"raw_{k}.tfrecord.gz")
+        out.write_bytes(gzip.compress(raw) if k % 2 else raw)
+        named.append(str(out))
+    ids = _ids(make_dataset(named, 256, spec=spec, label_cols=[], shuffle_buffer=0))
+    assert sorted(ids) == list(range(3000))
+    # Without a manifest every file is also counted again at its end: a short one is named.
+    short = tmp_path / "plain_named_1.tfrecord"
+    short.write_bytes(gzip.compress(gzip.decompress(short.read_bytes())[:-9]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=rf"{short}: truncated record"):
+        _ids(make_dataset(named, 256, spec=spec, label_cols=[], shuffle_buffer=0))
 
 
 def test_keras_model_from_keras_inputs_learns(tf, data):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import subprocess
 import sys
@@ -21,13 +22,14 @@ SPEC = infer_spec(T.StructType([T.StructField("x", T.FloatType()),
 
 
 def _write(root, files, compression=None, record_type="Example", splits=True):
-    """A data set on disk: files {rel path: (split, records)}; data files get dummy bytes."""
+    """A data set on disk: files {rel path: (split, records)}; data files get dummy bytes
+    (gzip'd ones are gzip streams, as their content is what readers go by)."""
     m = mf.new_manifest(spec=SPEC.to_dict() if record_type == "Example" else None,
                         compression=compression, record_type=record_type)
     entries = []
     for rel, (split, records) in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_bytes(b"x")
+        (root / rel).write_bytes(gzip.compress(b"x") if rel.endswith(".gz") else b"x")
         entries.append({"path": rel, "records": records, "bytes": 1,
                         "split": split if splits else None})
     mf.add_files(m, entries, "w")
@@ -122,8 +124,12 @@ def test_explicit_files(ds_dir, tmp_path):
     assert plan_read(files[0], spec=SPEC).files == tuple(files)  # one file as a str
     plain = tmp_path / "a.tfrecord"
     plain.write_bytes(b"")
-    with pytest.raises(OptionError, match="mix gzip"):
-        plan_read(files + [str(plain)], spec=SPEC)
+    # Compression comes from each file's content: mixed files are fine, a name does not lie.
+    mixed = plan_read(files + [str(plain)], spec=SPEC)
+    assert mixed.file_compressions() == ("gzip", None) and mixed.compression is None
+    renamed = tmp_path / "gzip_inside.tfrecord"
+    renamed.write_bytes((ds_dir / "train/part-0.tfrecord.gz").read_bytes())
+    assert plan_read([str(renamed)], spec=SPEC).compression == "gzip"
     with pytest.raises(OptionError, match="needs spec="):
         plan_read(files)
     with pytest.raises(FileNotFoundError, match="nope.tfrecord"):

@@ -17,7 +17,8 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from tfspark.read_plan import AUTOTUNE, ReadPlan, check_read_args, plan_read
+from tfspark.read_plan import AUTOTUNE, ReadPlan, Shard, check_read_args, plan_read
+from tfspark.read_plan import shard as shard_plan
 from tfspark.spec.model import FeatureSpec
 
 
@@ -29,7 +30,7 @@ def make_dataset(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
                  epochs: int | None = 1, cache: bool | str = False, deterministic: bool = False,
                  drop_remainder: bool = False, num_parallel_reads: int = AUTOTUNE,
                  shuffle_files: bool = True, shard: tuple[int, int] | None = None,
-                 compression: str | None = None) -> Any:
+                 even_shards: bool = True, compression: str | None = None) -> Any:
     """A tf.data.Dataset of (features, labels) batches read from tfspark output.
 
     path_or_files: a tfspark directory (only the files its `_tfspark.json` names are read), a
@@ -49,11 +50,16 @@ def make_dataset(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
     deterministic: keep a reproducible order; False (default) lets parallel reads and parses
       deliver whatever is ready first, which is faster.
     num_parallel_reads: files read at once (AUTOTUNE: one per CPU core).
-    shard: (num_workers, index) for explicit multi-worker input: by files when there are at
-      least num_workers files, else every num_workers-th record of each file. Either way the
-      shards are disjoint and cover everything, whatever the read order.
-    compression: for explicit files only: None guesses from the suffix (".gz" -> gzip),
-      "gzip" or "none" forces it. Directories take it from the manifest.
+    shard: (num_workers, index) for explicit multi-worker input: whole files when there are at
+      least num_workers files (balanced by the manifest's record counts), else every
+      num_workers-th record of each file. The shards are disjoint and together cover everything,
+      whatever the read order.
+    even_shards: with shard and a manifest, every worker takes the same number of batches per
+      epoch (MultiWorkerMirroredStrategy needs it): each worker's epoch is cut to the smallest
+      shard's records (the few records cut are the last to arrive; with shuffle_files they
+      differ from epoch to epoch). False: every record of the shard, steps may differ.
+    compression: for explicit files only: None detects it from each file's first bytes (as
+      every tfspark reader does), "gzip" or "none" forces it. Directories take the manifest's.
 
     Yields (features, labels): features is {name: tensor}; labels is a tensor for one label
     column, a {name: tensor} dict for several; with no label columns, the features dict alone.
@@ -61,12 +67,14 @@ def make_dataset(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
     features are tf.RaggedTensor [batch, None], not SparseTensor (Keras 3 takes ragged and dense
     inputs more readily); 2-D ragged features are RaggedTensor [batch, None, None]. With a
     manifest, the dataset's cardinality is known (Keras sees the steps per epoch) and each
-    file's record count is checked while reading.
+    file's record count is checked while reading; files without one are counted again by
+    tfspark's own reader at their end.
 
     Raises OptionError for bad arguments or a directory with splits read without split=,
     SchemaError for an unusable spec or labels, ManifestError when a directory has no
-    _tfspark.json, FileNotFoundError for a missing explicit file; while iterating, corrupt
-    records raise tf.errors.DataLossError.
+    _tfspark.json, FileNotFoundError for a missing explicit file. While iterating, a corrupt,
+    truncated or miscounted file raises tf.errors.InvalidArgumentError whose message names the
+    file and, for a bad record, its byte offset.
     """
     check_read_args(batch_size, shuffle_buffer, epochs, num_parallel_reads, shard, cache)
     plan = plan_read(path_or_files, split=split, spec=spec, label_cols=label_cols,
@@ -74,51 +82,19 @@ def make_dataset(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
     return build_pipeline(plan, batch_size, shuffle_buffer=shuffle_buffer, seed=seed,
                           epochs=epochs, cache=cache, deterministic=deterministic,
                           drop_remainder=drop_remainder, num_parallel_reads=num_parallel_reads,
-                          shuffle_files=shuffle_files, shard=shard)
+                          shuffle_files=shuffle_files, shard=shard, even_shards=even_shards)
 
 
 def build_pipeline(plan: ReadPlan, batch_size: int, *, shuffle_buffer: int | None = None,
                    seed: int | None = None, epochs: int | None = 1, cache: bool | str = False,
                    deterministic: bool = False, drop_remainder: bool = False,
                    num_parallel_reads: int = AUTOTUNE, shuffle_files: bool = True,
-                   shard: tuple[int, int] | None = None) -> Any:
+                   shard: tuple[int, int] | None = None, even_shards: bool = True) -> Any:
     """The tf.data pipeline for a ReadPlan (see make_dataset for the arguments)."""
     import tensorflow as tf
-    files = list(plan.files)
-    counts = list(plan.records) if plan.records is not None else None
-    record_shard = None
-    if shard is not None:
-        n, i = shard
-        if len(files) >= n:
-            files = files[i::n]
-            counts = counts[i::n] if counts is not None else None
-        else:
-            # Sharding the interleaved stream would overlap between workers whenever the order
-            # is not deterministic; every n-th record of each file is disjoint in any order.
-            record_shard = (n, i)
-            counts = [len(range(i, c, n)) for c in counts] if counts is not None else None
-    comp = "GZIP" if plan.compression == "gzip" else ""
-    if counts is None:
-        counts = [-1] * len(files)
 
-    def read_file(name: Any, count: Any) -> Any:
-        records = tf.data.TFRecordDataset(name, compression_type=comp)
-        if record_shard:
-            records = records.shard(*record_shard)
-        if known:
-            # Each file must hold the records its manifest says: a truncated or swapped file
-            # fails the epoch instead of silently training on the wrong data.
-            records = records.apply(tf.data.experimental.assert_cardinality(count))
-        # Blocks of records, not single records, travel on: ~2x faster (cost per element).
-        return records.batch(batch_size)
-
-    known = bool(files) and min(counts) >= 0
-    ds = tf.data.Dataset.from_tensor_slices((tf.constant(files, dtype=tf.string),
-                                             tf.constant(counts, dtype=tf.int64)))
-    if shuffle_files and len(files) > 1:
-        ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
-    ds = ds.interleave(read_file, cycle_length=num_parallel_reads, block_length=1,
-                       num_parallel_calls=num_parallel_reads, deterministic=deterministic)
+    part = shard_plan(plan, shard, even_shards)
+    ds = _records(part, batch_size, shuffle_files, seed, num_parallel_reads, deterministic)
     if cache is True:
         ds = ds.cache()
     elif isinstance(cache, str):
@@ -130,25 +106,114 @@ def build_pipeline(plan: ReadPlan, batch_size: int, *, shuffle_buffer: int | Non
         ds = tf.data.Dataset.zip(ds.rebatch(buffer), seeds).map(
             tf.random.experimental.stateless_shuffle, num_parallel_calls=AUTOTUNE,
             deterministic=deterministic)
-    if epochs is None:
-        ds = ds.repeat()
-    elif epochs > 1:
-        ds = ds.repeat(epochs)
-    ds = ds.rebatch(batch_size, drop_remainder=drop_remainder)
-    if known and epochs is not None and _num_workers() == 1:
+    steps = _steps(part.total, batch_size, drop_remainder)
+    if part.take is not None:  # every worker the same steps: batches end with the epoch
+        ds = ds.rebatch(batch_size, drop_remainder=drop_remainder).take(steps)
+    ds = ds.repeat() if epochs is None else ds.repeat(epochs) if epochs > 1 else ds
+    if part.take is None:
+        ds = ds.rebatch(batch_size, drop_remainder=drop_remainder)
+    known = part.total
+    if known is not None and epochs is not None and (shard is not None or _num_workers() == 1):
         # Keras learns the steps per epoch (progress bars with a total, no "ran out of data"
-        # warning). Not with several workers: auto-sharding changes the count after this.
-        total = sum(counts) * epochs
-        ds = ds.apply(tf.data.experimental.assert_cardinality(
-            total // batch_size if drop_remainder else -(-total // batch_size)))
+        # warning). Not with several workers auto-sharding: that changes the count after this.
+        every = _steps(known, batch_size, drop_remainder) if part.take is not None else None
+        total = every * epochs if every is not None else _steps(known * epochs, batch_size,
+                                                                drop_remainder)
+        ds = ds.apply(tf.data.experimental.assert_cardinality(total))
     ds = ds.map(make_parser(plan.spec, plan.labels), num_parallel_calls=AUTOTUNE,
                 deterministic=deterministic)
     ds = ds.prefetch(AUTOTUNE)
     options = tf.data.Options()
     options.deterministic = deterministic
     options.experimental_distribute.auto_shard_policy = _auto_shard_policy(
-        len(files), explicit=shard is not None)
+        len(part.files), explicit=shard is not None)
     return ds.with_options(options)
+
+
+def _steps(records: int | None, batch_size: int, drop_remainder: bool) -> int | None:
+    if records is None:
+        return None
+    return records // batch_size if drop_remainder else -(-records // batch_size)
+
+
+def _records(part: Shard, batch_size: int, shuffle_files: bool, seed: int | None,
+             num_parallel_reads: int, deterministic: bool) -> Any:
+    """Blocks of up to batch_size serialized records, files read in parallel, each file's
+    records checked: a corrupt, truncated or miscounted file fails naming itself."""
+    import tensorflow as tf
+
+    counts = part.records if part.records is not None else (-1,) * len(part.files)
+    comps = ["GZIP" if c == "gzip" else "" for c in part.compressions]
+
+    def read_file(name: Any, comp: Any, count: Any) -> Any:
+        records = tf.data.TFRecordDataset(name, compression_type=comp)
+        if part.every:
+            records = records.shard(*part.every)
+        # TensorFlow's own read errors name no file: they end the file's blocks here (per
+        # block, not per record: cheaper), and the count check at its end says which file
+        # failed, and where.
+        blocks = records.batch(batch_size).ignore_errors()
+        return _checked(blocks, name, comp, count, part.every)
+
+    ds = tf.data.Dataset.from_tensor_slices((tf.constant(list(part.files), dtype=tf.string),
+                                             tf.constant(comps, dtype=tf.string),
+                                             tf.constant(counts, dtype=tf.int64)))
+    if shuffle_files and len(part.files) > 1:
+        ds = ds.shuffle(len(part.files), seed=seed, reshuffle_each_iteration=True)
+    # Blocks of records, not single records, travel on: ~2x faster (cost per element).
+    return ds.interleave(read_file, cycle_length=num_parallel_reads, block_length=1,
+                         num_parallel_calls=num_parallel_reads, deterministic=deterministic)
+
+
+def _checked(blocks: Any, name: Any, comp: Any, count: Any,
+             every: tuple[int, int] | None) -> Any:
+    """blocks, then a check at the file's end: it held `count` records (-1: as many as our own
+    reader finds in it), else an error naming the file and what is wrong with it. The check
+    rides on an empty block after the file's last (it flows on: later stages skip it)."""
+    import tensorflow as tf
+
+    end = tf.data.Dataset.from_tensors(tf.zeros([0], tf.string))  # never a real block
+
+    def check(seen: Any, block: Any) -> Any:
+        fine = tf.logical_and(tf.greater_equal(count, 0), tf.equal(seen, count))
+        problem = tf.cond(fine, lambda: tf.constant(""), lambda: tf.py_function(
+            _diagnose, [name, comp, seen, count, every or (1, 0)], tf.string))
+        with tf.control_dependencies([tf.debugging.Assert(tf.equal(problem, ""), [problem])]):
+            return tf.identity(block)
+
+    def step(seen: Any, block: Any) -> Any:
+        size = tf.size(block, out_type=tf.int64)
+        return seen + size, tf.cond(tf.equal(size, 0), lambda: check(seen, block),
+                                    lambda: block)
+
+    return blocks.concatenate(end).scan(tf.constant(0, tf.int64), step)
+
+
+def _diagnose(name: Any, comp: Any, seen: Any, count: Any, every: Any) -> str:
+    """What is wrong with a file TensorFlow read `seen` records of ("" when nothing is)."""
+    from tfspark.errors import CorruptRecordError
+    from tfspark.fs import locate
+    from tfspark.wire.stream import read_records
+
+    path = name.numpy().decode()
+    n, i = (int(v) for v in every.numpy())
+    loc = locate(path)
+    total = 0
+    try:
+        with loc.fs.open_input_stream(loc.base, compression=None) as f:
+            for _ in read_records(f, "gzip" if comp.numpy() else None, path=path):
+                total += 1
+    except CorruptRecordError as e:
+        return str(e)
+    mine = len(range(i, total, n))
+    if int(count) >= 0 and mine != int(count):
+        listed = f"lists {int(count)}" if n == 1 else "lists another number"
+        return (f"{path}: holds {total} records but the manifest {listed}; the file was "
+                f"changed after the write: rewrite the data set")
+    if mine != int(seen):
+        return (f"{path}: TensorFlow read {int(seen)} of its {mine} records; it may have changed "
+                f"while being read")
+    return ""
 
 
 def make_parser(spec: FeatureSpec, labels: Sequence[str] = ()) -> Any:
