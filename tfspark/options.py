@@ -21,6 +21,7 @@ from typing import Any
 from tfspark.arrow.encode import NULL_ELEMENT_POLICIES
 from tfspark.errors import OptionError
 from tfspark.fs import absolute
+from tfspark.spec.kinds import DECIMAL_AS
 from tfspark.wire.tfrecord import GZIP_LEVELS, normalize_compression
 
 RECORD_TYPES = ("Example", "ByteArray")
@@ -43,6 +44,8 @@ WRITE_OPTIONS = {
     "shapes": 'JSON {"col": [n]}: fixed-length array/vector columns',
     "defaults": 'JSON {"col": value}: fill values of nullable columns',
     "nullelements": "error (default) | drop: nulls inside arrays",
+    "decimalas": "float32 (default: refused when a value would not come back exactly) | "
+                 "string (exact text)",
     "splitcolumn": "string column naming each row's split directory (used by write_tfrecords)",
     "stats": "JSON object stored in the manifest (used by write_tfrecords)",
     "backup": "JSON: the manifest's backup entry (used by write_tfrecords)",
@@ -184,6 +187,7 @@ class WriteOptions:
     shapes: Mapping[str, Any] | None = None
     defaults: Mapping[str, Any] | None = None
     null_elements: str = "error"
+    decimal_as: str = "float32"
     split_column: str | None = None
     stats: Mapping[str, Any] | None = None
     backup_entry: Mapping[str, Any] | None = None
@@ -242,7 +246,8 @@ class WriteOptions:
 
     def source_options(self) -> dict[str, str]:
         """The data source options (strings) that carry this write's settings to it."""
-        out = {"nullElements": self.null_elements, "recordType": self.record_type}
+        out = {"nullElements": self.null_elements, "recordType": self.record_type,
+               "decimalAs": self.decimal_as}
         if self.compression:
             out.update(compression=self.compression, gzipLevel=str(self.gzip_level))
         if self.max_records_per_file:
@@ -285,6 +290,7 @@ _FIELDS: dict[str, Callable[[str, Any], Any]] = {
     "shapes": _optional_mapping,
     "defaults": _optional_mapping,
     "null_elements": _choice(NULL_ELEMENT_POLICIES),
+    "decimal_as": _choice(DECIMAL_AS),
     "split_column": _optional_str,
     "stats": _optional_mapping,
     "backup_entry": _optional_mapping,
@@ -356,13 +362,14 @@ _SOURCE_KEYS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "partitionby": ("partition_by", _names_text), "mode": ("mode", _text),
     "labelcols": ("label_cols", _names_text), "spec": ("spec_json", _text),
     "shapes": ("shapes", _json_text), "defaults": ("defaults", _json_text),
-    "nullelements": ("null_elements", _text),
+    "nullelements": ("null_elements", _text), "decimalas": ("decimal_as", _text),
     "splitcolumn": ("split_column", lambda n, t: str(t) or None),
     "stats": ("stats", _json_text), "backup": ("backup_entry", _json_text),
 }
 _OPTION_NAMES = {k.lower(): k for k in (
     "compression", "gzipLevel", "recordType", "maxRecordsPerFile", "partitionBy", "mode",
-    "labelCols", "spec", "shapes", "defaults", "nullElements", "splitColumn", "stats", "backup",
+    "labelCols", "spec", "shapes", "defaults", "nullElements", "decimalAs", "splitColumn",
+    "stats", "backup",
     "verify",
     "split", "schemaSampleRecords", "schemaSampleFiles")}
 

@@ -45,10 +45,12 @@ def directory(split: str | None, partition: dict[str, Any]) -> str:
     return "/".join(parts)
 
 
-def group_rows(batch: pa.RecordBatch, columns: list[str]) -> Iterator[tuple[tuple, pa.RecordBatch]]:
-    """(key values, rows) for each distinct combination of `columns`, keys as Python values."""
+def group_rows(batch: pa.RecordBatch, columns: list[str]
+               ) -> Iterator[tuple[tuple, pa.RecordBatch, np.ndarray]]:
+    """(key values, rows, their indices in batch) for each distinct combination of `columns`,
+    keys as Python values."""
     if not columns or batch.num_rows == 0:
-        yield (), batch
+        yield (), batch, np.arange(batch.num_rows)
         return
     codes = np.zeros(batch.num_rows, np.int64)
     dicts = []
@@ -63,4 +65,4 @@ def group_rows(batch: pa.RecordBatch, columns: list[str]) -> Iterator[tuple[tupl
     for rows in np.split(order, cuts):
         first = int(rows[0])
         key = tuple(batch.column(c)[first].as_py() for c in columns)
-        yield key, batch.take(pa.array(rows))
+        yield key, batch.take(pa.array(rows)), rows

@@ -110,7 +110,7 @@ class Case:
 
 def run_case(case: Case, path: str) -> dict:
     schema = T.StructType([T.StructField("c", case.spark_type, case.nullable)])
-    spec = infer_spec(schema, shapes=case.shapes, defaults=case.defaults)
+    spec = infer_spec(schema, shapes=case.shapes, defaults=case.defaults, **case.kw)
     values = case.values if case.arrow else arrow_values(case.spark_type, case.values)
     batch = pa.RecordBatch.from_arrays(
         [pa.array(values, type=case.arrow or arrow_type(case.spark_type))], names=["c"])
@@ -237,13 +237,27 @@ CASES = [
          defaults={"c": -0.0}, check=signbits("c", [True])),
     Case("double custom -inf default", T.DoubleType(), [None, 2.0], [-math.inf, 2.0],
          defaults={"c": -math.inf}),
+    # Decimals are float32 only when they come back exactly (issue 16): else refused, or kept
+    # exactly as text with decimal_as="string".
     Case("decimal", T.DecimalType(10, 2),
-         [Decimal("1.50"), Decimal("-12345678.99"), Decimal("0.00"), Decimal("0.01"), None],
-         [1.5, float(np.float32(-12345678.99)), 0.0, float(np.float32(0.01)), 0.0],
+         [Decimal("1.50"), Decimal("-1234.99"), Decimal("0.00"), Decimal("0.01"), None],
+         [1.5, float(np.float32(-1234.99)), 0.0, float(np.float32(0.01)), 0.0],
          dtype="float32"),
-    Case("decimal wide", T.DecimalType(38, 18),
-         [Decimal("-12345678901234567890.123456789012345678"), Decimal("1E-18"), None],
-         [float(np.float32(-1.2345678901234567e19)), float(np.float32(1e-18)), 0.0]),
+    Case("decimal beyond float32", T.DecimalType(10, 2),
+         [Decimal("1.50"), Decimal("-12345678.99")], error=EncodeError,
+         match=r"'c' value -12345678.99 at row 1 does not survive float32.*-12345679\.00.*"
+               r"decimal_as='string'"),
+    Case("decimal beyond float32 range of its precision", T.DecimalType(9, 0),
+         [Decimal("999999999")], error=EncodeError, match=r"'c' value 999999999 at row 0.*"
+                                                          r"1e\+09, beyond decimal\(9,0\)"),
+    Case("decimal as text", T.DecimalType(10, 2),
+         [Decimal("1.50"), Decimal("-12345678.99"), None],
+         [b"1.50", b"-12345678.99", b""], dtype="string", kw={"decimal_as": "string"}),
+    Case("decimal wide", T.DecimalType(38, 18), [Decimal("1E-18"), Decimal("-0.5"), None],
+         [float(np.float32(1e-18)), -0.5, 0.0]),
+    Case("decimal wide beyond float32", T.DecimalType(38, 18),
+         [Decimal("1E-18"), Decimal("-12345678901234567890.123456789012345678")],
+         error=EncodeError, match=r"'c' value -12345678901234567890.123456789012345678 at row 1"),
     Case("decimal default", T.DecimalType(5, 1), [None, Decimal("2.5")], [0.5, 2.5],
          defaults={"c": 0.5}),
     # ---- text and bytes

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from tfspark.arrow import values
+from tfspark.arrow.values import ROW, BadRow, bytes_buffers, wrong_type
 from tfspark.errors import EncodeError
 from tfspark.spec.model import Feature, FeatureSpec
 from tfspark.wire import example_write as pw
@@ -20,10 +21,8 @@ from tfspark.wire.protobuf import BYTES, FLOAT, INT
 from tfspark.wire.tfrecord import frame_into
 
 NULL_ELEMENT_POLICIES = ("error", "drop")
-_F32_MAX = float(np.finfo(np.float32).max)
 # Rows written per block: all columns of a block are written while it is still in cache.
 _BLOCK_ROWS = 4096
-_TS_TO_US = {"s": 1_000_000, "ms": 1_000, "us": 1, "ns": None}
 
 
 @dataclass
@@ -79,20 +78,28 @@ class BatchEncoder:
         self._keys = {k: pw.key_header(k) for f in spec.features for k in f.keys}
         self._buf = np.empty(0, np.uint8)
 
-    def encode(self, batch: pa.RecordBatch | pa.Table, *,
-               framed: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    def encode(self, batch: pa.RecordBatch | pa.Table, *, framed: bool = False,
+               row_numbers: np.ndarray | None = None,
+               where: str = "") -> tuple[np.ndarray, np.ndarray]:
         """(buffer, n+1 record offsets) of the batch's rows as serialized Examples.
 
         framed=True adds TFRecord framing, ready to write to a file. The buffer is reused by the
-        next call. Raises EncodeError for a missing column, a wrong type or a refused null.
+        next call. Raises EncodeError for a missing column, a wrong type or a refused null; it
+        names a bad row by row_numbers[i] (default: its index in the batch) and says `where`
+        rows are counted (e.g. "Spark partition 3").
         """
         if isinstance(batch, pa.Table):
             chunks = batch.combine_chunks().to_batches()
             batch = chunks[0] if chunks else pa.RecordBatch.from_pylist([], schema=batch.schema)
         _check_columns(batch, self.spec)
         cols: list[_Col] = []
-        for feature in self.spec.features:
-            cols.extend(_columns_of(feature, _column(batch, feature.path), self.null_elements))
+        try:
+            for feature in self.spec.features:
+                cols.extend(_columns_of(feature, _column(batch, feature.path),
+                                        self.null_elements))
+        except BadRow as e:
+            number = int(row_numbers[e.row]) if row_numbers is not None else e.row
+            raise e.renamed(number, where) from None
         cols.sort(key=lambda c: c.key)
         keys = [self._keys[c.key] for c in cols]
         n = batch.num_rows
@@ -186,9 +193,9 @@ def _columns_of(f: Feature, arr: pa.Array, policy: str) -> list[_Col]:
         # TF treats an empty default as "required": write null rows as (equal) empty lists.
         present = np.ones(n, dtype=bool)
     if f.encoding == "vector":
-        rows, values = _vector(f, arr, present)
+        rows, dense = _vector(f, arr, present)
         _check_fixed(f, rows, present)
-        return [_Col(f.name, FLOAT, rows, present, _to_float32(f, values, rows))]
+        return [_Col(f.name, FLOAT, rows, present, values.to_float32(f, dense, rows))]
     if f.kind == "ragged":
         outer, inner = _list_parts(f, arr, present, policy, what="a null array")
         owner = np.repeat(np.arange(n), np.diff(outer))
@@ -214,10 +221,9 @@ def _present(f: Feature, arr: pa.Array) -> np.ndarray:
         return np.ones(len(arr), dtype=bool)
     present = arr.is_valid().to_numpy(zero_copy_only=False)
     if not f.nullable:
-        row = int(np.argmin(present))
-        raise EncodeError(f"column {f.name!r} is not nullable in the spec but row {row} is null; "
-                          f"fill the nulls (fillna/coalesce) or infer the spec from a nullable "
-                          f"schema")
+        raise BadRow(f"column {f.name!r} is not nullable in the spec but row {ROW} is null; "
+                     f"fill the nulls (fillna/coalesce) or infer the spec from a nullable "
+                     f"schema", int(np.argmin(present)))
     return present
 
 
@@ -248,9 +254,9 @@ def _list_parts(f: Feature, arr: pa.Array, present: np.ndarray, policy: str,
             if policy == "error":
                 first = int(owner[np.argmax(bad)])
                 row = int(row_of[first]) if row_of is not None else first
-                raise EncodeError(f"column {f.name!r} has {what} inside an array at row "
-                                  f"{row}; fill or filter it, or pass "
-                                  f"null_elements='drop' to leave such elements out")
+                raise BadRow(f"column {f.name!r} has {what} inside an array at row {ROW}; fill "
+                             f"or filter it, or pass null_elements='drop' to leave such "
+                             f"elements out", row)
             keep = ~bad
             kept = np.concatenate([[0], np.cumsum(keep)]).astype(np.int64)
             rows = kept[rows]
@@ -265,9 +271,9 @@ def _check_fixed(f: Feature, rows: np.ndarray, present: np.ndarray) -> None:
     bad = present & (counts != f.shape[0])
     if bad.any():
         row = int(np.argmax(bad))
-        raise EncodeError(f"column {f.name!r} has {int(counts[row])} values at row {row} but the "
-                          f"spec fixes its shape to {list(f.shape)}; fix the data or re-infer "
-                          f"the spec without a fixed shape (variable length)")
+        raise BadRow(f"column {f.name!r} has {int(counts[row])} values at row {ROW} but the "
+                     f"spec fixes its shape to {list(f.shape)}; fix the data or re-infer the "
+                     f"spec without a fixed shape (variable length)", row)
 
 
 def _leaf(f: Feature, key: str, rows: np.ndarray, present: np.ndarray, arr: pa.Array) -> _Col:
@@ -277,109 +283,51 @@ def _leaf(f: Feature, key: str, rows: np.ndarray, present: np.ndarray, arr: pa.A
         if not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
                 or pa.types.is_large_binary(t) or pa.types.is_string_view(t)
                 or pa.types.is_binary_view(t) or pa.types.is_fixed_size_binary(t)):
-            _wrong_type(f, t)
+            wrong_type(f, t)
         data, offsets = bytes_buffers(arr)
         return _Col(key, BYTES, rows, present, data, offsets)
+    if enc == "decimal_string":
+        if not pa.types.is_decimal(t):
+            wrong_type(f, t)
+        data, offsets = bytes_buffers(values.fill(arr, 0).cast(pa.string()))
+        return _Col(key, BYTES, rows, present, data, offsets)
     if enc in ("int", "bool", "date", "timestamp"):
-        return _Col(key, INT, rows, present, _to_int64(f, arr))
+        return _Col(key, INT, rows, present, values.to_int64(f, arr))
     if enc in ("float", "decimal"):
         if not (pa.types.is_floating(t) or pa.types.is_decimal(t) or pa.types.is_integer(t)):
-            _wrong_type(f, t)
-        raw = _fill(arr, 0).cast(pa.float64()).to_numpy(zero_copy_only=False)
-        return _Col(key, FLOAT, rows, present, _to_float32(f, raw, rows))
+            wrong_type(f, t)
+        raw = values.fill(arr, 0).cast(pa.float64()).to_numpy(zero_copy_only=False)
+        f32 = values.to_float32(f, raw, rows)
+        if pa.types.is_decimal(t):
+            values.check_decimals(f, arr, f32, rows)
+        return _Col(key, FLOAT, rows, present, f32)
     raise EncodeError(f"feature {f.name!r} has unknown encoding {enc!r}")  # pragma: no cover
-
-
-def _fill(arr: pa.Array, value: object) -> pa.Array:
-    return pc.fill_null(arr, value) if arr.null_count else arr
-
-
-def _to_int64(f: Feature, arr: pa.Array) -> np.ndarray:
-    t, enc = arr.type, f.encoding
-    if enc == "bool" and pa.types.is_boolean(t):
-        return _fill(arr, False).cast(pa.int64()).to_numpy(zero_copy_only=False)
-    if enc in ("int", "bool") and pa.types.is_integer(t):
-        filled = _fill(arr, 0)
-        if pa.types.is_uint64(t):
-            big = pc.greater(filled, pa.scalar(2**63 - 1, pa.uint64())).to_numpy(
-                zero_copy_only=False)
-            if big.any():
-                row = int(np.argmax(big))
-                raise EncodeError(f"column {f.name!r} value {filled[row].as_py()} at element "
-                                  f"{row} is out of int64 range; cast or scale the column")
-        return filled.cast(pa.int64(), safe=False).to_numpy(zero_copy_only=False)
-    if enc == "date" and (pa.types.is_date32(t) or pa.types.is_date64(t)):
-        days = _fill(arr, 0).cast(pa.date32()) if pa.types.is_date64(t) else arr
-        return _fill(days.view(pa.int32()), 0).cast(pa.int64()).to_numpy(
-            zero_copy_only=False)
-    if enc == "timestamp" and pa.types.is_timestamp(t):
-        raw = _fill(arr.view(pa.int64()), 0).to_numpy(zero_copy_only=False)
-        scale = _TS_TO_US[t.unit]
-        if scale is None:
-            return np.floor_divide(raw, 1000)
-        limit = (2**63 - 1) // scale
-        if scale > 1 and (np.abs(raw) > limit).any():
-            raise EncodeError(f"column {f.name!r} has a timestamp too far from 1970 to hold in "
-                              f"microseconds; filter or clip it")
-        return raw * scale
-    _wrong_type(f, t)
-    raise AssertionError  # unreachable, for type checkers
-
-
-def _to_float32(f: Feature, raw: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    raw = np.asarray(raw, dtype=np.float64)
-    with np.errstate(over="ignore"):
-        out = raw.astype(np.float32)
-    over = np.isfinite(raw) & ~np.isfinite(out)
-    if over.any():
-        i = int(np.argmax(over))
-        row = int(np.searchsorted(rows, i, side="right") - 1)
-        raise EncodeError(f"column {f.name!r} value {float(raw[i])!r} at row {row} is out of "
-                          f"float32 range (|x| <= {_F32_MAX:.4g}); scale or clip the column")
-    return out
-
-
-def bytes_buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """(data, n+1 int64 offsets) of a string/binary column, zero-copy for large_binary."""
-    if not (pa.types.is_large_binary(arr.type)):
-        arr = arr.cast(pa.large_binary())
-    bufs = arr.buffers()
-    offsets = np.frombuffer(bufs[1], dtype=np.int64)[arr.offset:arr.offset + len(arr) + 1]
-    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else \
-        np.zeros(0, np.uint8)
-    return data, offsets
 
 
 def _vector(f: Feature, arr: pa.Array, present: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """ml Vector column (its Arrow struct form, or a plain list) -> dense float64 rows."""
     if _is_list(arr.type):
         rows, child = _list_parts(f, arr, present, "error")
-        return rows, _fill(child, 0).cast(pa.float64()).to_numpy(zero_copy_only=False)
+        return rows, values.fill(child, 0).cast(pa.float64()).to_numpy(zero_copy_only=False)
     names = {arr.type.field(i).name for i in range(arr.type.num_fields)} \
         if pa.types.is_struct(arr.type) else set()
     if names != {"type", "size", "indices", "values"}:
         raise EncodeError(f"column {f.name!r} should be an ml Vector (struct of type, size, "
                           f"indices, values) but holds Arrow {arr.type}")
     parts = dict(zip([arr.type.field(i).name for i in range(4)], arr.flatten()))
-    kind = _fill(parts["type"], 1).cast(pa.int8()).to_numpy(zero_copy_only=False)
-    size = _fill(parts["size"], 0).cast(pa.int64()).to_numpy(zero_copy_only=False)
+    kind = values.fill(parts["type"], 1).cast(pa.int8()).to_numpy(zero_copy_only=False)
+    size = values.fill(parts["size"], 0).cast(pa.int64()).to_numpy(zero_copy_only=False)
     idx_rows, idx = _list_parts(f, parts["indices"], present, "error")
     val_rows, val = _list_parts(f, parts["values"], present, "error")
-    indices = _fill(idx, 0).cast(pa.int64()).to_numpy(zero_copy_only=False)
-    values = _fill(val, 0).cast(pa.float64()).to_numpy(zero_copy_only=False)
+    indices = values.fill(idx, 0).cast(pa.int64()).to_numpy(zero_copy_only=False)
+    vals = values.fill(val, 0).cast(pa.float64()).to_numpy(zero_copy_only=False)
     sparse = present & (kind == 0)
     owner = np.repeat(np.arange(len(arr)), np.diff(idx_rows))
     bad = sparse[owner] & ((indices < 0) | (indices >= size[owner]))
     if bad.any() or (sparse & (np.diff(idx_rows) != np.diff(val_rows))).any():
         row = int(owner[np.argmax(bad)]) if bad.any() else int(np.argmax(
             sparse & (np.diff(idx_rows) != np.diff(val_rows))))
-        raise EncodeError(f"column {f.name!r} has a malformed sparse vector at row {row} "
-                          f"(indices outside its size, or indices and values of different "
-                          f"lengths); rebuild it with Vectors.sparse")
-    return pw.densify_vectors(kind, size, idx_rows, indices, val_rows, values, present)
-
-
-def _wrong_type(f: Feature, t: pa.DataType) -> None:
-    raise EncodeError(f"column {f.name!r} holds Arrow type {t}, which does not match its spec "
-                      f"({f.source_type}, stored as {f.dtype}); re-infer the spec from this "
-                      f"data or cast the column")
+        raise BadRow(f"column {f.name!r} has a malformed sparse vector at row {ROW} "
+                     f"(indices outside its size, or indices and values of different "
+                     f"lengths); rebuild it with Vectors.sparse", row)
+    return pw.densify_vectors(kind, size, idx_rows, indices, val_rows, vals, present)

@@ -22,6 +22,7 @@ from tfspark.arrow.encode import NULL_ELEMENT_POLICIES as NULL_ELEMENTS
 from tfspark.errors import OptionError
 from tfspark.options import WRITE_MODES as MODES
 from tfspark.options import WriteOptions
+from tfspark.spec.kinds import DECIMAL_AS
 
 SOURCE_FORMATS = ("auto", "table", "parquet", "csv")
 
@@ -54,6 +55,7 @@ class ExportConfig:
     shapes: Mapping[str, tuple[int, ...]] | None = None
     defaults: Mapping[str, Any] | None = None
     null_elements: str = "error"
+    decimal_as: str = "float32"
     # Local Spark session (ignored under spark-submit, which brings its own session).
     warehouse: str = "warehouse"
     master: str = "local[*]"
@@ -106,7 +108,7 @@ class ExportConfig:
             "partition_by": self.partition_by,
             "shapes": {k: list(v) for k, v in self.shapes.items()} if self.shapes else None,
             "defaults": dict(self.defaults) if self.defaults else None,
-            "null_elements": self.null_elements,
+            "null_elements": self.null_elements, "decimal_as": self.decimal_as,
         }
 
 
@@ -277,6 +279,7 @@ _RULES = {
     "shapes": _shapes,
     "defaults": _defaults,
     "null_elements": _choice(NULL_ELEMENTS),
+    "decimal_as": _choice(DECIMAL_AS),
     "warehouse": _str,
     "master": _str,
     "app_name": _str,

@@ -25,6 +25,7 @@ from tfspark.cli import inspect
 from tfspark.cli.config import KEYS, MODES, NULL_ELEMENTS, SOURCE_FORMATS, ExportConfig, load_config
 from tfspark.cli.errors import describe_error, interrupted, silence_stdout
 from tfspark.errors import require
+from tfspark.spec.kinds import DECIMAL_AS
 
 DEMO = ExportConfig(output="out/sample_tfrecords", mode="overwrite", label_cols=("label",),
                     compression="gzip", backup_table="tfspark_demo.sample_backup",
@@ -208,6 +209,9 @@ def add_export_args(p: argparse.ArgumentParser, config_help: str = "") -> None:
     p.add_argument("--partition-by", help="comma-separated columns, one directory per value")
     p.add_argument("--null-elements", choices=NULL_ELEMENTS,
                    help="a null inside an array: fail (default) or drop the element")
+    p.add_argument("--decimal-as", choices=DECIMAL_AS,
+                   help="decimals as float32 (default; refused when a value would not come back "
+                        "exactly) or as their exact text")
     p.add_argument("--sample-rows", type=int, help="rows of the embedded sample")
     p.add_argument("--master", help="Spark master of the local session (default local[*])")
     p.add_argument("--warehouse", help="spark.sql.warehouse.dir and metastore directory")

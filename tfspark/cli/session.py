@@ -34,7 +34,8 @@ def local_session(cfg: ExportConfig) -> Any:
                .config("spark.pyspark.python", python)
                .config("spark.sql.warehouse.dir", str(warehouse))
                .config("spark.ui.showConsoleProgress", "true")
-               .config("spark.driver.extraJavaOptions", " ".join(java_opts)))
+               # Spark splits these as a shell would: quoted, a path may hold spaces.
+               .config("spark.driver.extraJavaOptions", " ".join(map(_quoted, java_opts))))
     if _hive_available():
         # Without Hive the catalog is in memory and the backup table is gone with the session.
         url = f"jdbc:derby:;databaseName={warehouse / 'metastore_db'};create=true"
@@ -43,6 +44,10 @@ def local_session(cfg: ExportConfig) -> Any:
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def _quoted(arg: str) -> str:
+    return '"' + arg.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _hive_available() -> bool:

@@ -49,9 +49,10 @@ class TaskFiles:
     _seq: int = 0
 
     def write_group(self, split: str | None, partition: dict[str, Any],
-                    batch: pa.RecordBatch) -> None:
-        """Append one group's rows (all of one split and partition) to its current file."""
-        buf, offsets = self._frame(batch)
+                    batch: pa.RecordBatch, row_numbers: np.ndarray | None = None) -> None:
+        """Append one group's rows (all of one split and partition) to its current file.
+        row_numbers: the rows' numbers in the task (what an error names)."""
+        buf, offsets = self._frame(batch, row_numbers)
         key = (split, tuple(partition.items()))
         start = 0
         n = len(offsets) - 1
@@ -66,14 +67,17 @@ class TaskFiles:
             if self.max_records is not None and f.writer.records >= self.max_records:
                 self._close(key)
 
-    def _frame(self, batch: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray]:
+    def _frame(self, batch: pa.RecordBatch,
+               row_numbers: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        where = f"Spark partition {int(self.task.split('-')[0])}"
         if self.encoder is not None:
-            return self.encoder.encode(batch, framed=True)
+            return self.encoder.encode(batch, framed=True, row_numbers=row_numbers, where=where)
         col = batch.column(0)
         if col.null_count:
             row = int(np.argmin(col.is_valid().to_numpy(zero_copy_only=False)))
+            row = int(row_numbers[row]) if row_numbers is not None else row
             raise EncodeError(f"recordType ByteArray: column {batch.schema.names[0]!r} is null "
-                              f"at row {row}; filter out null records")
+                              f"at row {row} (of {where}); filter out null records")
         data, offs = bytes_buffers(col)
         base = offs - offs[0]
         framed = frame_buffer(data[offs[0]:offs[-1]], base)
@@ -125,13 +129,15 @@ class TaskFiles:
 
 def batches_by_group(batches: Iterator[pa.RecordBatch], split_col: str | None,
                      part_cols: list[str], keep: list[str]
-                     ) -> Iterator[tuple[str | None, dict[str, Any], pa.RecordBatch]]:
-    """(split, {partition column: value}, rows) for each group of rows of each batch, with only
-    the `keep` columns.
+                     ) -> Iterator[tuple[str | None, dict[str, Any], pa.RecordBatch, np.ndarray]]:
+    """(split, {partition column: value}, rows, their numbers in the task) for each group of
+    rows of each batch, with only the `keep` columns.
     """
     cols = ([split_col] if split_col else []) + part_cols
+    seen = 0
     for batch in batches:
-        for key, rows in partitions.group_rows(batch, cols):
+        for key, rows, indices in partitions.group_rows(batch, cols):
             split = key[0] if split_col else None
             values = key[1:] if split_col else key
-            yield split, dict(zip(part_cols, values)), rows.select(keep)
+            yield split, dict(zip(part_cols, values)), rows.select(keep), seen + indices
+        seen += batch.num_rows

@@ -122,6 +122,9 @@ def _leaf(arr: pa.Array, dtype: T.DataType, name: str) -> pa.Array:
             return arr.cast(pa.int64()).view(_arrow(dtype))
         if isinstance(dtype, T.DecimalType) and pa.types.is_floating(t):
             return arr.cast(pa.float64()).cast(_arrow(dtype))
+        if isinstance(dtype, T.DecimalType) and (pa.types.is_binary(t) or
+                                                 pa.types.is_large_binary(t)):
+            return arr.cast(pa.large_string()).cast(_arrow(dtype))  # decimal_as="string"
         return arr.cast(_arrow(dtype))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
         hint = ("read it as binary" if isinstance(dtype, T.StringType) and "UTF8" in str(e)

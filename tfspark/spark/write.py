@@ -102,7 +102,7 @@ def _spec(opts: WriteOptions, data_schema: StructType) -> FeatureSpec | None:
         _check_spec_fits(spec, data_schema)
         return spec
     return infer_spec(data_schema, label_cols=opts.label_cols, shapes=opts.shapes,
-                      defaults=opts.defaults)
+                      defaults=opts.defaults, decimal_as=opts.decimal_as)
 
 
 def _check_spec_fits(spec: FeatureSpec, data_schema: StructType) -> None:
@@ -215,9 +215,9 @@ class TfrecordWriter(DataSourceArrowWriter):
                           self.opts.gzip_level, self.opts.record_type,
                           self.opts.max_records_per_file, encoder)
         try:
-            for split, part, batch in batches_by_group(iterator, self.opts.split_column,
-                                                       list(self.opts.partition_by), self.keep):
-                files.write_group(split, part, batch)
+            for split, part, batch, numbers in batches_by_group(
+                    iterator, self.opts.split_column, list(self.opts.partition_by), self.keep):
+                files.write_group(split, part, batch, numbers)
             return TaskCommit(self.write_id, task, files.close())
         except BaseException:
             files.discard()

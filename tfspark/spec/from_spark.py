@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from tfspark.errors import SchemaError
-from tfspark.spec.kinds import TYPE_DEFAULTS, fits_float32
+from tfspark.spec.kinds import DECIMAL_AS, TYPE_DEFAULTS, fits_float32
 from tfspark.spec.model import Feature, FeatureSpec, check_labels
 
 if TYPE_CHECKING:
@@ -51,11 +51,15 @@ _ADVICE_GENERIC = ("cast it to a supported type (numeric, string, binary, date, 
 
 def infer_spec(schema: StructType, label_cols: Iterable[str] = (),
                shapes: Mapping[str, Iterable[int]] | None = None,
-               defaults: Mapping[str, Any] | None = None) -> FeatureSpec:
+               defaults: Mapping[str, Any] | None = None,
+               decimal_as: str = "float32") -> FeatureSpec:
     """Map a Spark schema to a FeatureSpec.
 
     shapes: {feature name: [n]} makes an array or vector column FixedLen([n]).
     defaults: {feature name: value} overrides the fill value of a nullable column.
+    decimal_as: "float32" (decimals stored as float32, refused at write time when a value would
+    not come back exactly) or "string" (their exact text, a tf.string; Spark reads them back
+    as decimals).
     Feature names are column paths joined by "." (struct fields are flattened).
     Raises SchemaError for a column type tfspark cannot store, an unknown label, shape or
     default column, or a bad shape or default.
@@ -63,11 +67,16 @@ def infer_spec(schema: StructType, label_cols: Iterable[str] = (),
     if _type(schema) != "struct" or not hasattr(schema, "fields"):
         raise SchemaError(f"infer_spec needs a pyspark StructType (df.schema), got "
                           f"{type(schema).__name__}")
+    if decimal_as not in DECIMAL_AS:
+        raise SchemaError(f"decimal_as={decimal_as!r} is not valid; use one of {list(DECIMAL_AS)}")
     fixed = {k: _shape_of(k, v) for k, v in (shapes or {}).items()}
     defaults = dict(defaults or {})
+    scalars = {**SCALARS, "decimal": ("decimal_string", "string")} if decimal_as == "string" \
+        else SCALARS
     features: list[Feature] = []
     for sf in schema.fields:
-        features.extend(_features_of(sf.dataType, (sf.name,), sf.nullable, fixed, defaults))
+        features.extend(_features_of(sf.dataType, (sf.name,), sf.nullable, fixed, defaults,
+                                     scalars))
     names = {f.name for f in features}
     given_names: tuple[tuple[str, Mapping[str, Any]], ...] = (("shapes", fixed),
                                                               ("defaults", defaults))
@@ -93,8 +102,8 @@ def is_vector(dt: Any) -> bool:
 
 
 def _features_of(dt: DataType, path: tuple[str, ...], nullable: bool,
-                 shapes: Mapping[str, tuple[int, ...]],
-                 defaults: Mapping[str, Any]) -> list[Feature]:
+                 shapes: Mapping[str, tuple[int, ...]], defaults: Mapping[str, Any],
+                 scalars: Mapping[str, tuple[str, str]]) -> list[Feature]:
     name = ".".join(path)
     if not path[-1]:
         raise SchemaError(f"a column or struct field has an empty name (path {list(path)}); "
@@ -105,7 +114,7 @@ def _features_of(dt: DataType, path: tuple[str, ...], nullable: bool,
         for sf in dt.fields:  # type: ignore[attr-defined]
             # A null struct makes every leaf absent, so leaves under a nullable struct are nullable.
             out.extend(_features_of(sf.dataType, path + (sf.name,), nullable or sf.nullable,
-                                    shapes, defaults))
+                                    shapes, defaults, scalars))
         if not out:
             raise SchemaError(f"column {name!r} is an empty struct; drop it")
         return out
@@ -114,7 +123,7 @@ def _features_of(dt: DataType, path: tuple[str, ...], nullable: bool,
     if kind == "array":
         inner = dt.elementType  # type: ignore[attr-defined]
         if _type(inner) == "array":
-            enc, dtype = _scalar(inner.elementType, name, dt)
+            enc, dtype = _scalar(inner.elementType, name, dt, scalars)
             if name in shapes:
                 raise SchemaError(f"column {name!r} ({dt.simpleString()}) is 2-D ragged; a "
                                   f"fixed shape is only for 1-D arrays and vectors")
@@ -123,9 +132,9 @@ def _features_of(dt: DataType, path: tuple[str, ...], nullable: bool,
                                   f"null row parses as an empty one, so it takes no default")
             return [Feature(name, path, "ragged", dtype, enc, dt.simpleString(),  # type: ignore[arg-type]
                             nullable=nullable)]
-        enc, dtype = _scalar(inner, name, dt)
+        enc, dtype = _scalar(inner, name, dt, scalars)
         return [_make(name, path, enc, dtype, dt, nullable, shapes.get(name), defaults)]
-    enc, dtype = _scalar(dt, name, dt)
+    enc, dtype = _scalar(dt, name, dt, scalars)
     if name in shapes:
         raise SchemaError(f"column {name!r} is a scalar ({dt.simpleString()}); shapes are "
                           f"only for array and vector columns")
@@ -154,8 +163,9 @@ def _make(name: str, path: tuple[str, ...], enc: str, dtype: str, dt: DataType,
                    shape=shape or (), nullable=nullable, default=default)
 
 
-def _scalar(dt: DataType, name: str, whole: DataType) -> tuple[str, str]:
-    hit = SCALARS.get(_type(dt))
+def _scalar(dt: DataType, name: str, whole: DataType,
+            scalars: Mapping[str, tuple[str, str]]) -> tuple[str, str]:
+    hit = scalars.get(_type(dt))
     if hit is None:
         tname = type_name(whole)
         advice = _ADVICE.get(tname.split("<")[0].split("(")[0], _ADVICE_GENERIC)

@@ -15,9 +15,12 @@ VERSION = 1
 Kind = Literal["fixed", "varlen", "ragged"]
 DType = Literal["int64", "float32", "string"]
 # How source values become the stored dtype: int as is; bool 0/1; float and decimal to
-# float32; bytes UTF-8 text or raw binary; date days and timestamp microseconds since 1970
-# (UTC); vector an ml Vector, dense.
-Encoding = Literal["bool", "int", "float", "decimal", "bytes", "date", "timestamp", "vector"]
+# float32 (decimals only when they come back exactly); decimal_string: decimals as their exact
+# text; bytes UTF-8 text or raw binary; date days and timestamp microseconds since 1970 (UTC);
+# vector an ml Vector, dense.
+Encoding = Literal["bool", "int", "float", "decimal", "decimal_string", "bytes", "date",
+                   "timestamp", "vector"]
+DECIMAL_AS = ("float32", "string")  # infer_spec's decimal_as: float32 storage or exact text
 
 KINDS: tuple[Kind, ...] = get_args(Kind)
 DTYPES: tuple[DType, ...] = get_args(DType)

@@ -118,6 +118,8 @@ def _convert(f: Feature, values: list) -> list:
         return [float(np.float32(v)) if isinstance(v, int) else v for v in values]
     if f.encoding == "bool":
         return [bool(v) for v in values]
+    if f.encoding == "decimal_string":  # a decimal's exact text: show it as text
+        return [bytes(v).decode("ascii", "replace") for v in values]
     if f.dtype == "string" and _leaf_type(f.source_type).startswith(_STRING_TYPES):
         try:
             return [bytes(v).decode("utf-8") for v in values]
