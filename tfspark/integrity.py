@@ -104,11 +104,17 @@ def _check_backup(manifest: dict[str, Any], report: Report) -> None:
         report.problems.append(f"backup {target}: cannot read it ({e}); restore it, or "
                                f"rewrite the data set with mode='overwrite'")
         return
-    write_id = manifest["writes"][-1]["write_id"] if manifest.get("writes") else None
-    if marker.get("write_id") != write_id:
+    # The write that published the backup: the last one, unless later writes (through the
+    # data source) added records without a backup, which leaves the backup incomplete.
+    write_id = entry.get("write_id")
+    last = manifest["writes"][-1]["write_id"] if manifest.get("writes") else None
+    if marker.get("write_id") != write_id or (entry.get("complete") and write_id != last):
         report.problems.append(f"backup {target}: belongs to write {marker.get('write_id')} but "
-                               f"the data set's last write is {write_id}: the backup was "
+                               f"the data set's manifest says {write_id}: the backup was "
                                f"replaced or restored by something else; rewrite the data set")
+    if not entry.get("complete"):
+        report.notes.append(f"backup {target}: holds the rows of the data set's write_tfrecords "
+                            f"writes only; later writes through the data source have none")
     if rows != entry.get("rows"):
         report.problems.append(f"backup {target}: holds {rows} rows but the manifest records "
                                f"{entry.get('rows')} for it; it was changed after the write: "

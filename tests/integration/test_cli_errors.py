@@ -152,6 +152,35 @@ def test_ctrl_c_exits_130_without_traceback(tmp_path):
     assert _lines(err) == ["error: interrupted"]
 
 
+@pytest.mark.spark
+@pytest.mark.slow
+def test_ctrl_c_during_a_spark_job_prints_one_line(tmp_path):
+    """SIGINT while an export's Spark job runs: no py4j tracebacks (PySpark's own handler
+    re-enters py4j), no JVM stack traces of the aborted job; nothing committed is left."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "tfspark.cli", "export", "--sample-rows",
+                             "3000000", "--master", "local[2]", "--output", str(out),
+                             "--warehouse", str(tmp_path / "wh")], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not any(out.rglob("part-*")):  # the backup's first task files: a job is running
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err[-3000:]
+    shown = [ln for ln in _lines(err)  # the JVM's start-up notice and Spark's progress bar
+             if not ln.startswith(("WARNING: Using incubator modules", "[Stage"))]
+    assert shown[-1].endswith("error: interrupted") and len(shown) == 1, err[-3000:]
+    assert "Traceback" not in err and "\tat " not in err
+    assert not (out / "_tfspark.json").exists()
+
+
 # ---------------------------------------------------------------- Spark-shaped messages
 
 def test_spark_errors_are_reduced_to_their_class_and_first_line():

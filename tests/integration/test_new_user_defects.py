@@ -110,3 +110,67 @@ def test_inspect_reads_a_gzip_file_whatever_its_name(spark_tf, tmp_path):
                           timeout=300)
     assert done.returncode == 0 and "record 1:" in done.stdout, done.stderr
     assert json.loads((out / "_tfspark.json").read_text())["compression"] == "gzip"
+
+
+def test_append_that_differs_only_in_nullability_works(spark_tf, tmp_path):
+    """A nullable column appended to a non-nullable one (without nulls) and the reverse: the
+    stored spec is kept, and the rows of both writes read back."""
+    out = str(tmp_path / "nulls")
+    strict = spark_tf.createDataFrame([(1, 1.0)], "id long not null, x double not null")
+    loose = spark_tf.createDataFrame([(2, 2.0), (3, None)], "id long, x double")
+    tfspark.write_tfrecords(loose, out)
+    tfspark.write_tfrecords(strict, out, mode="append")  # stored: nullable, kept
+    strict.write.format("tfrecord").mode("append").save(out)  # the data source too
+    back = sorted((r.id, r.x) for r in spark_tf.read.format("tfrecord").load(out).collect())
+    assert back == [(1, 1.0), (1, 1.0), (2, 2.0), (3, None)] and verify(out).ok
+    out2 = str(tmp_path / "nulls2")
+    tfspark.write_tfrecords(strict, out2)
+    tfspark.write_tfrecords(loose.where("x is not null"), out2, mode="append")
+    with pytest.raises(tfspark.OptionError, match=r"column 'x' has 1 null row\(s\) but the data "
+                                                   r"set stores it as not nullable; fill"):
+        tfspark.write_tfrecords(loose, out2, mode="append")
+    assert spark_tf.read.format("tfrecord").load(out2).count() == 2 and verify(out2).ok
+
+
+def test_append_and_detected_fixed_lengths(spark_tf, tmp_path):
+    out = str(tmp_path / "fixed")
+    eight = spark_tf.createDataFrame([(1, [0.5] * 8)], "id long, v array<double>")
+    ragged = spark_tf.createDataFrame([(2, [0.5] * 3), (3, [1.0] * 9)], "id long, v array<double>")
+    tfspark.write_tfrecords(eight, out)  # v found to be fixed [8]
+    assert json.loads((tmp_path / "fixed" / "_tfspark.json").read_text())["spec"][
+        "features"][1]["shape"] == [8]
+    tfspark.write_tfrecords(eight, out, mode="append")
+    eight.write.format("tfrecord").mode("append").save(out)  # variable in its spec: fits
+    with pytest.raises(tfspark.OptionError, match=r"column 'v' has 8 values in every row.*"
+                                                   r"detect_fixed_lengths=False"):
+        tfspark.write_tfrecords(ragged, out, mode="append")
+    assert spark_tf.read.format("tfrecord").load(out).count() == 3 and verify(out).ok
+    # Stored variable-length: rows that happen to be of one length append to it.
+    var = str(tmp_path / "var")
+    tfspark.write_tfrecords(ragged, var)
+    tfspark.write_tfrecords(eight, var, mode="append")
+    assert sorted(len(r.v) for r in spark_tf.read.format("tfrecord").load(var).collect()) == \
+        [3, 8, 9] and verify(var).ok
+
+
+def test_sequence_examples_are_not_read_as_their_context_alone(spark_tf, tf, tmp_path):
+    """TensorFlow's SequenceExample read as an Example silently lost its feature_lists."""
+    ex = tf.train.SequenceExample()
+    ex.context.feature["user"].int64_list.value.append(7)
+    steps = ex.feature_lists.feature_list["clicks"].feature
+    steps.add().int64_list.value.extend([1, 2])
+    path = tmp_path / "seq.tfrecord"
+    with tf.io.TFRecordWriter(str(path)) as w:
+        w.write(ex.SerializeToString())
+    with pytest.raises(Exception, match="SequenceExample"):
+        spark_tf.read.format("tfrecord").load(str(path)).collect()
+    spec = tfspark.infer_spec(spark_tf.createDataFrame([(1,)], "user long").schema)
+    with pytest.raises(Exception, match="SequenceExample"):
+        spark_tf.read.format("tfrecord").schema("user long").load(str(path)).collect()
+    import numpy as np
+
+    from tfspark.arrow.decode import decode_records
+    from tfspark.wire.tfrecord import frame_offsets
+    buf = np.frombuffer(path.read_bytes(), np.uint8)
+    with pytest.raises(tfspark.SchemaError, match="SequenceExample"):
+        decode_records(buf, frame_offsets(buf), spec, framed=True)

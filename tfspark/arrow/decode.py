@@ -16,7 +16,13 @@ from tfspark.errors import CorruptRecordError, SchemaError
 from tfspark.spec.model import Feature, FeatureSpec
 from tfspark.wire import example_read as ul
 from tfspark.wire.example_index import index_records, key_table
-from tfspark.wire.protobuf import KIND_NAMES, KIND_OF_DTYPE, TOO_MANY, WRONG_TYPE
+from tfspark.wire.protobuf import (
+    FEATURE_LISTS,
+    KIND_NAMES,
+    KIND_OF_DTYPE,
+    TOO_MANY,
+    WRONG_TYPE,
+)
 from tfspark.wire.tfrecord import (
     HEADER_BYTES,
     TRAILER_BYTES,
@@ -26,6 +32,9 @@ from tfspark.wire.tfrecord import (
 )
 
 __all__ = ["Decoder", "decode_records", "records_column"]
+SEQUENCE_EXAMPLE = ("the record is a tf.train.SequenceExample (it has feature_lists), not a "
+                    "tf.train.Example: read it as one (recordType=SequenceExample), or read its "
+                    "raw bytes with recordType=ByteArray")
 
 
 def decode_records(buf: np.ndarray, offsets: np.ndarray, spec: FeatureSpec, *,
@@ -81,6 +90,8 @@ class Decoder:
         code, rec, pos = index_records(data, off, head, tail, self._key_data,
                                           self._key_offsets, self._table, kinds, starts, ends)
         ctx = _Ctx(data, off, (kinds, starts, ends), path or "<buffer>", offset)
+        if code == FEATURE_LISTS:
+            raise ctx.error(rec, SEQUENCE_EXAMPLE, schema=True)
         if code:
             raise ctx.error(rec, f"malformed tf.train.Example (at byte {pos - off[rec] - head} "
                                  f"of the record's data)")

@@ -15,6 +15,7 @@ first message line. `--debug` prints the full traceback as well.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import traceback
 from pathlib import Path
@@ -53,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     args = build_parser().parse_args(argv)
     debug = getattr(args, "debug", False)
+    _logging(debug)
     try:
         return args.run(args)
     except KeyboardInterrupt:
@@ -74,6 +76,22 @@ def main(argv: list[str] | None = None) -> int:
         if hint and not (debug and "--debug" in hint):
             print(f"hint: {hint}", file=sys.stderr)
         return EXIT_ERROR
+
+
+def _logging(debug: bool) -> None:
+    """tfspark's own warnings go to stderr. Other libraries' log records (py4j logs its broken
+    calls through the root logger, with tracebacks, when Ctrl-C interrupts one) only with
+    --debug: a root handler keeps Python from printing them by itself."""
+    ours = logging.getLogger("tfspark")
+    if not ours.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        ours.addHandler(handler)
+        ours.setLevel(logging.INFO if debug else logging.WARNING)
+        ours.propagate = False
+    root = logging.getLogger()
+    if not root.handlers:
+        root.addHandler(logging.StreamHandler() if debug else logging.NullHandler())
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -232,7 +250,7 @@ def _export(args: argparse.Namespace, demo: bool = False) -> int:
     if demo and not args.config and Path("conf/export.toml").exists():
         args.config = "conf/export.toml"
     require("pyspark", f"tfspark {'demo' if demo else 'export'}", "spark")
-    from tfspark.cli.session import check_local_source, local_session, run_export
+    from tfspark.cli.session import check_local_source, local_session, run_export, stop
 
     cfg = config_from_args(args, base=DEMO if demo else None)
     cfg.write_options()  # bad settings fail here, before the (slow) Spark start
@@ -244,8 +262,10 @@ def _export(args: argparse.Namespace, demo: bool = False) -> int:
         if demo and cfg.backup_table:
             n = spark.sql(f"SELECT COUNT(*) AS n FROM {cfg.backup_table}").first()["n"]
             print(f"\nSpark SQL: SELECT COUNT(*) FROM {cfg.backup_table} -> {n:,} rows")
-    finally:
-        spark.stop()
+    except BaseException:
+        stop(spark, quietly=True)  # the JVM logs every job it aborts: the error says it all
+        raise
+    stop(spark)
     if demo:
         split = "train" if "train" in result.splits else None
         print(f"\n3 decoded records{' of the train split' if split else ''}:")
@@ -275,7 +295,7 @@ def _demo_train(path: str) -> None:
 
 def _spec(args: argparse.Namespace) -> int:
     require("pyspark", "tfspark spec", "spark")
-    from tfspark.cli.session import check_local_source, load_source, local_session
+    from tfspark.cli.session import check_local_source, load_source, local_session, stop
     from tfspark.spec import infer_spec
 
     cfg = ExportConfig().with_overrides(
@@ -286,7 +306,7 @@ def _spec(args: argparse.Namespace) -> int:
     try:
         spec = infer_spec(load_source(spark, cfg).schema, label_cols=cfg.label_cols)
     finally:
-        spark.stop()
+        stop(spark)
     name = args.table.split(".")[-1] if args.table else Path(args.parquet.rstrip("/")).stem
     out = Path(args.out or f"schemas/{name}.json")
     out.parent.mkdir(parents=True, exist_ok=True)

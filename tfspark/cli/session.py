@@ -4,7 +4,9 @@ source (the embedded sample, a catalog table, CSV or parquet), and the export it
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +45,37 @@ def local_session(cfg: ExportConfig) -> Any:
             "spark.hadoop.javax.jdo.option.ConnectionURL", url)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, _interrupt_handler(spark))
     return spark
+
+
+def _interrupt_handler(spark: Any) -> Any:
+    """Ctrl-C: silence the JVM's log (which would print a stack trace for every job it
+    aborts), then a plain KeyboardInterrupt; the session is stopped as the command unwinds.
+    PySpark's own handler instead calls into the JVM on the connection of the interrupted
+    call, and py4j logs reentrancy tracebacks. The log level is set from a thread of its own,
+    which gets a connection of its own."""
+    def handler(signum: int, frame: Any) -> None:
+        quiet = threading.Thread(target=lambda: spark.sparkContext.setLogLevel("OFF"),
+                                 daemon=True)
+        quiet.start()
+        quiet.join(timeout=10)
+        raise KeyboardInterrupt
+
+    return handler
+
+
+def stop(spark: Any, quietly: bool = False) -> None:
+    """Stop the session; quietly: after a failure or Ctrl-C, without the JVM's log of the jobs
+    it aborts (and without a second error if the JVM is already gone)."""
+    try:
+        if quietly:
+            spark.sparkContext.setLogLevel("OFF")
+        spark.stop()
+    except Exception:  # noqa: BLE001 - the command's own error is the one to report
+        if not quietly:
+            raise
 
 
 def _quoted(arg: str) -> str:

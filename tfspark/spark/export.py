@@ -165,6 +165,8 @@ def _stage_and_write(spark: Any, df: DataFrame, opts: WriteOptions, base_spec: F
     if facts["rows"] != backup_rows:
         raise CountMismatchError(f"source produced {facts['rows']} rows but the backup "
                                  f"{backup.target} holds {backup_rows}; nothing was exported")
+    if previous and previous.get("spec"):
+        _check_append_facts(opts.path, FeatureSpec.from_dict(previous["spec"]), facts)
     spec = infer_spec(df.select(*[F.col(f"`{c}`") for c in data_cols]).schema,
                       label_cols=opts.label_cols,
                       shapes={**facts["shapes"], **dict(opts.shapes or {})},
@@ -177,6 +179,25 @@ def _stage_and_write(spark: Any, df: DataFrame, opts: WriteOptions, base_spec: F
     entry = backup.entry(spark, backup_rows, previous)
     _write(spark, backup_df, backup_rows, spec, stats, entry, files, opts)
     return spec, facts, backup_rows, backup_done
+
+
+def _check_append_facts(path: str, stored: FeatureSpec, facts: dict[str, Any]) -> None:
+    """Before an append is written: the rows fit the stored spec's nullability and fixed
+    lengths (what the data source would refuse row by row), else how to proceed."""
+    for f in stored.features:
+        nulls = facts["null_counts"].get(f.name, 0)
+        if not f.nullable and nulls:
+            raise OptionError(f"cannot append to {path!r}: column {f.name!r} has {nulls} null "
+                              f"row(s) but the data set stores it as not nullable; fill the "
+                              f"nulls (fillna/coalesce), or overwrite the data set")
+        if f.kind == "fixed" and f.shape and nulls < facts["rows"] and \
+                facts["shapes"].get(f.name) != list(f.shape):
+            raise OptionError(f"cannot append to {path!r}: column {f.name!r} has {f.shape[0]} "
+                              f"values in every row of the data set (found when it was "
+                              f"written), but not in every row of this DataFrame; append rows "
+                              f"of {f.shape[0]} values, or overwrite it with "
+                              f"detect_fixed_lengths=False to store the column as "
+                              f"variable-length")
 
 
 def _discard_unless_committed(spark: Any, loc: Location, backup: bk.StagedBackup) -> None:

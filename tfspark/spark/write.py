@@ -71,7 +71,7 @@ def plan_write(opts: WriteOptions, schema: StructType, overwrite: bool) -> Tfrec
     data_schema = StructType([schema[n] for n in keep])
     spec = _spec(opts, data_schema)
     if mode == "append" and old is not None:
-        _check_append(opts, old, spec)
+        spec = _append_spec(opts, old, spec)
     if not skip:  # last: a refused write leaves no directory behind
         loc.check_writable()
     # The written schema, partition columns included (the reader restores their types).
@@ -141,12 +141,15 @@ def _last_write(old: dict[str, Any] | None) -> str | None:
     return old["writes"][-1]["write_id"] if old and old.get("writes") else None
 
 
-def _check_append(opts: WriteOptions, old: dict[str, Any], spec: FeatureSpec | None) -> None:
-    new_spec = spec.to_dict() if spec is not None else None
-    old_spec = old.get("spec")
-    if new_spec is not None and old_spec is not None:
-        new_spec = {k: v for k, v in new_spec.items() if k != "source_schema"}
-        old_spec = {k: v for k, v in old_spec.items() if k != "source_schema"}
+def _append_spec(opts: WriteOptions, old: dict[str, Any],
+                 spec: FeatureSpec | None) -> FeatureSpec | None:
+    """The spec an append writes with: the data set's own, when this DataFrame's fits it.
+
+    Fits: the same features, dtypes, encodings and source types. Nullability may differ (the
+    stored spec is kept: a null where it has none is refused at its row), and so may a fixed
+    length found in the data (fixed [n] stored and variable now: every row must have n values;
+    variable stored: kept). Labels and defaults given for this write must match the stored ones.
+    """
     checks = [("compression", old.get("compression"), opts.compression),
               ("recordType", old.get("record_type"), opts.record_type),
               ("partitionBy", old.get("partition_by", []), list(opts.partition_by))]
@@ -154,26 +157,52 @@ def _check_append(opts: WriteOptions, old: dict[str, Any], spec: FeatureSpec | N
         if was != now:
             raise OptionError(f"cannot append: the data set at {opts.path!r} has {name}={was!r} "
                               f"but this write has {now!r}; use the same {name} or overwrite")
-    if new_spec != old_spec:
+    if spec is None or old.get("spec") is None:
+        if (spec is None) != (old.get("spec") is None):
+            raise SchemaError(f"cannot append to {opts.path!r}: its feature spec differs from "
+                              f"this DataFrame's (the data set has no spec); write to a new path "
+                              f"or overwrite")
+        return spec
+    stored = FeatureSpec.from_dict(old["spec"])
+    diff = _spec_diff(stored, spec, labels=bool(opts.label_cols),
+                      defaults=set(opts.defaults or {}))
+    if diff:
         raise SchemaError(f"cannot append to {opts.path!r}: its feature spec differs from this "
-                          f"DataFrame's ({_spec_diff(old_spec, new_spec)}); write to a new path "
-                          f"or overwrite")
+                          f"DataFrame's ({diff}); cast the columns to the data set's types, "
+                          f"write to a new path or overwrite")
+    return stored
 
 
-def _spec_diff(old: dict[str, Any] | None, new: dict[str, Any] | None) -> str:
-    """Which features were added, removed or changed, for the append error."""
-    was = {f["name"]: f for f in (old or {}).get("features", [])}
-    now = {f["name"]: f for f in (new or {}).get("features", [])}
+_SAME = ("path", "dtype", "encoding", "source_type")  # must match for an append
+
+
+def _spec_diff(stored: FeatureSpec, new: FeatureSpec, labels: bool, defaults: set[str]) -> str:
+    """What keeps `new` rows from being appended under `stored` ("" when nothing does)."""
+    was = {f.name: f for f in stored.features}
+    now = {f.name: f for f in new.features}
     parts = []
     if sorted(set(now) - set(was)):
         parts.append(f"new: {sorted(set(now) - set(was))}")
     if sorted(set(was) - set(now)):
         parts.append(f"missing: {sorted(set(was) - set(now))}")
-    changed = [f"{n} ({', '.join(k for k in now[n] if now[n][k] != was[n].get(k))})"
-               for n in sorted(set(was) & set(now)) if was[n] != now[n]]
+    changed = []
+    for name in sorted(set(was) & set(now)):
+        a, b = was[name], now[name]
+        fields = [k for k in _SAME if getattr(a, k) != getattr(b, k)]
+        both_fixed = a.kind == b.kind == "fixed"
+        if (a.kind != b.kind and "varlen" not in (a.kind, b.kind)) or \
+                (both_fixed and a.shape != b.shape):
+            fields.append(f"shape {list(a.shape) if a.kind == 'fixed' else a.kind} -> "
+                          f"{list(b.shape) if b.kind == 'fixed' else b.kind}")
+        if labels and a.label != b.label:
+            fields.append("label")
+        if name in defaults and a.default != b.default:
+            fields.append("default")
+        if fields:
+            changed.append(f"{name} ({', '.join(fields)})")
     if changed:
         parts.append(f"changed: {', '.join(changed)}")
-    return "; ".join(parts) or "the data set has no spec"
+    return "; ".join(parts)
 
 
 @dataclass

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from tfspark.wire.jit import njit
-from tfspark.wire.protobuf import MALFORMED, NONE, OK, next_field
+from tfspark.wire.protobuf import FEATURE_LISTS, MALFORMED, NONE, OK, next_field
 
 # ---------------------------------------------------------------- key lookup
 
@@ -88,6 +88,8 @@ def index_records(buf, offsets, head, tail, keys, key_offsets, table, kinds, sta
                 f, w, a, b = next_field(buf, pos, e)
                 if f < 0:
                     return MALFORMED, i, pos
+                if f == 2 and w == 2:  # feature_lists: not an Example, a SequenceExample
+                    return FEATURE_LISTS, i, pos
                 if f != 1 or w != 2:  # not Features
                     pos = b
                     continue

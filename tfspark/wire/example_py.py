@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from tfspark.errors import CorruptRecordError
+from tfspark.errors import CorruptRecordError, SchemaError
 from tfspark.spec.model import Feature, FeatureSpec
 
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
@@ -40,6 +40,10 @@ def _raw_example(data: bytes | bytearray | memoryview) -> dict[tuple[bytes, int]
     buf = memoryview(data).cast("B")
     by_key: dict[bytes, tuple[int, list]] = {}
     for field, wire, pos, end in _fields(buf, 0, len(buf)):
+        if field == 2 and wire == _LEN:
+            raise SchemaError(f"the record is a tf.train.SequenceExample (feature_lists at byte "
+                              f"{pos}), not a tf.train.Example: read it as one "
+                              f"(recordType=SequenceExample)")
         if field == 1 and wire == _LEN:
             for f2, w2, p2, e2 in _fields(buf, pos, end):
                 if f2 == 1 and w2 == _LEN:

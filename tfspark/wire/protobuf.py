@@ -19,7 +19,8 @@ KIND_NAMES = {BYTES: "bytes", FLOAT: "float", INT: "int64"}
 KIND_OF_DTYPE = {"int64": INT, "float32": FLOAT, "string": BYTES}
 LEN = 2  # wire type of length-delimited fields
 # Error codes of the reading kernels (0 = fine); arrow/decode.py turns them into messages.
-OK, MALFORMED, WRONG_TYPE, BAD_FLOATS, TOO_MANY = 0, 1, 2, 3, 4
+# FEATURE_LISTS: a record with field 2 at the top, a SequenceExample's feature_lists.
+OK, MALFORMED, WRONG_TYPE, BAD_FLOATS, TOO_MANY, FEATURE_LISTS = 0, 1, 2, 3, 4, 5
 
 
 def list_tag(kind: int) -> int:
