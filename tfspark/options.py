@@ -56,7 +56,7 @@ READ_OPTIONS = {
     "split": "read only this split of a data set written with splits",
     "compression": "none | gzip: overrides the manifest and gzip detection",
     "schemasamplerecords": "records read per file to infer a schema (default 1000)",
-    "schemasamplefiles": "files sampled to infer a schema, spread over the list (default 16)",
+    "schemasamplefiles": "files sampled to infer a schema, spread over the list (default 1024)",
     "verify": "true (default) | false: check both CRCs of every record",
 }
 
@@ -385,7 +385,7 @@ class ReadOptions:
     split: str | None = None
     compression: str | None = "auto"  # "auto": the manifest's, else detected per file
     sample_records: int = 1000
-    sample_files: int = 16
+    sample_files: int = 1024
     verify: bool = True
 
     @classmethod
@@ -411,6 +411,6 @@ class ReadOptions:
             compression=(normalize_compression(opts["compression"]) if "compression" in opts
                          else "auto"),
             sample_records=number("schemasamplerecords", 1000),
-            sample_files=number("schemasamplefiles", 16),
+            sample_files=number("schemasamplefiles", 1024),
             verify=_bool_text("verify", opts.get("verify", "true")))
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pyspark.errors.exceptions.captured import AnalysisException, CapturedException
+from pyspark.errors.exceptions.captured import CapturedException
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from tfcheck import read_with_tf
@@ -258,8 +258,11 @@ BAD = [
         sql("select array(array(1)) as r, 1 as `r/values`")),
     Bad("names-empty", WT, SchemaError, r"empty name.*alias",
         lambda spark: spark.range(3).select("id", F.col("id").alias(""))),
-    Bad("names-duplicate", WT, AnalysisException, r"`x`.*ambiguous|ambiguous.*`x`",
+    Bad("names-duplicate", WT, OptionError, r"two columns named 'x'; rename one",
         sql("select id as x, id as x from range(3)")),
+    Bad("names-differ-only-in-case", WT, OptionError,
+        r"columns 'Label' and 'label' differ only in case.*rename one",
+        sql("select id as Label, id as label from range(3)")),
     # ---- option typos
     Bad("option-typo-write", DW, OptionError,
         r"unknown tfrecord option\(s\) \['compresion'\]; known options: .*compression",

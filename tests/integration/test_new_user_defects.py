@@ -174,3 +174,63 @@ def test_sequence_examples_are_not_read_as_their_context_alone(spark_tf, tf, tmp
     buf = np.frombuffer(path.read_bytes(), np.uint8)
     with pytest.raises(tfspark.SchemaError, match="SequenceExample"):
         decode_records(buf, frame_offsets(buf), spec, framed=True)
+
+
+def test_a_struct_of_null_fields_is_not_a_null_struct(spark_tf, tmp_path):
+    from pyspark.sql import functions as F
+
+    df = spark_tf.range(3).select("id", F.struct(
+        F.when(F.col("id") > 0, F.col("id")).alias("a"),
+        F.when(F.col("id") > 1, F.lit("x")).alias("b")).alias("s"))
+    assert not df.schema["s"].nullable  # what F.struct makes: never a null struct
+    out = str(tmp_path / "structs")
+    tfspark.write_tfrecords(df, out)
+    back = {r.id: r.s for r in spark_tf.read.format("tfrecord").load(out).collect()}
+    assert back[0] is not None and (back[0].a, back[0].b) == (None, None)
+    assert (back[2].a, back[2].b) == (2, "x")
+
+
+def test_a_relative_path_after_chdir_lands_where_the_driver_is(spark_tf, tmp_path,
+                                                               monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    tfspark.write_tfrecords(spark_tf.range(5), "rel/data")
+    assert (tmp_path / "rel" / "data" / "_tfspark.json").is_file()
+    assert (tmp_path / "rel" / "data" / "_backup").is_dir()
+    assert verify(str(tmp_path / "rel" / "data")).ok
+
+
+def _tf_file(tf, path: Path, rows: list[dict]) -> None:
+    with tf.io.TFRecordWriter(str(path)) as w:
+        for row in rows:
+            feats = {k: tf.train.Feature(int64_list=tf.train.Int64List(value=v))
+                     if isinstance(v[0], int) else
+                     tf.train.Feature(float_list=tf.train.FloatList(value=v))
+                     for k, v in row.items()}
+            w.write(tf.train.Example(features=tf.train.Features(feature=feats))
+                    .SerializeToString())
+
+
+def test_inference_covers_every_file_and_refuses_keys_it_missed(spark_tf, tf, tmp_path):
+    """Keys first seen in the 20th file (the sample used to be 16 files), and a key first seen
+    after the sampled records of its file: the first is in the schema, the second fails the
+    read naming itself instead of vanishing."""
+    data = tmp_path / "foreign"
+    data.mkdir()
+    for k in range(20):
+        rows = [{"id": [k * 10 + i]} for i in range(10)]
+        if k == 19:
+            rows[3]["late_file"] = [1.5]
+        _tf_file(tf, data / f"f{k:02d}.tfrecord", rows)
+    schema = spark_tf.read.format("tfrecord").load(str(data)).schema
+    assert sorted(schema.names) == ["id", "late_file"]
+    late = tmp_path / "late"
+    late.mkdir()
+    _tf_file(tf, late / "a.tfrecord", [{"id": [i]} for i in range(50)] + [{"id": [50],
+                                                                            "late_key": [7]}])
+    reader = spark_tf.read.format("tfrecord").option("schemaSampleRecords", "20")
+    with pytest.raises(Exception, match=r"feature 'late_key' is not in the schema; the schema "
+                                        r"was inferred from a sample that missed it"):
+        reader.load(str(late)).collect()
+    assert spark_tf.read.format("tfrecord").load(str(late)).count() == 51  # sample covers it
+    # A schema given by the user picks columns: other keys are skipped, as always.
+    assert spark_tf.read.format("tfrecord").schema("id long").load(str(late)).count() == 51

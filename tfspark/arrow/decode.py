@@ -73,12 +73,15 @@ class Decoder:
         self._key_data, self._key_offsets, self._table = key_table(self.keys)
 
     def decode(self, buf: np.ndarray, offsets: np.ndarray, *, framed: bool = False,
-               path: str | None = None, offset: int = 0) -> pa.RecordBatch:
+               path: str | None = None, offset: int = 0,
+               strict: str | None = None) -> pa.RecordBatch:
         """The records buf[offsets[i]:offsets[i+1]] as a RecordBatch with one column per feature.
 
         framed: each record still has its TFRecord framing (header before, trailer after). path and
-        offset only name the place in error messages. Raises CorruptRecordError for a malformed
-        record, SchemaError when a record does not fit the spec (wrong type, too many values).
+        offset only name the place in error messages. strict: a key not in the spec is an
+        error, whose message ends with this advice (keys are otherwise skipped, as a narrower
+        schema asks). Raises CorruptRecordError for a malformed record, SchemaError when a
+        record does not fit the spec (wrong type, too many values, a key outside it if strict).
         """
         data = as_bytes(buf)
         head, tail = (HEADER_BYTES, TRAILER_BYTES) if framed else (0, 0)
@@ -87,14 +90,20 @@ class Decoder:
         kinds = np.full((n, len(self.keys)), -1, np.int8)
         starts = np.zeros((n, len(self.keys)), np.int64)
         ends = np.zeros((n, len(self.keys)), np.int64)
+        unknown = np.full(3, -1, np.int64)
         code, rec, pos = index_records(data, off, head, tail, self._key_data,
-                                          self._key_offsets, self._table, kinds, starts, ends)
+                                       self._key_offsets, self._table, kinds, starts, ends,
+                                       unknown)
         ctx = _Ctx(data, off, (kinds, starts, ends), path or "<buffer>", offset)
         if code == FEATURE_LISTS:
             raise ctx.error(rec, SEQUENCE_EXAMPLE, schema=True)
         if code:
             raise ctx.error(rec, f"malformed tf.train.Example (at byte {pos - off[rec] - head} "
                                  f"of the record's data)")
+        if strict is not None and unknown[0] >= 0:
+            key = data[unknown[1]:unknown[2]].tobytes().decode("utf-8", "replace")
+            raise ctx.error(int(unknown[0]), f"feature {key!r} is not in the schema; {strict}",
+                            schema=True)
         arrays = []
         k = 0
         for f in self.spec.features:

@@ -214,8 +214,9 @@ def _discard_unless_committed(spark: Any, loc: Location, backup: bk.StagedBackup
 
 
 def _check_columns(df: DataFrame, opts: WriteOptions) -> tuple[list[str], FeatureSpec]:
-    """(data columns, spec from the schema alone): partition, split and label columns, and
-    unsupported types, refused before anything is written."""
+    """(data columns, spec from the schema alone): names Spark cannot tell apart, partition,
+    split and label columns, and unsupported types, refused before anything is written."""
+    _check_names(df.columns, df.sparkSession.conf.get("spark.sql.caseSensitive", "false"))
     for col in opts.partition_by:
         if col not in df.columns:
             raise OptionError(f"partition_by column {col!r} is not in the DataFrame; columns "
@@ -232,6 +233,23 @@ def _check_columns(df: DataFrame, opts: WriteOptions) -> tuple[list[str], Featur
                       label_cols=opts.label_cols, shapes=opts.shapes, defaults=opts.defaults,
                       decimal_as=opts.decimal_as)
     return data_cols, spec
+
+
+def _check_names(columns: list[str], case_sensitive: str | None) -> None:
+    """Columns the parquet backup and Spark's column lookups cannot tell apart."""
+    seen: dict[str, str] = {}
+    fold = str(case_sensitive).lower() != "true"
+    for name in columns:
+        key = name.lower() if fold else name
+        if key in seen:
+            same = seen[key] == name
+            raise OptionError(
+                f"the DataFrame has two columns named {name!r}; rename one (alias or "
+                f"withColumnRenamed)" if same else
+                f"columns {seen[key]!r} and {name!r} differ only in case, which Spark "
+                f"(spark.sql.caseSensitive=false) and the parquet backup cannot tell apart; "
+                f"rename one (alias or withColumnRenamed)")
+        seen[key] = name
 
 
 def _default_backup(loc: Location, path: str) -> str:

@@ -1,10 +1,10 @@
 """Schema inference for TFRecord files without a tfspark manifest (written by TensorFlow or
 other tools).
 
-Up to `schemaSampleFiles` files (default 16), spread evenly over the sorted file list (first,
-last and in between, not only the first file), contribute their first `schemaSampleRecords`
-records each (default 1000), CRCs checked; never the whole data. Each record is decoded with
-the pure-Python decoder (wire/example_py.decode_example). Rules, per Example key:
+Every file (up to `schemaSampleFiles`, default 1024, spread evenly over the sorted file list)
+contributes its first `schemaSampleRecords` records (default 1000), CRCs checked; never the whole
+data. A compiled scan lists each record's entries (key, list kind, length, UTF-8 or not:
+wire/example_scan.py), so covering every file is cheap. Rules, per Example key:
 
   * int64 lists -> LongType; float lists -> FloatType (float32 is what is stored); a key holding
     int64 lists in some records and float lists in others -> FloatType (ints are converted).
@@ -21,22 +21,38 @@ the pure-Python decoder (wire/example_py.decode_example). Rules, per Example key
   * Columns are sorted by key. A key with bytes in some records and numbers in others cannot
     be read: SchemaError naming it; read such files with an explicit schema without it.
 
-Records beyond the sample that do not fit (a second value for a scalar, floats for a long)
-fail the read with an error naming the feature; pass `.schema(...)` or raise the sample size.
-The schema maps to a FeatureSpec with `spec_for_schema`, so the same decoder reads the data.
+Records beyond the sample that do not fit (a second value for a scalar, floats for a long, a
+key the sample never saw) fail the read with an error naming the feature and the file; pass
+`.schema(...)` or raise the sample size. The schema maps to a FeatureSpec with
+`spec_for_schema`, so the same decoder reads the data.
+
+A key of int64 lists in some records and float lists in others reads into Spark (the ints are
+converted), but TensorFlow's parse_example cannot parse it as one feature: such files are
+named in a warning; rewrite them with write_tfrecords to train on them with make_dataset.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from itertools import islice
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
 from pyspark.sql import types as T
 
-from tfspark.errors import SchemaError
+from tfspark.errors import CorruptRecordError, SchemaError
 from tfspark.spec import RAGGED_LENGTHS, RAGGED_VALUES, FeatureSpec, infer_spec
+from tfspark.wire.example_scan import entries
+from tfspark.wire.protobuf import BYTES, FEATURE_LISTS, FLOAT, INT
+from tfspark.wire.tfrecord import HEADER_BYTES, TRAILER_BYTES
+
+log = logging.getLogger("tfspark")
+# In the metadata of every inferred field: the reader then refuses keys the sample missed.
+INFERRED = "tfspark.inferred"
+MISSED = ("the schema was inferred from a sample that missed it: raise schemaSampleRecords / "
+          "schemaSampleFiles, or pass .schema(...) with the columns to read")
 
 
 @dataclass
@@ -50,37 +66,72 @@ class KeyStats:
     utf8: bool = True
     files: set[str] = field(default_factory=set)
 
-    def add(self, values: list, name: str) -> None:
-        """Count one sampled record's list for this key (`name`: the file it came from)."""
-        self.records += 1
-        self.max_len = max(self.max_len, len(values))
-        self.min_len = min(self.min_len, len(values))
-        self.files.add(name)
-        if not values:
-            return
-        first = values[0]
-        kind = "bytes" if isinstance(first, bytes) else "float" if isinstance(first, float) \
-            else "int"
-        self.kinds.add(kind)
-        if kind == "bytes" and self.utf8:
-            try:
-                for v in values:
-                    v.decode("utf-8")
-            except UnicodeDecodeError:
-                self.utf8 = False
+    def merge(self, other: KeyStats) -> None:
+        """Add what another sample saw of the key."""
+        self.records += other.records
+        self.kinds |= other.kinds
+        self.max_len = max(self.max_len, other.max_len)
+        self.min_len = min(self.min_len, other.min_len)
+        self.utf8 = self.utf8 and other.utf8
+        self.files |= other.files
 
 
 def sample_stats(records: Iterable[tuple[str, bytes]]) -> tuple[dict[str, KeyStats], int]:
     """({key: stats}, records seen) from (file name, serialized Example) pairs."""
-    from tfspark.wire.example_py import decode_example
-
     stats: dict[str, KeyStats] = {}
+    by_file: dict[str, list[bytes]] = {}
     n = 0
     for name, data in records:
+        by_file.setdefault(name, []).append(data)
         n += 1
-        for key, values in decode_example(data).items():
-            stats.setdefault(key, KeyStats()).add(values, name)
+    for name, datas in by_file.items():
+        buf = np.frombuffer(b"".join(datas) or b"\0", np.uint8)
+        offsets = np.cumsum([0] + [len(d) for d in datas]).astype(np.int64)
+        merge_stats(stats, buffer_stats(buf, offsets, name, framed=False))
     return stats, n
+
+
+def merge_stats(into: dict[str, KeyStats], more: dict[str, KeyStats]) -> None:
+    """Fold the stats of another sample into `into`."""
+    for key, st in more.items():
+        into.setdefault(key, KeyStats()).merge(st)
+
+
+_KINDS = {BYTES: "bytes", FLOAT: "float", INT: "int"}
+
+
+def buffer_stats(buf: np.ndarray, offsets: np.ndarray, name: str,
+                 framed: bool = True) -> dict[str, KeyStats]:
+    """{key: stats} of the records between offsets (framed: as in a file) of file `name`.
+    Entries are listed by a compiled scan and grouped by their key bytes with numpy."""
+    head, tail = (HEADER_BYTES, TRAILER_BYTES) if framed else (0, 0)
+    code, bad, rec, keys, kinds, counts, utf8 = entries(buf, offsets, head, tail)
+    if code == FEATURE_LISTS:
+        raise SchemaError(f"{name}: record {bad} is a tf.train.SequenceExample (it has "
+                          f"feature_lists), not a tf.train.Example: read it as one "
+                          f"(recordType=SequenceExample)")
+    if code:
+        raise CorruptRecordError(f"{name}: record {bad} is not a valid tf.train.Example",
+                                 path=name)
+    if not len(rec):
+        return {}
+    raw = [buf[a:b].tobytes() for a, b in keys]  # keys repeat: one bytes object each
+    names, group = np.unique(np.array(raw, dtype=object), return_inverse=True)
+    out: dict[str, KeyStats] = {}
+    nonempty = counts > 0
+    for g, key in enumerate(names):
+        mine = group == g
+        st = KeyStats(records=len(np.unique(rec[mine])), files={name},
+                      max_len=int(counts[mine].max()), min_len=int(counts[mine].min()),
+                      utf8=bool(utf8[mine].all()))
+        st.kinds = {_KINDS[int(k)] for k in np.unique(kinds[mine & nonempty]) if int(k) in _KINDS}
+        try:
+            out[key.decode("utf-8")] = st
+        except UnicodeDecodeError:
+            raise SchemaError(f"{name}: feature key {key!r} is not UTF-8; no Spark column can "
+                              f"be named after it: read the files with an explicit schema") \
+                from None
+    return out
 
 
 def schema_from_stats(stats: dict[str, KeyStats]) -> T.StructType:
@@ -103,7 +154,7 @@ def schema_from_stats(stats: dict[str, KeyStats]) -> T.StructType:
             elem = _element(key, s)
             scalar = s.kinds and s.min_len == 1 and s.max_len == 1
             dtype = elem if scalar else T.ArrayType(elem)
-        fields.append(T.StructField(key, dtype, True))
+        fields.append(T.StructField(key, dtype, True, {INFERRED: True}))
     return T.StructType(fields)
 
 
@@ -113,6 +164,12 @@ def _element(key: str, s: KeyStats) -> T.DataType:
                           f"(in {sorted(s.files)[:3]}); it cannot be one column: read the files "
                           f"with an explicit schema that leaves it out")
     if "float" in s.kinds:
+        if "int" in s.kinds:
+            log.warning("tfspark: feature %r holds int64 lists in some records and float lists "
+                        "in others (in %s): spark.read converts the ints to float, but "
+                        "TensorFlow's parse_example cannot parse it as one feature; to train "
+                        "on these files with make_dataset, rewrite them with write_tfrecords",
+                        key, sorted(s.files)[:3])
         return T.FloatType()
     if "int" in s.kinds:
         return T.LongType()
@@ -138,24 +195,33 @@ def pick_files(files: list[Any], n: int) -> list[Any]:
 
 
 def infer_schema(loc: Any, files: list[Any], opts: Any) -> tuple[T.StructType, FeatureSpec]:
-    """(schema, spec) for files (read.FileEntry) under loc, from a sample (see module doc)."""
-    from tfspark.wire.stream import read_records
+    """(schema, spec) for files (read.FileEntry) under loc, from the first records of every
+    file (up to opts.sample_files files, spread over the list; see module doc)."""
+    from tfspark.wire.stream import sniff_gzip, stream_framed
 
     if not files:
         raise SchemaError(f"no TFRecord files in {loc.uri!r} (names containing '.tfrecord', "
                           f"not starting with '_' or '.'); give a file or another directory")
     chosen = pick_files(files, opts.sample_files)
+    stats: dict[str, KeyStats] = {}
+    n = 0
+    for entry in chosen:
+        path = loc.join(entry.rel) if entry.rel else loc.base
+        name = loc.uri.rstrip("/") + "/" + entry.rel if entry.rel else loc.uri
+        with loc.fs.open_input_file(path) as raw:
+            gz = sniff_gzip(raw) if entry.compression == "auto" else entry.compression == "gzip"
+            stream = pa.CompressedInputStream(raw, "gzip") if gz else raw
+            left = opts.sample_records
+            def scan(buf: np.ndarray, off: np.ndarray, base: int, name: str = name) -> tuple:
+                return buffer_stats(buf, off, name), len(off) - 1
 
-    def records():
-        for entry in chosen:
-            path = loc.join(entry.rel) if entry.rel else loc.base
-            name = loc.uri.rstrip("/") + "/" + entry.rel if entry.rel else loc.uri
-            with loc.fs.open_input_file(path) as raw:
-                it = read_records(raw, entry.compression, verify=opts.verify, path=name)
-                for data in islice(it, opts.sample_records):
-                    yield name, data
-
-    stats, n = sample_stats(records())
+            for part, got in stream_framed(stream, name, opts.verify, scan, gz,
+                                           batch_records=min(left, 10_000)):
+                merge_stats(stats, part)
+                n += got
+                left -= got
+                if left <= 0:
+                    break
     if not stats:
         raise SchemaError(f"cannot infer a schema for {loc.uri!r}: the {n} sampled records of "
                           f"{len(chosen)} file(s) have no features; pass .schema(...)")

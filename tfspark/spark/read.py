@@ -189,7 +189,7 @@ class TfrecordReader(DataSourceReader):
     are made inside read()."""
 
     def __init__(self, opts: ReadOptions, schema: T.StructType):
-        from tfspark.spark.infer import spec_for_schema
+        from tfspark.spark.infer import INFERRED, spec_for_schema
 
         self.opts = opts
         src = discover(self.opts)
@@ -206,6 +206,8 @@ class TfrecordReader(DataSourceReader):
                                           if f.path[0] in data.names))
         else:
             self.spec = spec_for_schema(data)
+        # An inferred schema must hold every key; a schema the user gave picks columns.
+        self.strict = any(f.metadata.get(INFERRED) for f in data.fields)
 
     def partitions(self) -> list[InputPartition]:
         """One input partition per file."""
@@ -218,6 +220,7 @@ class TfrecordReader(DataSourceReader):
         Raises CorruptRecordError for a damaged file, SchemaError when records do not fit.
         """
         from tfspark.arrow.decode import Decoder, records_column
+        from tfspark.spark.infer import MISSED
         from tfspark.spark.to_spark import Restorer
 
         entry: FileEntry | None = getattr(partition, "entry", None)
@@ -227,13 +230,15 @@ class TfrecordReader(DataSourceReader):
         path = loc.join(entry.rel) if entry.rel else loc.base
         name = posixpath.join(self.root, entry.rel) if entry.rel else self.root
         restorer = Restorer(self.schema, self._constants(entry))
+        missed = MISSED if self.strict else None
         decoder = Decoder(self.spec) if self.spec is not None else None
 
         def to_batch(buf: np.ndarray, offsets: np.ndarray, base: int) -> pa.RecordBatch:
             if decoder is None:
                 return restorer.restore({("value",): records_column(buf, offsets)},
                                         len(offsets) - 1)
-            canon = decoder.decode(buf, offsets, framed=True, path=name, offset=base)
+            canon = decoder.decode(buf, offsets, framed=True, path=name, offset=base,
+                                   strict=missed)
             return restorer.restore({f.path: canon.column(i)
                                      for i, f in enumerate(decoder.spec.features)},
                                     canon.num_rows)

@@ -69,7 +69,7 @@ class Restorer:
                        else pa.repeat(pa.scalar(value, af.type), n))
                 arr = _fit(arr, af.type, sf.name)
             else:
-                arr = _build(sf.dataType, af.type, (sf.name,), cols, n)
+                arr = _build(sf.dataType, af.type, (sf.name,), cols, n, sf.nullable)
             if not sf.nullable and arr.null_count:
                 row = int(np.argmin(arr.is_valid().to_numpy(zero_copy_only=False)))
                 raise SchemaError(f"column {sf.name!r} is not nullable in the schema but record "
@@ -80,16 +80,20 @@ class Restorer:
 
 
 def _build(dtype: T.DataType, target: pa.DataType, path: tuple[str, ...],
-           cols: Mapping[tuple[str, ...], pa.Array], n: int) -> pa.Array:
-    """The column at `path` with exactly the Arrow type `target`."""
+           cols: Mapping[tuple[str, ...], pa.Array], n: int, nullable: bool = True) -> pa.Array:
+    """The column at `path` with exactly the Arrow type `target`. A struct is null where all
+    its leaves are absent, unless it is not nullable: a null struct and one of null fields
+    are stored alike, so only the schema tells them apart."""
     name = ".".join(path)
     if path in cols:
         return _fit(_convert(cols[path], dtype, name), target, name)
     if isinstance(dtype, T.StructType) and not is_vector(dtype):
         leaves = [a for p, a in cols.items() if p[:len(path)] == path]
         if leaves:
-            children = [_build(f.dataType, target.field(i).type, path + (f.name,), cols, n)
-                        for i, f in enumerate(dtype.fields)]
+            children = [_build(f.dataType, target.field(i).type, path + (f.name,), cols, n,
+                               f.nullable) for i, f in enumerate(dtype.fields)]
+            if not nullable:
+                return pa.StructArray.from_arrays(children, fields=list(target))
             valid = leaves[0].is_valid()
             for a in leaves[1:]:
                 valid = pc.or_(valid, a.is_valid())

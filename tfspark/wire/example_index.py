@@ -59,10 +59,12 @@ def _lookup(buf, ks, ke, keys, key_offsets, table):
 
 
 @njit
-def index_records(buf, offsets, head, tail, keys, key_offsets, table, kinds, starts, ends):
+def index_records(buf, offsets, head, tail, keys, key_offsets, table, kinds, starts, ends,
+                  unknown):
     """For record i and key k: kinds[i, k] = the kind of its list (NONE for a Feature without
     one; left at -1 when the record has no such key) and starts/ends = the byte range of the
-    list's body. Returns (code, record, byte position).
+    list's body. unknown = (record, key start, key end) of the first entry whose key is not in
+    keys (left as given when there is none). Returns (code, record, byte position).
 
     Numba does not inline calls to kernels this size, and a call costs more than parsing a
     field, so the layout every writer uses (one-byte tags and lengths, key before value, one
@@ -137,6 +139,8 @@ def index_records(buf, offsets, head, tail, keys, key_offsets, table, kinds, sta
                 if k < 0:
                     k = _lookup(buf, ks, ke, keys, key_offsets, table)
                 if k < 0:
+                    if unknown[0] < 0:
+                        unknown[0], unknown[1], unknown[2] = i, ks, ke
                     continue
                 guess = k + 1
                 if (ve - vs >= 2 and buf[vs + 1] < 0x80 and vs + 2 + np.int64(buf[vs + 1]) == ve

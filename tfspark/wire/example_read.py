@@ -29,7 +29,7 @@ from tfspark.wire.protobuf import (
 
 
 @njit
-def _count_list(buf, kind, a, b):
+def count_list(buf, kind, a, b):
     """(number of values, bytes of string data, error code, error position)."""
     count = 0
     nbytes = 0
@@ -85,7 +85,7 @@ def count_values(buf, kinds, starts, ends, k, want, counts):
         if kind < 0:
             counts[i] = -1
             continue
-        c, nb, code, p = _count_list(buf, kind, starts[i, k], ends[i, k])
+        c, nb, code, p = count_list(buf, kind, starts[i, k], ends[i, k])
         if code != OK:
             return code, i, p, 0
         if c > 0 and kind != want and not (want == FLOAT and kind == INT):
@@ -201,7 +201,7 @@ def scalars(buf, kinds, starts, ends, k, want, out, out_u8, valid):
                 out[i] = v
                 valid[i] = True
                 continue
-        c, _, code, p = _count_list(buf, kind, a, b)
+        c, _, code, p = count_list(buf, kind, a, b)
         if code != OK:
             return code, i, p
         if c == 0:
