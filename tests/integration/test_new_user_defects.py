@@ -234,3 +234,21 @@ def test_inference_covers_every_file_and_refuses_keys_it_missed(spark_tf, tf, tm
     assert spark_tf.read.format("tfrecord").load(str(late)).count() == 51  # sample covers it
     # A schema given by the user picks columns: other keys are skipped, as always.
     assert spark_tf.read.format("tfrecord").schema("id long").load(str(late)).count() == 51
+
+
+def test_export_of_the_sample_outside_the_repo_needs_no_output_and_is_quiet(tmp_path):
+    """Run where there is no conf/: the sample goes to a default path, which is printed; and
+    Spark's own warnings (hidden paths, loopback hostname) do not reach the user."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("SPARK_LOCAL_IP", None)
+    env.pop("SPARK_CONF_DIR", None)
+    done = subprocess.run([sys.executable, "-m", "tfspark.cli", "export", "--sample-rows",
+                           "200", "--master", "local[1]"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    where = tmp_path / "tfspark_sample" / "tfrecords"
+    assert f"the embedded sample goes to {where}" in done.stdout
+    assert verify(str(where)).ok
+    noise = [ln for ln in done.stderr.replace("\r", "\n").splitlines()
+             if ln.strip() and not ln.startswith(("[Stage", "WARNING: Using incubator"))]
+    assert not noise, noise

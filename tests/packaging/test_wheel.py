@@ -106,6 +106,7 @@ def test_wheel_contents_and_metadata(dists):
         metadata = z.read(f"{info}/METADATA").decode()
         entry_points = z.read(f"{info}/entry_points.txt").decode()
     assert not [s for s in SOURCES if f"tfspark/{s}" not in names]
+    assert "tfspark/cli/log4j2.properties" in names  # the CLI's quiet Spark logging
     # Only the package and its metadata: no tests, jobs, conf or schemas at the top level.
     assert {n.split("/")[0] for n in names} == {"tfspark", info}
     assert re.search(r"^\[console_scripts\]\s*^tfspark = tfspark\.cli\.main:main$", entry_points,

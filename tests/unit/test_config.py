@@ -162,3 +162,9 @@ def test_a_backup_flag_replaces_the_files_other_kind_of_backup(tmp_path):
     by_table = by_path.with_overrides(backup_table="db.u")
     assert by_table.backup_table == "db.u" and by_table.backup_path is None
     assert cfg.with_overrides(compression="gzip").backup_table == "db.t"
+
+
+def test_the_packaged_log4j_config_is_conf_s():
+    # The CLI ships a copy (an installed wheel has no conf/); the two must not drift apart.
+    packaged = ROOT / "tfspark" / "cli" / "log4j2.properties"
+    assert packaged.read_text() == (ROOT / "conf" / "log4j2.properties").read_text()

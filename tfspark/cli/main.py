@@ -32,6 +32,7 @@ DEMO = ExportConfig(output="out/sample_tfrecords", mode="overwrite", label_cols=
                     compression="gzip", backup_table="tfspark_demo.sample_backup",
                     split={"train": 0.8, "validation": 0.1, "test": 0.1}, split_key="id")
 
+SAMPLE_OUTPUT = "tfspark_sample/tfrecords"  # where `tfspark export` puts the sample by default
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
 
@@ -253,6 +254,10 @@ def _export(args: argparse.Namespace, demo: bool = False) -> int:
     from tfspark.cli.session import check_local_source, local_session, run_export, stop
 
     cfg = config_from_args(args, base=DEMO if demo else None)
+    if cfg.output is None and cfg.source is None:  # the embedded sample: a path of its own
+        cfg = cfg.with_overrides(output=SAMPLE_OUTPUT)
+        print(f"tfspark export: no --output given: the embedded sample goes to "
+              f"{Path(SAMPLE_OUTPUT).resolve()}")
     cfg.write_options()  # bad settings fail here, before the (slow) Spark start
     check_local_source(cfg)
     spark = local_session(cfg)

@@ -14,6 +14,7 @@ from tfspark.cli.config import ExportConfig
 from tfspark.errors import OptionError
 
 _REPO_CONF = Path(__file__).resolve().parents[2] / "conf"
+_PACKAGED = Path(__file__).resolve().parent  # log4j2.properties, a copy of conf/'s
 
 
 def local_session(cfg: ExportConfig) -> Any:
@@ -24,14 +25,20 @@ def local_session(cfg: ExportConfig) -> Any:
     warehouse.mkdir(parents=True, exist_ok=True)
     # Python workers run PYSPARK_PYTHON, not this interpreter, unless told.
     python = os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if cfg.master.startswith("local"):  # else Spark warns the hostname is a loopback address
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     conf_dir = next((d for d in (Path("conf").resolve(), _REPO_CONF)
                      if (d / "spark-defaults.conf").exists()), None)
     if conf_dir is not None:
         os.environ.setdefault("SPARK_CONF_DIR", str(conf_dir))
     # derby.log and the metastore stay in the warehouse, not in the working directory.
     java_opts = [f"-Dderby.system.home={warehouse}"]
-    if conf_dir is not None and (conf_dir / "log4j2.properties").exists():
-        java_opts.append(f"-Dlog4j2.configurationFile={(conf_dir / 'log4j2.properties').as_uri()}")
+    # The quiet logging of conf/, else the copy that ships in the package (an installed wheel
+    # has no conf/): Spark's own default prints start-up warnings no user needs.
+    log4j = next((p for p in ((conf_dir or _PACKAGED) / "log4j2.properties",
+                              _PACKAGED / "log4j2.properties") if p.exists()), None)
+    if log4j is not None:
+        java_opts.append(f"-Dlog4j2.configurationFile={log4j.as_uri()}")
     builder = (SparkSession.builder.master(cfg.master).appName(cfg.app_name)
                .config("spark.pyspark.python", python)
                .config("spark.sql.warehouse.dir", str(warehouse))

@@ -85,7 +85,12 @@ class StagedBackup:
             writer.saveAsTable(self.staging)
             return spark.read.schema(df.schema).parquet(table_location(spark, self.staging))
         writer.save(self.staging)
-        return spark.read.schema(df.schema).parquet(self.staging)
+        # By its files: Spark warns that a directory named _... is hidden ("All paths were
+        # ignored") when it is read by name. Paths Spark would glob are read by directory.
+        files = [f"{self.staging}/{rel}" for rel in _data_files(locate(self.staging))]
+        if not files or any(c in self.staging for c in "*?[]{}\\"):
+            return spark.read.schema(df.schema).parquet(self.staging)
+        return spark.read.schema(df.schema).parquet(*files)
 
     def staged_files(self, spark: Any) -> list[str]:
         """Paths or URIs (what `locate` opens) of the staged parquet files."""

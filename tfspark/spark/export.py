@@ -25,7 +25,7 @@ from tfspark.fs import Location, locate
 from tfspark.options import WriteOptions
 from tfspark.spark import backup as bk
 from tfspark.spark import observe, sizing
-from tfspark.spark.source import register
+from tfspark.spark.tasks import warm_workers, write_through_tasks
 from tfspark.spark.undo import undo_on_failure
 from tfspark.spark.write import PARTITION_TYPES
 from tfspark.spec import FeatureSpec, infer_spec
@@ -134,9 +134,9 @@ def export(df: DataFrame, opts: WriteOptions) -> WriteResult:
     backup.check_append(spark, df.schema)
     if backup.kind == "path":
         bk.sweep_dead(backup.target)
-    register(spark)
 
     started = time.perf_counter()
+    warm_workers(spark)  # while the backup is written
     try:
         spec, facts, backup_rows, backup_done = _stage_and_write(spark, df, opts, base_spec,
                                                                  data_cols, backup, previous)
@@ -161,7 +161,9 @@ def _stage_and_write(spark: Any, df: DataFrame, opts: WriteOptions, base_spec: F
     obs = Observation("tfspark")
     backup_df = backup.stage(spark, df.observe(obs, *observe.metrics(base_spec)))
     facts = observe.facts(obs.get, base_spec, opts.detect_fixed_lengths)
-    backup_rows = backup_df.count()
+    files = backup.staged_files(spark)
+    read = sizing.footers(files)  # the staged rows and their width, without a Spark job
+    backup_rows = read[0] if read is not None else backup_df.count()
     if facts["rows"] != backup_rows:
         raise CountMismatchError(f"source produced {facts['rows']} rows but the backup "
                                  f"{backup.target} holds {backup_rows}; nothing was exported")
@@ -172,12 +174,12 @@ def _stage_and_write(spark: Any, df: DataFrame, opts: WriteOptions, base_spec: F
                       shapes={**facts["shapes"], **dict(opts.shapes or {})},
                       defaults=opts.defaults, decimal_as=opts.decimal_as)
     backup_done = time.perf_counter()
-    files = backup.staged_files(spark)
     stats = {"rows": {"source": facts["rows"], "backup": backup_rows},
              "null_counts": facts["null_counts"], "backup": backup.target,
              "backup_files": len(files)}
     entry = backup.entry(spark, backup_rows, previous)
-    _write(spark, backup_df, backup_rows, spec, stats, entry, files, opts)
+    _write(spark, backup_df, backup_rows, spec, stats, entry, files,
+           read[1] if read is not None else None, opts)
     return spec, facts, backup_rows, backup_done
 
 
@@ -258,13 +260,13 @@ def _default_backup(loc: Location, path: str) -> str:
 
 def _write(spark: Any, backup_df: DataFrame, backup_rows: int, spec: FeatureSpec,
            stats: dict[str, Any], entry: dict[str, Any], files: list[str],
-           opts: WriteOptions) -> None:
-    """The TFRecords from the backup's rows, through the data source, files sized near the
-    target from an encoded sample; the manifest gets the backup's entry."""
-    wide = sizing.parquet_row_bytes(files)
+           wide: float | None, opts: WriteOptions) -> None:
+    """The TFRecords from the backup's rows, as the data source writes them, files sized near
+    the target from an encoded sample; the manifest gets the backup's entry. wide: the
+    backup's largest bytes per row, from its footers."""
     with sizing.batch_rows(spark, wide):
-        row_bytes = (sizing.row_bytes(backup_df, spec, opts.compression, opts.null_elements,
-                                      wide) if backup_rows else None)
+        row_bytes = (sizing.row_bytes(files, spec, opts.compression, opts.null_elements, wide)
+                     if backup_rows else None)
         out_df, split_col, per_file = sizing.arrange(
             backup_df, dict(opts.split or {}), opts.split_key, opts.seed, opts.shuffle,
             backup_rows, row_bytes, opts.target_file_bytes, opts.max_records_per_file)
@@ -274,8 +276,7 @@ def _write(spark: Any, backup_df: DataFrame, backup_rows: int, spec: FeatureSpec
                               null_elements=opts.null_elements, decimal_as=opts.decimal_as,
                               split_column=split_col,
                               stats=stats, backup_entry=entry)
-        (out_df.write.format("tfspark").mode("append" if opts.mode == "append" else "overwrite")
-         .options(**source.source_options()).save(opts.path))
+        write_through_tasks(out_df, source, overwrite=opts.mode != "append")
 
 
 def _result(path: str, spec: FeatureSpec, manifest: dict[str, Any], backup: str,

@@ -11,6 +11,7 @@ import zlib
 from collections.abc import Iterator
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -25,55 +26,60 @@ _SAMPLE_BYTES = 64 * 2**20  # at most this much sample data pulled into the driv
 _BATCH_BYTES = 64 * 2**20  # aim for parquet and Arrow batches of at most this size
 
 
-def row_bytes(df: DataFrame, spec: FeatureSpec, compression: str | None,
+def row_bytes(files: list[str], spec: FeatureSpec, compression: str | None,
               null_elements: str, wide: float | None = None) -> float | None:
-    """Bytes per record on disk, from encoding a small sample (no second pass); None if unknown.
-    wide: bytes per row when known (from the backup's footers); it bounds the sample in bytes,
-    so rows of huge values (tens of MB each) do not pull gigabytes into the driver.
+    """Bytes per record on disk, from encoding a sample of the staged backup read with pyarrow
+    on the driver (no Spark job, no second pass); None if unknown. wide: bytes per row when
+    known (from the footers); it bounds the sample in bytes, so rows of huge values (tens of MB
+    each) do not pull gigabytes into the driver.
     """
-    vectors = {f.path[0] for f in spec.features if f.encoding == "vector"}
+    import pyarrow.parquet as pq
+
     cols = list(dict.fromkeys(f.path[0] for f in spec.features))
-    if vectors:  # toArrow() trips over null ml Vectors; their array form encodes the same
-        from pyspark.ml.functions import vector_to_array
-
-        def col(c: str) -> Any:
-            v = F.col(f"`{c}`")
-            return F.when(v.isNotNull(), vector_to_array(v)).alias(c) if c in vectors else v
-
-        df = df.select(*[col(c) for c in cols])
+    rows = _SAMPLE_ROWS if not wide else max(1, min(_SAMPLE_ROWS, int(_SAMPLE_BYTES // wide)))
     try:
-        rows = _SAMPLE_ROWS if not wide else max(1, min(_SAMPLE_ROWS, int(_SAMPLE_BYTES // wide)))
-        sample = df.limit(rows).toArrow().select(cols)
+        parts, got = [], 0
+        for path in files:
+            loc = locate(path)
+            with loc.fs.open_input_file(loc.base) as f:
+                for batch in pq.ParquetFile(f).iter_batches(batch_size=rows - got, columns=cols):
+                    parts.append(batch)
+                    got += batch.num_rows
+                    break
+            if got >= rows:
+                break
+        if not got:
+            return None
+        sample = pa.Table.from_batches(parts).select(cols)
         buf, _ = BatchEncoder(spec, null_elements=null_elements).encode(sample, framed=True)
     except Exception as e:  # noqa: BLE001 - sizing is a guess; the real write reports errors
         log.warning("tfspark: could not size files from a sample (%s); one file per task",
                     str(e).splitlines()[0])
         return None
-    if sample.num_rows == 0:
-        return None
     size = len(buf) if compression != "gzip" else len(zlib.compress(buf.tobytes(), 6))
-    return size / sample.num_rows
+    return size / got
 
 
-def parquet_row_bytes(files: list[str]) -> float | None:
-    """Largest uncompressed bytes per row of any row group, from the footers of up to 16 of the
-    backup's files (no data read); None when they cannot be read from here."""
+def footers(files: list[str]) -> tuple[int, float | None] | None:
+    """(rows, largest uncompressed bytes per row of any row group) of parquet files, from their
+    footers (no data read); None when they cannot be read from here."""
     import pyarrow.parquet as pq
 
-    worst = 0.0
+    rows, worst = 0, 0.0
     try:
-        for path in files[:16]:
+        for path in files:
             loc = locate(path)
             with loc.fs.open_input_file(loc.base) as f:
                 meta = pq.ParquetFile(f).metadata
+            rows += meta.num_rows
             for i in range(meta.num_row_groups):
                 group = meta.row_group(i)
                 if group.num_rows:
                     worst = max(worst, group.total_byte_size / group.num_rows)
-    except Exception as e:  # noqa: BLE001 - only a guide to batch sizes
-        log.info("tfspark: could not read backup footers (%s)", e)
+    except Exception as e:  # noqa: BLE001 - the caller counts with Spark instead
+        log.info("tfspark: could not read the backup's footers (%s)", e)
         return None
-    return worst or None
+    return rows, worst or None
 
 
 @contextlib.contextmanager
@@ -100,14 +106,6 @@ def batch_rows(spark: Any, row_bytes: float | None) -> Iterator[None]:
             spark.conf.set(key, value)
 
 
-def partitions(df: DataFrame) -> int | None:
-    """The number of partitions of df; None on Spark Connect (it has no RDDs)."""
-    try:
-        return df.rdd.getNumPartitions()
-    except Exception:  # noqa: BLE001 - Spark Connect has no RDDs
-        return None
-
-
 def arrange(df: DataFrame, splits: dict[str, float], split_key: str | None, seed: int,
             shuffle: bool, rows: int, row_bytes: float | None, target: int,
             max_records: int | None) -> tuple[DataFrame, str | None, int | None]:
@@ -122,10 +120,8 @@ def arrange(df: DataFrame, splits: dict[str, float], split_key: str | None, seed
     n_files = max(1, math.ceil(rows / per_file)) if per_file and rows else 1
     if shuffle:
         df = df.repartition(n_files, F.rand(seed)).sortWithinPartitions(F.rand(seed + 1))
-    else:
-        have = partitions(df)
-        if have is not None and have > n_files:
-            df = df.coalesce(n_files)
+    else:  # no shuffle: a no-op when there are no more partitions than that already
+        df = df.coalesce(n_files)
     if not splits:
         return df, None, per_file
     if split_key is not None:  # a hash of the key in [0, 1): the same row, the same split
