@@ -2,7 +2,8 @@
 #
 #   make setup   create .venv and install tfspark[spark,dev] in it (cheap when already done)
 #   make demo    run the main job on embedded sample data (local Spark, local warehouse)
-#   make test    run the test suite; "no tests collected" counts as a failure
+#   make test    run the test suite (and list its 10 slowest tests); "no tests collected"
+#                counts as a failure
 #   make lint    ruff check, mypy, and the tier contracts (lint-imports; all in pyproject.toml)
 #   make bench   run the benchmarks (bench/run_all.py; BENCH_ARGS=--quick for a smoke run)
 #
@@ -45,7 +46,7 @@ demo: setup
 
 # pytest exits 5 when it collected no tests: that is a broken run, not a green one.
 test: setup
-	@$(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+	@$(PY) -m pytest --durations=10 $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests; failing" >&2; exit 1; fi; \
 	exit $$rc
 

@@ -28,14 +28,15 @@ sys.path.insert(0, HERE)
 
 import charts  # noqa: E402  (plain Python; matplotlib only inside charts.render_charts)
 
-ORDER = ("encode", "write", "read", "spark_read")
+ORDER = ("encode", "write", "first_write", "read", "spark_read")
 SCRIPTS = {"encode": "bench_encode.py", "write": "bench_write.py", "read": "bench_read.py",
-           "spark_read": "bench_spark_read.py"}
+           "spark_read": "bench_spark_read.py", "first_write": "bench_first_write.py"}
 SHORT = {"encode": "encode", "write": "Spark write", "read": "tf.data read",
-         "spark_read": "Spark read"}
+         "spark_read": "Spark read", "first_write": "first write"}
 TITLES = {"encode": "Encoder: encode_batch + framing, one core",
           "write": "Spark write on local[2]", "read": "tf.data read",
-          "spark_read": "Spark read on local[2]"}
+          "spark_read": "Spark read on local[2]",
+          "first_write": "First write in a fresh local session"}
 BEGIN = "<!-- BEGIN generated: {name} (bench/report.py rewrites this block) -->"
 END = "<!-- END generated: {name} -->"
 BLOCK = re.compile(r"<!-- BEGIN generated: (\w+)[^>]*-->\n.*?<!-- END generated: \1 -->",
@@ -179,6 +180,26 @@ def _spark_read(r: dict, img_rel: str | None) -> list[str]:
     return rows + ["", *_img(img_rel, "spark_read", "Spark read: TFRecord vs parquet, rows/s")]
 
 
+FIRST_LABELS = {"parquet": "`df.write.parquet`", "datasource": "`df.write.format(\"tfrecord\")`",
+                "write_tfrecords": "`write_tfrecords` (parquet backup + TFRecords)"}
+
+
+def _first_write(r: dict, img_rel: str | None) -> list[str]:
+    med = r["median"]
+    rows = [f"## {TITLES['first_write']}", "",
+            _intro("first_write", r, f"{r['rows']:,} rows x 4 columns (long, double, string, "
+                   f"long), each writer in a fresh process and local[*] session, writers "
+                   f"alternating, median of {r['repeat']} runs", _load(r)), "",
+            "| writer | first write, s | second write, s |", "|---|---:|---:|"]
+    for k, label in FIRST_LABELS.items():
+        if k in med:
+            rows.append(f"| {label} | {med[k]['first_s']:.2f} | {med[k]['second_s']:.2f} |")
+    rows += ["", f"Target: `write_tfrecords`' first write <= parquet's first write + "
+                 f"{r['target_extra_s']:g} s: {r['extra_first_s']:+.2f} s, "
+                 f"{'met' if r['met'] else 'missed'}.", ""]
+    return rows
+
+
 def _header(results: dict, img_rel: str | None) -> list[str]:
     out = ["Measured side by side by one command, `make bench`: it runs `python bench/run_all.py`, "
            "which runs each benchmark below in its own process (the exact command is given in "
@@ -210,7 +231,8 @@ def _header(results: dict, img_rel: str | None) -> list[str]:
     return out
 
 
-SECTIONS = {"encode": _encode, "write": _write, "read": _read, "spark_read": _spark_read}
+SECTIONS = {"encode": _encode, "write": _write, "read": _read, "spark_read": _spark_read,
+            "first_write": _first_write}
 
 
 def blocks(results: dict, img_rel: str | None = "img") -> dict[str, str]:

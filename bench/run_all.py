@@ -31,6 +31,7 @@ BENCHES = {
               ["--rows", "200000", "--repeat", "1"]),
     "read": ("bench_read.py", ["--rows", "1000000"], ["--rows", "100000"]),
     "spark_read": ("bench_spark_read.py", ["--rows", "1000000"], ["--rows", "100000"]),
+    "first_write": ("bench_first_write.py", ["--repeat", "5"], ["--repeat", "1"]),
 }
 
 

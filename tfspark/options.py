@@ -37,6 +37,7 @@ WRITE_OPTIONS = {
     "gziplevel": "1 (fastest) .. 9 (smallest); default 6, as zlib and TensorFlow",
     "recordtype": "Example (default) | ByteArray (one binary column written raw)",
     "maxrecordsperfile": "roll to a new file after this many records",
+    "maxbytesperfile": "roll to a new file at about this many bytes on disk",
     "partitionby": "comma-separated columns; one col=value/ directory per value",
     "mode": "errorifexists | ignore, for the save modes Spark refuses for Python sources",
     "labelcols": "comma-separated label columns, marked in the spec",
@@ -181,6 +182,7 @@ class WriteOptions:
     gzip_level: int = 6
     record_type: str = "Example"
     max_records_per_file: int | None = None
+    max_bytes_per_file: int | None = None
     partition_by: tuple[str, ...] = ()
     label_cols: tuple[str, ...] = ()
     spec_json: str | None = None
@@ -252,6 +254,8 @@ class WriteOptions:
             out.update(compression=self.compression, gzipLevel=str(self.gzip_level))
         if self.max_records_per_file:
             out["maxRecordsPerFile"] = str(self.max_records_per_file)
+        if self.max_bytes_per_file:
+            out["maxBytesPerFile"] = str(self.max_bytes_per_file)
         if self.partition_by:
             out["partitionBy"] = ",".join(self.partition_by)
         if self.label_cols:
@@ -284,6 +288,7 @@ _FIELDS: dict[str, Callable[[str, Any], Any]] = {
     "gzip_level": _gzip_level,
     "record_type": _choice(RECORD_TYPES),
     "max_records_per_file": _optional_positive,
+    "max_bytes_per_file": _optional_positive,
     "partition_by": column_names,
     "label_cols": column_names,
     "spec_json": _optional_str,
@@ -359,6 +364,7 @@ def _bool_text(name: str, text: Any) -> bool:
 _SOURCE_KEYS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "compression": ("compression", _text), "gziplevel": ("gzip_level", _int_text),
     "recordtype": ("record_type", _text), "maxrecordsperfile": ("max_records_per_file", _int_text),
+    "maxbytesperfile": ("max_bytes_per_file", _int_text),
     "partitionby": ("partition_by", _names_text), "mode": ("mode", _text),
     "labelcols": ("label_cols", _names_text), "spec": ("spec_json", _text),
     "shapes": ("shapes", _json_text), "defaults": ("defaults", _json_text),
@@ -367,7 +373,8 @@ _SOURCE_KEYS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "stats": ("stats", _json_text), "backup": ("backup_entry", _json_text),
 }
 _OPTION_NAMES = {k.lower(): k for k in (
-    "compression", "gzipLevel", "recordType", "maxRecordsPerFile", "partitionBy", "mode",
+    "compression", "gzipLevel", "recordType", "maxRecordsPerFile", "maxBytesPerFile",
+    "partitionBy", "mode",
     "labelCols", "spec", "shapes", "defaults", "nullElements", "decimalAs", "splitColumn",
     "stats", "backup",
     "verify",

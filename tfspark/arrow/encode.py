@@ -38,18 +38,6 @@ class _Col:
     scalar: bool = False  # one value per row (rows == arange): the kernels' fast path
 
 
-def warm_up() -> None:
-    """Load every encoding kernel (numba keeps them compiled on disk; loading still takes a
-    moment): a Spark worker that does this ahead of a write starts its first batch at once."""
-    f = [Feature("i", ("i",), "fixed", "int64", "int", "bigint", default=0),
-         Feature("f", ("f",), "fixed", "float32", "float", "double", default=0.0),
-         Feature("s", ("s",), "fixed", "string", "bytes", "string", default=""),
-         Feature("li", ("li",), "varlen", "int64", "int", "array<bigint>"),
-         Feature("lf", ("lf",), "varlen", "float32", "float", "array<double>")]
-    table = pa.table({"i": [1], "f": [1.0], "s": ["x"], "li": [[1]], "lf": [[1.0]]})
-    BatchEncoder(FeatureSpec(tuple(f))).encode(table, framed=True)
-
-
 def encode_batch(batch: pa.RecordBatch | pa.Table, spec: FeatureSpec, *,
                  null_elements: str = "error") -> list[bytes]:
     """One serialized tf.train.Example per row, in row order.
@@ -112,9 +100,11 @@ class BatchEncoder:
         except BadRow as e:
             number = int(row_numbers[e.row]) if row_numbers is not None else e.row
             raise e.renamed(number, where) from None
+        n = batch.num_rows
+        if n == 0:  # checked all the same; no kernel needed (nor loaded: a driver checking a
+            return self._buf[:0], np.zeros(1, np.int64)  # spec has no rows to encode)
         cols.sort(key=lambda c: c.key)
         keys = [self._keys[c.key] for c in cols]
-        n = batch.num_rows
         sizes = np.zeros(n, np.int64)
         for c, key in zip(cols, keys):
             _size(c, sizes, key)

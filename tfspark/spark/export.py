@@ -11,6 +11,7 @@ staged rows; its manifest commit is the commit of the whole write) -> publish th
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -25,7 +26,7 @@ from tfspark.fs import Location, locate
 from tfspark.options import WriteOptions
 from tfspark.spark import backup as bk
 from tfspark.spark import observe, sizing
-from tfspark.spark.tasks import warm_workers, write_through_tasks
+from tfspark.spark.tasks import write_through_tasks
 from tfspark.spark.undo import undo_on_failure
 from tfspark.spark.write import PARTITION_TYPES
 from tfspark.spec import FeatureSpec, infer_spec
@@ -136,7 +137,6 @@ def export(df: DataFrame, opts: WriteOptions) -> WriteResult:
         bk.sweep_dead(backup.target)
 
     started = time.perf_counter()
-    warm_workers(spark)  # while the backup is written
     try:
         spec, facts, backup_rows, backup_done = _stage_and_write(spark, df, opts, base_spec,
                                                                  data_cols, backup, previous)
@@ -178,8 +178,7 @@ def _stage_and_write(spark: Any, df: DataFrame, opts: WriteOptions, base_spec: F
              "null_counts": facts["null_counts"], "backup": backup.target,
              "backup_files": len(files)}
     entry = backup.entry(spark, backup_rows, previous)
-    _write(spark, backup_df, backup_rows, spec, stats, entry, files,
-           read[1] if read is not None else None, opts)
+    _write(spark, backup_df, backup_rows, spec, stats, entry, read, opts)
     return spec, facts, backup_rows, backup_done
 
 
@@ -259,23 +258,27 @@ def _default_backup(loc: Location, path: str) -> str:
 
 
 def _write(spark: Any, backup_df: DataFrame, backup_rows: int, spec: FeatureSpec,
-           stats: dict[str, Any], entry: dict[str, Any], files: list[str],
-           wide: float | None, opts: WriteOptions) -> None:
-    """The TFRecords from the backup's rows, as the data source writes them, files sized near
-    the target from an encoded sample; the manifest gets the backup's entry. wide: the
-    backup's largest bytes per row, from its footers."""
+           stats: dict[str, Any], entry: dict[str, Any], footers: tuple | None,
+           opts: WriteOptions) -> None:
+    """The TFRecords from the backup's rows, as the data source writes them: about as many
+    tasks as files of the target size (estimated from the backup's footers), each rolling its
+    files at that size on disk; the manifest gets the backup's entry."""
+    wide = footers[1] if footers else None
+    estimate = sizing.tfrecord_bytes(spec, backup_rows, footers[2], opts.compression) \
+        if footers else opts.target_file_bytes
+    n_files = max(1, math.ceil(estimate / opts.target_file_bytes))
+    if opts.max_records_per_file:
+        n_files = max(n_files, math.ceil(backup_rows / opts.max_records_per_file))
     with sizing.batch_rows(spark, wide):
-        row_bytes = (sizing.row_bytes(files, spec, opts.compression, opts.null_elements, wide)
-                     if backup_rows else None)
-        out_df, split_col, per_file = sizing.arrange(
-            backup_df, dict(opts.split or {}), opts.split_key, opts.seed, opts.shuffle,
-            backup_rows, row_bytes, opts.target_file_bytes, opts.max_records_per_file)
+        out_df, split_col = sizing.arrange(backup_df, dict(opts.split or {}), opts.split_key,
+                                           opts.seed, opts.shuffle, n_files)
         source = WriteOptions(opts.path, compression=opts.compression,
-                              gzip_level=opts.gzip_level, max_records_per_file=per_file,
+                              gzip_level=opts.gzip_level,
+                              max_records_per_file=opts.max_records_per_file,
+                              max_bytes_per_file=opts.target_file_bytes,
                               partition_by=opts.partition_by, spec_json=spec.to_json(indent=None),
                               null_elements=opts.null_elements, decimal_as=opts.decimal_as,
-                              split_column=split_col,
-                              stats=stats, backup_entry=entry)
+                              split_column=split_col, stats=stats, backup_entry=entry)
         write_through_tasks(out_df, source, overwrite=opts.mode != "append")
 
 

@@ -28,12 +28,21 @@ class _Open:
     writer: RecordWriter
     split: str | None
     partition: dict[str, Any]
+    raw: int = 0  # framed bytes handed to the writer (before gzip)
+
+    def room(self, limit: int) -> float:
+        """Framed bytes that still fit under `limit` bytes on disk (gzip: at the ratio the
+        file has shown so far)."""
+        ratio = self.writer.bytes_written / self.raw if self.raw and \
+            self.writer.bytes_written else 1.0
+        return (limit - self.writer.bytes_written) / max(ratio, 1e-3)
 
 
 @dataclass
 class TaskFiles:
     """The part files of one write task attempt: one open file per (split, partition) group,
-    rolled over at max_records; names carry the task attempt and write id.
+    rolled over at max_records records or about max_bytes bytes on disk (never between two
+    records: a file holds at least one); names carry the task attempt and write id.
     """
 
     loc: Location
@@ -44,6 +53,7 @@ class TaskFiles:
     record_type: str
     max_records: int | None
     encoder: BatchEncoder | None
+    max_bytes: int | None = None
     done: list[dict[str, Any]] = field(default_factory=list)
     _open: dict[tuple, _Open] = field(default_factory=dict)
     _seq: int = 0
@@ -61,10 +71,18 @@ class TaskFiles:
             room = n - start
             if self.max_records is not None:
                 room = min(room, self.max_records - f.writer.records)
+            if self.max_bytes is not None:
+                fits = int(np.searchsorted(offsets, offsets[start] + f.room(self.max_bytes),
+                                           side="right")) - 1 - start
+                room = min(room, max(fits, 0 if f.writer.records else 1))
             end = start + room
-            f.writer.write_framed(buf[offsets[start]:offsets[end]], count=room)
+            if room:
+                f.writer.write_framed(buf[offsets[start]:offsets[end]], count=room)
+                f.raw += int(offsets[end] - offsets[start])
             start = end
-            if self.max_records is not None and f.writer.records >= self.max_records:
+            full_bytes = self.max_bytes is not None and (room == 0 or f.room(self.max_bytes) <= 0)
+            if full_bytes or (self.max_records is not None and
+                              f.writer.records >= self.max_records):
                 self._close(key)
 
     def _frame(self, batch: pa.RecordBatch,

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,36 +21,6 @@ from pyspark.sql import DataFrame
 
 from tfspark.options import WriteOptions
 from tfspark.spark.write import TaskCommit, plan_write
-
-log = logging.getLogger("tfspark")
-
-
-def warm_workers(spark: Any) -> threading.Thread:
-    """Start Spark's Python workers, with tfspark's encoder and its compiled kernels loaded, in
-    a background thread (while the backup is written): the first write then finds them ready.
-    A failure here costs nothing: the write starts its workers itself."""
-    def warm() -> None:
-        from tfspark.arrow.encode import warm_up
-
-        jvm = getattr(spark, "_jsparkSession", None)
-        if jvm is not None:  # Spark looks up the session per thread
-            spark._jvm.SparkSession.setActiveSession(jvm)
-        try:  # one worker: more would take the cores the backup's write is using
-            spark.range(0, 1, numPartitions=1).mapInArrow(_load_kernels, "id long").collect()
-        except Exception as e:  # noqa: BLE001 - only a head start
-            log.debug("tfspark: warming the Python workers failed: %s", e)
-        warm_up()  # then the driver's: it encodes a sample to size the files
-
-    thread = threading.Thread(target=warm, name="tfspark-warm-workers", daemon=True)
-    thread.start()
-    return thread
-
-
-def _load_kernels(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    from tfspark.arrow.encode import warm_up
-
-    warm_up()
-    yield from batches
 
 
 def write_through_tasks(df: DataFrame, opts: WriteOptions, overwrite: bool) -> None:

@@ -242,7 +242,8 @@ class TfrecordWriter(DataSourceArrowWriter):
             self.spec, null_elements=self.opts.null_elements)
         files = TaskFiles(locate(self.uri), self.write_id, task, self.opts.compression,
                           self.opts.gzip_level, self.opts.record_type,
-                          self.opts.max_records_per_file, encoder)
+                          self.opts.max_records_per_file, encoder,
+                          max_bytes=self.opts.max_bytes_per_file)
         try:
             for split, part, batch, numbers in batches_by_group(
                     iterator, self.opts.split_column, list(self.opts.partition_by), self.keep):
