@@ -2,8 +2,7 @@
 #
 #   make setup   create .venv and install tfspark[spark,dev] in it (cheap when already done)
 #   make demo    run the main job on embedded sample data (local Spark, local warehouse)
-#   make test    run the test suite (and list its 10 slowest tests); "no tests collected"
-#                counts as a failure
+#   make test    run the tests, then list the 10 slowest; "no tests collected" is a failure
 #   make lint    ruff check, mypy, and the tier contracts (lint-imports; all in pyproject.toml)
 #   make bench   run the benchmarks (bench/run_all.py; BENCH_ARGS=--quick for a smoke run)
 #
