@@ -38,7 +38,8 @@ spark = (SparkSession.builder.master("local[*]").config("spark.pyspark.python", 
 spark.sparkContext.setLogLevel("ERROR")
 session = time.perf_counter() - t0
 df = spark.range(ROWS).select("id", (F.col("id") * 0.5).alias("x"),
-                              F.col("id").cast("string").alias("s"), (F.col("id") % 2).alias("label"))
+                              F.col("id").cast("string").alias("s"),
+                              (F.col("id") % 2).alias("label"))
 import tfspark
 def write(out):
     if WRITER == "parquet":
