@@ -165,7 +165,9 @@ def test_ctrl_c_during_a_spark_job_prints_one_line(tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 240
-        while not any(out.rglob("part-*")):  # the backup's first task files: a job is running
+        # the backup's first task files: a job is running (os.walk, unlike rglob, skips the
+        # temporary directories that vanish while it lists)
+        while not any(n.startswith("part-") for _, _, names in os.walk(out) for n in names):
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
             time.sleep(0.1)
         proc.send_signal(signal.SIGINT)

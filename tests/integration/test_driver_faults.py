@@ -95,12 +95,15 @@ def write(spark: Any, engine: str, path: Path, start: int, end: int, mode: str) 
 def all_files(root: Path) -> dict[str, int]:
     """{relative path: size} of every file under root."""
     found = {}
-    for p in root.rglob("*") if root.exists() else []:
-        try:
-            if p.is_file():
+    # os.walk skips directories removed while it lists (a running write's temporary ones),
+    # where Path.rglob raises
+    for dirpath, _, names in os.walk(root):
+        for name in names:
+            p = Path(dirpath, name)
+            try:
                 found[str(p.relative_to(root))] = p.stat().st_size
-        except FileNotFoundError:  # removed while listing (a running write's temporary files)
-            pass
+            except FileNotFoundError:
+                pass
     return found
 
 
