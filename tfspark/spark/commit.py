@@ -3,6 +3,10 @@ interleaving, the write ids in part-file names, and the conflict messages.
 
 A part file is named part-<partition>-<task attempt>-<write id>-<seq>.tfrecord[.gz]; the write
 id says which write (and so which manifest entry, or which failed attempt) it belongs to.
+
+A failed job is aborted while other tasks of it may still be writing (Spark cancels them
+without waiting), so tasks register while they run and stop when they see the abort marker;
+abort waits for them before it removes the job's files (TaskGuard, wait_for_tasks).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 from tfspark.fs import Location
 
@@ -25,6 +30,15 @@ PART_FILE = re.compile(r"(^|/)part-[^/]*\.tfrecord(\.gz)?$")
 _WRITE_ID = re.compile(r"(?:^|/)part-\d+-\d+-([0-9a-f]{16})-\d+\.tfrecord(?:\.gz)?$")
 LOCK = "_tfspark.lock"  # held by a commit while it checks and writes the manifest
 _LOCK_PATIENCE_S = 60.0  # a lock left unchanged this long is a dead committer's: broken
+_RUNNING = "_tfspark.running-"  # + <write id>-<task>: a task of that write is running
+_ABORTED = "_tfspark.aborted-"  # + <write id>: that write's job failed; its tasks must stop
+_CHECK_EVERY_S = 1.0  # how often a running task looks for the abort marker
+# How long abort waits for tasks still running; one killed outright never deregisters.
+_ABORT_PATIENCE_S = 30.0
+
+
+class WriteAborted(Exception):
+    """Raised in a task that finds its write's job aborted: it has removed its own files."""
 
 
 def write_id_of(rel: str) -> str | None:
@@ -77,3 +91,75 @@ def conflict_message(uri: str, mode: str) -> str:
                 f"there now); nothing of this write was kept: run it again to replace it")
     return (f"another write created a data set at {uri!r} while this {mode} write ran; nothing "
             f"of this write was kept: use mode 'overwrite' or 'append', or another path")
+
+
+@dataclass
+class TaskGuard:
+    """A write task's registration: created before its first file, removed after its last
+    file is closed (or discarded). Checking the abort marker after registering and again
+    before deregistering means a task either finishes before abort lists the files (which
+    abort then removes) or sees the marker and removes its own."""
+
+    loc: Location
+    write_id: str
+    task: str
+    _checked: float = field(default=0.0)
+
+    @property
+    def name(self) -> str:
+        return f"{_RUNNING}{self.write_id}-{self.task}"
+
+    def start(self) -> None:
+        self.loc.create_exclusive(self.name, b"")
+        self.check(now=True)
+
+    def check(self, now: bool = False) -> None:
+        """Raise WriteAborted if the job was aborted (looks at most every _CHECK_EVERY_S)."""
+        t = time.monotonic()
+        if not now and t - self._checked < _CHECK_EVERY_S:
+            return
+        self._checked = t
+        if self.loc.exists(_ABORTED + self.write_id):
+            raise WriteAborted(f"write {self.write_id} was aborted: another task failed")
+
+    def finish(self) -> None:
+        """All files closed: a last look for the abort marker, then deregister."""
+        self.check(now=True)
+        self.release()
+
+    def release(self) -> None:
+        """Deregister (after this task's files were removed, on failure)."""
+        self.loc.delete(self.name)
+
+
+def wait_for_tasks(loc: Location, write_id: str) -> None:
+    """On abort: tell the write's tasks to stop and wait until none is running, so none can
+    write a file after abort has removed them."""
+    loc.write_bytes_atomic(_ABORTED + write_id, b"")
+    mine = _RUNNING + write_id + "-"
+    deadline = time.monotonic() + _ABORT_PATIENCE_S
+    while True:
+        running = [r for r in loc.list_files(recursive=False) if r.startswith(mine)]
+        if not running:
+            return
+        if time.monotonic() > deadline:
+            log.warning("tfspark: %d task(s) of aborted write %s did not stop within %.0f s "
+                        "(killed?); removing what they wrote", len(running), write_id,
+                        _ABORT_PATIENCE_S)
+            return
+        time.sleep(0.1)
+
+
+_MARKER = re.compile(r"^_tfspark\.(?:running|aborted)-([0-9a-f]{16})(?:-|$)")
+
+
+def marker_write_id(rel: str) -> str | None:
+    """The write id in a task registration or abort marker's name, None for any other file."""
+    m = _MARKER.match(rel)
+    return m.group(1) if m else None
+
+
+def task_markers(loc: Location, write_id: str) -> list[str]:
+    """This write's registration and abort marker files (removed when it ends either way)."""
+    return [r for r in loc.list_files(recursive=False)
+            if r.startswith(_RUNNING + write_id + "-") or r == _ABORTED + write_id]

@@ -22,9 +22,13 @@ from tfspark.fs import Location, locate
 from tfspark.options import WriteOptions
 from tfspark.spark.commit import (
     PART_FILE,
+    TaskGuard,
     commit_lock,
     conflict_message,
+    marker_write_id,
     new_write_id,
+    task_markers,
+    wait_for_tasks,
     write_id_of,
 )
 from tfspark.spec import FeatureSpec, infer_spec
@@ -78,7 +82,9 @@ def plan_write(opts: WriteOptions, schema: StructType, overwrite: bool) -> Tfrec
     written = StructType([f for f in schema.fields if f.name != opts.split_column]).jsonValue()
     # Overwrite replaces the writes whose files are there now (the old data set, leftovers of
     # failed or killed writes), not those of writes that start later.
-    replaces = sorted({w for w in map(write_id_of, loc.list_files()) if w} |
+    listed = loc.list_files()
+    replaces = sorted({w for w in map(write_id_of, listed) if w} |
+                      {w for w in map(marker_write_id, listed) if w} |
                       {w["write_id"] for w in (old or {}).get("writes", [])}) \
         if mode == "overwrite" else []
     return TfrecordWriter(uri=opts.path, mode=mode, skip=skip, write_id=new_write_id(),
@@ -240,17 +246,24 @@ class TfrecordWriter(DataSourceArrowWriter):
             return TaskCommit(self.write_id, task)
         encoder = None if self.spec is None else BatchEncoder(
             self.spec, null_elements=self.opts.null_elements)
-        files = TaskFiles(locate(self.uri), self.write_id, task, self.opts.compression,
+        loc = locate(self.uri)
+        files = TaskFiles(loc, self.write_id, task, self.opts.compression,
                           self.opts.gzip_level, self.opts.record_type,
                           self.opts.max_records_per_file, encoder,
                           max_bytes=self.opts.max_bytes_per_file)
+        guard = TaskGuard(loc, self.write_id, task)
         try:
+            guard.start()
             for split, part, batch, numbers in batches_by_group(
                     iterator, self.opts.split_column, list(self.opts.partition_by), self.keep):
                 files.write_group(split, part, batch, numbers)
-            return TaskCommit(self.write_id, task, files.close())
+                guard.check()
+            done = files.close()
+            guard.finish()
+            return TaskCommit(self.write_id, task, done)
         except BaseException:
-            files.discard()
+            files.discard()  # before deregistering: abort waits on the registration
+            guard.release()
             raise
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
@@ -291,13 +304,20 @@ class TfrecordWriter(DataSourceArrowWriter):
         self._sweep(loc, {f["path"] for f in manifest["files"]})
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        """On the driver, after a failed job: remove every file this write id produced."""
-        self._remove_ours(locate(self.uri))
+        """On the driver, after a failed job: stop the tasks still running (Spark does not
+        wait for them), then remove every file this write id produced."""
+        if self.skip:
+            return
+        loc = locate(self.uri)
+        if loc.exists():
+            wait_for_tasks(loc, self.write_id)
+        self._remove_ours(loc)
 
     def _remove_ours(self, loc: Location) -> None:
         left = False
+        markers = set(task_markers(loc, self.write_id))
         for rel in loc.list_files():
-            if self.write_id in rel and PART_FILE.search(rel):
+            if (self.write_id in rel and PART_FILE.search(rel)) or rel in markers:
                 loc.delete(rel)
             else:
                 left = True
@@ -308,6 +328,10 @@ class TfrecordWriter(DataSourceArrowWriter):
         """After commit: drop failed attempts' files, and on overwrite those of the writes it
         replaces (the old data set, leftovers there when it was planned; files of no tfspark
         write too), never those of a write begun since, which commits or cleans up itself."""
+        for rel in loc.list_files(recursive=False):  # tasks killed without deregistering
+            wid = marker_write_id(rel)
+            if wid == self.write_id or (self.mode == "overwrite" and wid in self.replaces):
+                loc.delete(rel)
         for rel in loc.list_files():
             if rel in keep or not PART_FILE.search(rel):
                 continue
