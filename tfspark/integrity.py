@@ -19,6 +19,7 @@ import numpy as np
 from tfspark import manifest as mf
 from tfspark.errors import CorruptRecordError, TfsparkError
 from tfspark.fs import locate, uri_to_path
+from tfspark.spec.layout import rows_of, rows_per_record
 from tfspark.spec.model import FeatureSpec
 from tfspark.wire.stream import read_records
 
@@ -35,6 +36,8 @@ class Report:
     records: int = 0
     bytes: int = 0
     compression: str | None = None
+    rows: int = 0  # = records but in the block layout (rows_per_record > 1)
+    rows_per_record: int = 1
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # worth knowing, not wrong
 
@@ -45,9 +48,11 @@ class Report:
 
     def render(self, limit: int = 20) -> str:
         """The report as text for the terminal, listing at most `limit` problems."""
+        block = f"  rows {self.rows:,} (blocks of up to {self.rows_per_record:,})" \
+            if self.rows_per_record > 1 else ""
         lines = [f"tfspark verify {self.path}",
-                 f"  files {self.files:,}  records {self.records:,}  bytes {self.bytes:,}  "
-                 f"compression {self.compression or 'none'}"]
+                 f"  files {self.files:,}  records {self.records:,}{block}  bytes "
+                 f"{self.bytes:,}  compression {self.compression or 'none'}"]
         lines += [f"  note: {n}" for n in self.notes]
         if self.ok:
             lines.append("  OK: every CRC, count and record checks out")
@@ -73,10 +78,12 @@ def verify(path: str) -> Report:
         report.problems.append(str(e))
         return report
     report.compression = manifest.get("compression")
+    report.rows_per_record = rows_per_record(manifest)
     spec = FeatureSpec.from_dict(manifest["spec"]) if manifest.get("spec") else None
     named = {f["path"] for f in manifest["files"]}
     for entry in manifest["files"]:
-        _check_file(loc, entry, manifest.get("compression"), spec, report)
+        _check_file(loc, entry, manifest.get("compression"), spec, report,
+                    report.rows_per_record)
     for rel in loc.list_files():
         if _DATA_FILE.search(rel) and rel not in named and not rel.startswith("_"):
             report.problems.append(f"{rel}: extra data file that the manifest does not name "
@@ -119,9 +126,9 @@ def _check_backup(manifest: dict[str, Any], report: Report) -> None:
         report.problems.append(f"backup {target}: holds {rows} rows but the manifest records "
                                f"{entry.get('rows')} for it; it was changed after the write: "
                                f"rewrite the data set")
-    if entry.get("complete") and entry.get("rows") != manifest["records"]:
+    if entry.get("complete") and entry.get("rows") != rows_of(manifest):
         report.problems.append(f"backup {target}: holds {entry.get('rows')} rows but the "
-                               f"TFRecords hold {manifest['records']}: they disagree; rewrite "
+                               f"TFRecords hold {rows_of(manifest)}: they disagree; rewrite "
                                f"the data set")
     stale = sorted({r.split("/")[0] for r in loc.list_files()
                     if r.startswith(mf.BACKUP_STAGING)})
@@ -145,24 +152,25 @@ def _parquet_rows(loc: Any) -> int:
 
 
 def _check_file(loc: Any, entry: dict[str, Any], compression: str | None,
-                spec: FeatureSpec | None, report: Report) -> None:
+                spec: FeatureSpec | None, report: Report, block: int) -> None:
     rel = entry["path"]
     if not loc.exists(rel):
         report.problems.append(f"{rel}: missing (the manifest names it with {entry['records']} "
                                f"records); restore it or rewrite the data set")
         return
     report.files += 1
-    count = 0
+    count = rows = 0
     chunk: list[bytes] = []
+    size = max(1, _CHUNK_RECORDS // block)  # blocks hold many rows each
     try:
         with loc.fs.open_input_stream(loc.join(rel), compression=None) as f:
             for record in read_records(f, compression=compression, path=rel):
                 chunk.append(record)
-                if len(chunk) == _CHUNK_RECORDS:
-                    _parse(chunk, spec, rel, count)
+                if len(chunk) == size:
+                    rows += _parse(chunk, spec, rel, count, block)
                     count += len(chunk)
                     chunk = []
-        _parse(chunk, spec, rel, count)
+        rows += _parse(chunk, spec, rel, count, block)
         count += len(chunk)
     except CorruptRecordError as e:
         report.problems.append(str(e))
@@ -174,20 +182,28 @@ def _check_file(loc: Any, entry: dict[str, Any], compression: str | None,
     if count != entry["records"]:
         report.problems.append(f"{rel}: holds {count} readable records but the manifest says "
                                f"{entry['records']}")
+    elif block > 1 and spec is not None and rows != rows_of(entry):
+        report.problems.append(f"{rel}: its blocks hold {rows} rows but the manifest says "
+                               f"{rows_of(entry)}")
+    report.rows += rows if block > 1 and spec is not None else rows_of(entry)
 
 
-def _parse(records: list[bytes], spec: FeatureSpec | None, rel: str, first: int) -> None:
-    """Parse a chunk with the spec; a record that does not parse is named by its index."""
+def _parse(records: list[bytes], spec: FeatureSpec | None, rel: str, first: int,
+           block: int = 1) -> int:
+    """Parse a chunk with the spec (block records when block > 1); a record that does not
+    parse is named by its index. Returns the rows the records hold."""
     if spec is None or not records:
-        return
-    from tfspark.arrow.decode import decode_records
+        return len(records)
+    from tfspark.arrow.decode import Decoder
+    from tfspark.arrow.decode_block import BlockDecoder
 
     sizes = np.fromiter((len(r) for r in records), dtype=np.int64, count=len(records))
     offsets = np.zeros(len(records) + 1, np.int64)
     np.cumsum(sizes, out=offsets[1:])
     buf = np.frombuffer(b"".join(records), dtype=np.uint8)
     try:
-        decode_records(buf, offsets, spec)
+        decoder = Decoder(spec) if block == 1 else BlockDecoder(spec)
+        return decoder.decode(buf, offsets).num_rows
     except TfsparkError as e:
         raise CorruptRecordError(f"{rel}: a record among records {first}..{first + len(records)}"
                                  f" does not parse with the spec: {e}") from None

@@ -9,6 +9,8 @@ Layout of a manifest:
      "records": N, "bytes": B,
      "files": [{"path": "train/part-...tfrecord.gz", "records": n, "bytes": b,
                 "split": "train" | null, "partition": {"col": "value"}, "write_id": "..."}],
+     "layout": {"rows_per_record": N},    # block layout only; then "rows" beside each
+                                          # "records" (of the manifest, files and writes)
      "writes": [{"write_id": "...", "records": n, "files": k}],   # one per append
      "stats": {...},                                                # counts from the workflow
      "backup": {"kind": "path" | "table", "target": ..., "location": ..., "rows": n,
@@ -27,6 +29,7 @@ from typing import Any, NoReturn
 from tfspark import __version__
 from tfspark.errors import ManifestError, SchemaError
 from tfspark.fs import Location, locate
+from tfspark.spec.layout import rows_of, rows_per_record
 from tfspark.spec.model import FeatureSpec
 
 NAME = "_tfspark.json"
@@ -40,25 +43,34 @@ VERSION = 1
 
 
 def new_manifest(*, spec: dict[str, Any] | None, compression: str | None, record_type: str,
-                 partition_by: Iterable[str] = ()) -> dict[str, Any]:
-    """An empty manifest (no files yet) for a data set of this spec, compression and record type."""
-    return {"format": FORMAT, "version": VERSION, "created_by": f"tfspark {__version__}",
-            "record_type": record_type, "compression": compression, "spec": spec,
-            "partition_by": list(partition_by), "splits": [], "records": 0, "bytes": 0,
-            "files": [], "writes": [], "stats": {}}
+                 partition_by: Iterable[str] = (), rows_per_record: int = 1) -> dict[str, Any]:
+    """An empty manifest (no files yet) for a data set of this spec, compression, record type
+    and layout."""
+    out = {"format": FORMAT, "version": VERSION, "created_by": f"tfspark {__version__}",
+           "record_type": record_type, "compression": compression, "spec": spec,
+           "partition_by": list(partition_by), "splits": [], "records": 0, "bytes": 0,
+           "files": [], "writes": [], "stats": {}}
+    if rows_per_record > 1:
+        out.update(layout={"rows_per_record": rows_per_record}, rows=0)
+    return out
 
 
 def add_files(manifest: dict[str, Any], files: list[dict[str, Any]], write_id: str) -> None:
     """Add one write's file entries to `manifest` (in place) and recount records, bytes, splits."""
     manifest["files"].extend(files)
-    manifest["writes"].append({"write_id": write_id, "records": sum(f["records"] for f in files),
-                               "files": len(files)})
+    entry = {"write_id": write_id, "records": sum(f["records"] for f in files),
+             "files": len(files)}
+    if "layout" in manifest:
+        entry["rows"] = sum(rows_of(f) for f in files)
+    manifest["writes"].append(entry)
     _recount(manifest)
 
 
 def _recount(manifest: dict[str, Any]) -> None:
     files = manifest["files"]
     manifest["records"] = sum(f["records"] for f in files)
+    if "layout" in manifest:
+        manifest["rows"] = sum(rows_of(f) for f in files)
     manifest["bytes"] = sum(f["bytes"] for f in files)
     manifest["splits"] = sorted({f["split"] for f in files if f.get("split")})
 
@@ -114,6 +126,7 @@ def _check_contents(doc: dict[str, Any], where: str) -> None:
         raise ManifestError(f"{where}: {what}; the manifest is damaged (edited by hand?): "
                             f"restore it or rewrite the data set")
 
+    block = rows_per_record(doc, where)
     files = doc.get("files")
     if not isinstance(files, list):
         bad(f"'files' must be a list of file entries, got {type(files).__name__}")
@@ -124,10 +137,12 @@ def _check_contents(doc: dict[str, Any], where: str) -> None:
         if not isinstance(rel, str) or not rel or rel.startswith(("/", "\\")) or "://" in rel \
                 or ".." in rel.replace("\\", "/").split("/"):
             bad(f"files[{i}] names {rel!r}, which is not a relative path inside the directory")
-        for key in ("records", "bytes"):
-            n = f.get(key, 0) if key == "bytes" else f.get(key)
+        for key in ("records", "bytes", "rows"):
+            n = f.get(key, 0) if key != "records" else f.get(key)
             if type(n) is not int or n < 0:
                 bad(f"files[{i}] ({rel}) has {key}={n!r}, not an integer >= 0")
+        if block > 1 and "rows" not in f:
+            bad(f"files[{i}] ({rel}) has no 'rows', which the block layout needs")
     if doc.get("record_type", "Example") not in ("Example", "ByteArray"):
         bad(f"record_type {doc.get('record_type')!r} is not 'Example' or 'ByteArray'")
     if doc.get("compression") not in (None, "gzip"):

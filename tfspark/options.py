@@ -22,6 +22,7 @@ from tfspark.arrow.encode import NULL_ELEMENT_POLICIES
 from tfspark.errors import OptionError
 from tfspark.fs import absolute
 from tfspark.spec.kinds import DECIMAL_AS
+from tfspark.spec.layout import MAX_ROWS_PER_RECORD
 from tfspark.wire.tfrecord import GZIP_LEVELS, normalize_compression
 
 RECORD_TYPES = ("Example", "ByteArray")
@@ -38,6 +39,8 @@ WRITE_OPTIONS = {
     "recordtype": "Example (default) | ByteArray (one binary column written raw)",
     "maxrecordsperfile": "roll to a new file after this many records",
     "maxbytesperfile": "roll to a new file at about this many bytes on disk",
+    "rowsperrecord": "1 (default: one row per Example) | N: blocks of up to N rows per "
+                     "Example, column by column (256-4096: the fast layout for training)",
     "partitionby": "comma-separated columns; one col=value/ directory per value",
     "mode": "errorifexists | ignore, for the save modes Spark refuses for Python sources",
     "labelcols": "comma-separated label columns, marked in the spec",
@@ -97,6 +100,14 @@ def _optional_positive(name: str, value: Any) -> int | None:
         return None
     if not _is_int(value) or value <= 0:
         raise OptionError(f"{name} must be a positive integer or None, got {value!r}")
+    return int(value)
+
+
+def _rows_per_record(name: str, value: Any) -> int:
+    if not _is_int(value) or not 1 <= value <= MAX_ROWS_PER_RECORD:
+        raise OptionError(f"{name} must be an integer from 1 (one row per Example) to "
+                          f"{MAX_ROWS_PER_RECORD}, got {value!r}; 256-4096 is the fast range "
+                          f"for training")
     return int(value)
 
 
@@ -183,6 +194,7 @@ class WriteOptions:
     record_type: str = "Example"
     max_records_per_file: int | None = None
     max_bytes_per_file: int | None = None
+    rows_per_record: int = 1
     partition_by: tuple[str, ...] = ()
     label_cols: tuple[str, ...] = ()
     spec_json: str | None = None
@@ -241,6 +253,11 @@ class WriteOptions:
             raise OptionError(f"give {prefix}backup_table ({self.backup_table!r}) or "
                               f"{prefix}backup_path ({self.backup_path!r}), not both: the "
                               f"parquet copy goes to one place")
+        if self.rows_per_record > 1 and self.record_type != "Example":
+            name = "option rowsPerRecord" if prefix else "rows_per_record"
+            raise OptionError(f"{name}={self.rows_per_record} packs rows into tf.train.Example "
+                              f"blocks; recordType {self.record_type!r} writes raw records, one "
+                              f"per row: drop one of them")
         if self.split is None and self.split_key is not None:
             raise OptionError("split_key is given but split is not; pass split={'train': 0.8, "
                               "'validation': 0.2} or drop split_key")
@@ -256,6 +273,8 @@ class WriteOptions:
             out["maxRecordsPerFile"] = str(self.max_records_per_file)
         if self.max_bytes_per_file:
             out["maxBytesPerFile"] = str(self.max_bytes_per_file)
+        if self.rows_per_record != 1:
+            out["rowsPerRecord"] = str(self.rows_per_record)
         if self.partition_by:
             out["partitionBy"] = ",".join(self.partition_by)
         if self.label_cols:
@@ -289,6 +308,7 @@ _FIELDS: dict[str, Callable[[str, Any], Any]] = {
     "record_type": _choice(RECORD_TYPES),
     "max_records_per_file": _optional_positive,
     "max_bytes_per_file": _optional_positive,
+    "rows_per_record": _rows_per_record,
     "partition_by": column_names,
     "label_cols": column_names,
     "spec_json": _optional_str,
@@ -365,6 +385,7 @@ _SOURCE_KEYS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
     "compression": ("compression", _text), "gziplevel": ("gzip_level", _int_text),
     "recordtype": ("record_type", _text), "maxrecordsperfile": ("max_records_per_file", _int_text),
     "maxbytesperfile": ("max_bytes_per_file", _int_text),
+    "rowsperrecord": ("rows_per_record", _int_text),
     "partitionby": ("partition_by", _names_text), "mode": ("mode", _text),
     "labelcols": ("label_cols", _names_text), "spec": ("spec_json", _text),
     "shapes": ("shapes", _json_text), "defaults": ("defaults", _json_text),
@@ -374,6 +395,7 @@ _SOURCE_KEYS: dict[str, tuple[str, Callable[[str, Any], Any]]] = {
 }
 _OPTION_NAMES = {k.lower(): k for k in (
     "compression", "gzipLevel", "recordType", "maxRecordsPerFile", "maxBytesPerFile",
+    "rowsPerRecord",
     "partitionBy", "mode",
     "labelCols", "spec", "shapes", "defaults", "nullElements", "decimalAs", "splitColumn",
     "stats", "backup",

@@ -16,6 +16,7 @@ from typing import Any
 from tfspark import manifest as mf
 from tfspark.errors import OptionError, SchemaError
 from tfspark.fs import Location, locate
+from tfspark.spec.layout import rows_of, rows_per_record
 from tfspark.spec.model import FeatureSpec
 from tfspark.wire.stream import sniff_gzip
 from tfspark.wire.tfrecord import normalize_compression
@@ -34,6 +35,8 @@ class ReadPlan:
     labels: tuple[str, ...]
     records: tuple[int, ...] | None = None  # per file, from the manifest; None: unknown
     compressions: tuple[str | None, ...] | None = None  # per file, when they differ
+    rows_per_record: int = 1  # the layout: > 1 for blocks of rows (spec/layout.py)
+    rows: tuple[int, ...] | None = None  # per file, block layout: rows (records are blocks)
 
     def file_compressions(self) -> tuple[str | None, ...]:
         """Each file's compression (None or "gzip")."""
@@ -48,14 +51,17 @@ class Shard:
     compressions: tuple[str | None, ...]
     records: tuple[int, ...] | None  # this shard's records of each file; None: unknown
     every: tuple[int, int] | None = None  # (n, i): records i, i+n, i+2n, ... of each file
-    take: int | None = None  # records per epoch, when cut to the smallest shard's share
+    take: int | None = None  # rows per epoch, when cut to the smallest shard's share
+    rows: tuple[int, ...] | None = None  # this shard's rows of each file (block layout)
 
     @property
     def total(self) -> int | None:
-        """Records per epoch; None when unknown."""
+        """Rows per epoch; None when unknown."""
         if self.records is None:
             return None
-        return self.take if self.take is not None else sum(self.records)
+        if self.take is not None:
+            return self.take
+        return sum(self.rows if self.rows is not None else self.records)
 
 
 def shard(plan: ReadPlan, shard: tuple[int, int] | None = None, even: bool = True) -> Shard:
@@ -70,25 +76,43 @@ def shard(plan: ReadPlan, shard: tuple[int, int] | None = None, even: bool = Tru
     """
     comps = plan.file_compressions()
     if shard is None:
-        return Shard(plan.files, comps, plan.records)
+        return Shard(plan.files, comps, plan.records, rows=plan.rows)
     n, i = shard
     counts = plan.records
+    rows = plan.rows if plan.rows is not None else counts  # what a worker's epoch counts
     totals: list[int] | None = None
     if len(plan.files) < n:  # by records
         parts = [tuple(len(range(k, c, n)) for c in counts) for k in range(n)] if counts \
             else None
-        mine = Shard(plan.files, comps, parts[i] if parts else None, every=(n, i))
-        totals = [sum(p) for p in parts] if parts else None
+        row_parts = [tuple(_every_rows(c, r, plan.rows_per_record, n, k)
+                           for c, r in zip(counts, rows)) for k in range(n)] \
+            if counts and rows else None
+        mine = Shard(plan.files, comps, parts[i] if parts else None, every=(n, i),
+                     rows=row_parts[i] if row_parts and plan.rows is not None else None)
+        totals = [sum(p) for p in row_parts] if row_parts else None
     else:  # by files
-        owners = _assign(counts, len(plan.files), n)
+        owners = _assign(rows, len(plan.files), n)
         picked = [f for f in range(len(plan.files)) if owners[f] == i]
         mine = Shard(tuple(plan.files[f] for f in picked), tuple(comps[f] for f in picked),
-                     tuple(counts[f] for f in picked) if counts else None)
-        totals = [sum(c for c, o in zip(counts, owners) if o == k) for k in range(n)] \
-            if counts else None
+                     tuple(counts[f] for f in picked) if counts else None,
+                     rows=tuple(plan.rows[f] for f in picked) if plan.rows else None)
+        totals = [sum(c for c, o in zip(rows, owners) if o == k) for k in range(n)] \
+            if rows else None
     if even and totals is not None:  # every shard cut the same way: batches end with epochs
         return replace(mine, take=min(totals))
     return mine
+
+
+def _every_rows(records: int, rows: int, per_record: int, n: int, k: int) -> int:
+    """Rows in records k, k+n, k+2n, ... of a file of `records` records holding `rows` rows,
+    every record full (per_record rows) but the last."""
+    taken = len(range(k, records, n))
+    if not taken or per_record == 1:
+        return taken
+    last = records - 1
+    if (last - k) % n:
+        return taken * per_record
+    return (taken - 1) * per_record + rows - last * per_record
 
 
 def _assign(counts: tuple[int, ...] | None, n_files: int, n: int) -> list[int]:
@@ -127,18 +151,21 @@ def plan_read(path_or_files: Any, *, split: str | None = None,
     if spec is None:
         raise OptionError(f"reading {len(files)} explicit file(s) needs spec=: a FeatureSpec, "
                           f"its JSON, or the path of a spec or _tfspark.json file")
-    feature_spec, hint = _load_spec(spec)
+    feature_spec, manifest = _load_spec(spec)
+    hint = manifest.get("compression") if manifest else None
+    # Block files read as blocks only when the manifest given as spec= says so.
+    block = rows_per_record(manifest, "the manifest given as spec") if manifest else 1
     if check_files:
         _check_exist(files, None)
     labels = _labels(feature_spec, label_cols)
     if compression is not None or hint is not None:
         comp = normalize_compression(compression) if compression is not None else hint
-        return ReadPlan(tuple(files), feature_spec, comp, labels)
+        return ReadPlan(tuple(files), feature_spec, comp, labels, rows_per_record=block)
     # No manifest says: each file's first bytes do, as for every tfspark reader.
     comps = tuple(_sniff(f) for f in files)
     common = comps[0] if len(set(comps)) == 1 else None
     return ReadPlan(tuple(files), feature_spec, common, labels,
-                    compressions=None if len(set(comps)) <= 1 else comps)
+                    compressions=None if len(set(comps)) <= 1 else comps, rows_per_record=block)
 
 
 def _plan_directory(path: str, loc: Location, split: str | None, spec: Any, label_cols: Any,
@@ -163,7 +190,10 @@ def _plan_directory(path: str, loc: Location, split: str | None, spec: Any, labe
     if check_files:
         _check_exist(files, root if not root.is_local else None, rels)
     counts = tuple(int(e["records"]) for e in manifest.get("files", []))
-    return ReadPlan(tuple(files), feature_spec, comp, _labels(feature_spec, label_cols), counts)
+    block = rows_per_record(manifest, root_uri)
+    rows = tuple(rows_of(e) for e in manifest.get("files", [])) if block > 1 else None
+    return ReadPlan(tuple(files), feature_spec, comp, _labels(feature_spec, label_cols), counts,
+                    rows_per_record=block, rows=rows)
 
 
 def _resolve_split(path: str, loc: Location, split: str | None) -> tuple[str, Location, dict]:
@@ -237,8 +267,8 @@ def _sniff(path: str) -> str | None:
         return "gzip" if path.endswith(".gz") else None
 
 
-def _load_spec(spec: Any) -> tuple[FeatureSpec, str | None]:
-    """(FeatureSpec, compression from a manifest or None) from the forms `spec=` accepts."""
+def _load_spec(spec: Any) -> tuple[FeatureSpec, dict[str, Any] | None]:
+    """(FeatureSpec, the manifest it came from or None) from the forms `spec=` accepts."""
     if isinstance(spec, FeatureSpec):
         return spec, None
     if isinstance(spec, (str, os.PathLike)) and not str(spec).lstrip().startswith("{"):
@@ -255,11 +285,11 @@ def _load_spec(spec: Any) -> tuple[FeatureSpec, str | None]:
         if spec.get("spec") is None:
             raise SchemaError("the manifest given as spec has no spec (record_type "
                               f"{spec.get('record_type')!r}): its records are not Examples")
-        return FeatureSpec.from_dict(spec["spec"]), spec.get("compression")
+        return FeatureSpec.from_dict(spec["spec"]), spec
     return FeatureSpec.from_dict(spec), None
 
 
-def _spec_from_path(path: str) -> tuple[FeatureSpec, str | None]:
+def _spec_from_path(path: str) -> tuple[FeatureSpec, dict[str, Any] | None]:
     loc = locate(path)
     if not _is_file(loc):
         if loc.exists(mf.NAME):

@@ -92,19 +92,15 @@ class BatchEncoder:
             chunks = batch.combine_chunks().to_batches()
             batch = chunks[0] if chunks else pa.RecordBatch.from_pylist([], schema=batch.schema)
         _check_columns(batch, self.spec)
-        cols: list[_Col] = []
         try:
-            for feature in self.spec.features:
-                cols.extend(_columns_of(feature, _column(batch, feature.path),
-                                        self.null_elements))
+            cols, n = self._columns(batch)
         except BadRow as e:
             number = int(row_numbers[e.row]) if row_numbers is not None else e.row
             raise e.renamed(number, where) from None
-        n = batch.num_rows
         if n == 0:  # checked all the same; no kernel needed (nor loaded: a driver checking a
             return self._buf[:0], np.zeros(1, np.int64)  # spec has no rows to encode)
         cols.sort(key=lambda c: c.key)
-        keys = [self._keys[c.key] for c in cols]
+        keys = [self._key(c.key) for c in cols]
         sizes = np.zeros(n, np.int64)
         for c, key in zip(cols, keys):
             _size(c, sizes, key)
@@ -121,6 +117,19 @@ class BatchEncoder:
             if framed:
                 frame_into(out, offsets[lo:hi + 1])
         return out, offsets
+
+    def _columns(self, batch: pa.RecordBatch) -> tuple[list[_Col], int]:
+        """(the canonical columns of the records, how many records): one per row here."""
+        cols: list[_Col] = []
+        for feature in self.spec.features:
+            cols.extend(_columns_of(feature, _column(batch, feature.path), self.null_elements))
+        return cols, batch.num_rows
+
+    def _key(self, key: str) -> np.ndarray:
+        head = self._keys.get(key)
+        if head is None:
+            head = self._keys[key] = pw.key_header(key)
+        return head
 
 
 def _size(c: _Col, sizes: np.ndarray, key: np.ndarray) -> None:

@@ -51,6 +51,7 @@ class ExportConfig:
     shuffle: bool = False
     target_file_mb: float = 128.0
     max_records_per_file: int | None = None
+    rows_per_record: int = 1
     partition_by: tuple[str, ...] = ()
     shapes: Mapping[str, tuple[int, ...]] | None = None
     defaults: Mapping[str, Any] | None = None
@@ -105,6 +106,7 @@ class ExportConfig:
             "seed": self.seed, "shuffle": self.shuffle,
             "target_file_bytes": int(self.target_file_mb * 2**20),
             "max_records_per_file": self.max_records_per_file,
+            "rows_per_record": self.rows_per_record,
             "partition_by": self.partition_by,
             "shapes": {k: list(v) for k, v in self.shapes.items()} if self.shapes else None,
             "defaults": dict(self.defaults) if self.defaults else None,
@@ -275,6 +277,7 @@ _RULES = {
     "shuffle": _bool,
     "target_file_mb": _positive,
     "max_records_per_file": _optional(lambda k, v, w: _int(k, v, w, low=1)),
+    "rows_per_record": lambda k, v, w: _int(k, v, w, low=1),
     "partition_by": _names,
     "shapes": _shapes,
     "defaults": _defaults,

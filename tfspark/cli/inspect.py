@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+from collections.abc import Iterator
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from tfspark import manifest as mf
 from tfspark.errors import OptionError
 from tfspark.fs import locate
 from tfspark.spec import FeatureSpec
+from tfspark.spec.layout import rows_of, rows_per_record
 from tfspark.wire.example_py import decode_example, decode_with_spec
 from tfspark.wire.stream import read_records
 
@@ -38,7 +40,10 @@ def run(args: argparse.Namespace) -> int:
 def describe(path: str) -> str:
     """Manifest counts per split and the spec as a table."""
     m = mf.read_manifest(path)
-    lines = [f"{path}: {m['records']:,} {m.get('record_type', 'Example')} records in "
+    block = rows_per_record(m)
+    what = f"{m.get('record_type', 'Example')} records" if block == 1 else \
+        f"rows in {m['records']:,} Example blocks of up to {block:,} rows"
+    lines = [f"{path}: {rows_of(m):,} {what} in "
              f"{len(m['files'])} files, {m['bytes'] / 2**20:,.2f} MiB, "
              f"compression={m.get('compression') or 'none'}"]
     groups: dict[str, list[int]] = {}
@@ -46,8 +51,8 @@ def describe(path: str) -> str:
         part = ",".join(f"{k}={v}" for k, v in (f.get("partition") or {}).items())
         g = groups.setdefault("/".join(x for x in (f.get("split"), part) if x) or "(all)",
                               [0, 0, 0])
-        g[0], g[1], g[2] = g[0] + 1, g[1] + f["records"], g[2] + f["bytes"]
-    lines += _table(["split/partition", "files", "records", "MiB"],
+        g[0], g[1], g[2] = g[0] + 1, g[1] + rows_of(f), g[2] + f["bytes"]
+    lines += _table(["split/partition", "files", "records" if block == 1 else "rows", "MiB"],
                     [[k, n, f"{r:,}", f"{b / 2**20:,.2f}"] for k, (n, r, b) in groups.items()])
     if m.get("spec"):
         rows = [[f.name, f.kind, f.dtype, list(f.shape) if f.kind == "fixed" else "-",
@@ -84,6 +89,9 @@ def _records(path: str, n: int, split: str | None):
     if split is not None and not files:
         raise OptionError(f"no split {split!r} in {path}; its splits are {m.get('splits')}")
     spec = FeatureSpec.from_dict(m["spec"]) if m.get("spec") else None
+    if spec is not None and rows_per_record(m) > 1:
+        yield from islice(_block_rows(loc, files, m.get("compression"), spec), n)
+        return
     for f in files:
         if n <= 0:
             return
@@ -95,6 +103,23 @@ def _records(path: str, n: int, split: str | None):
                 # Nulls show as None here; the spec table above says what a reader fills in.
                 yield (decode_with_spec(data, spec, fill_defaults=False) if spec
                        else {"record": data})
+
+
+def _block_rows(loc: Any, files: list[dict[str, Any]], compression: str | None,
+                spec: FeatureSpec) -> Iterator[dict[str, Any]]:
+    """The rows of block records, one block at a time (nulls as None, as for rows)."""
+    import numpy as np
+
+    from tfspark.arrow.decode_block import BlockDecoder
+
+    decoder = BlockDecoder(spec)
+    for f in files:
+        where = loc.join(f["path"])
+        with loc.fs.open_input_stream(where, compression=None) as stream:
+            for data in read_records(stream, compression, path=where):
+                buf = np.frombuffer(data, np.uint8)
+                rows = decoder.decode(buf, np.array([0, len(data)]), path=where)
+                yield from rows.to_pylist()
 
 
 def is_file(path: str) -> bool:

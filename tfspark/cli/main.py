@@ -224,7 +224,10 @@ def add_export_args(p: argparse.ArgumentParser, config_help: str = "") -> None:
     p.add_argument("--target-file-mb", type=float,
                    help="TFRecord file size to aim for (default 128)")
     p.add_argument("--max-records-per-file", type=int,
-                   help="start a new file after this many records")
+                   help="start a new file after this many rows")
+    p.add_argument("--rows-per-record", type=int,
+                   help="1 (default): one row per Example; N: blocks of up to N rows per "
+                        "Example, the fast layout for training (256-4096)")
     p.add_argument("--partition-by", help="comma-separated columns, one directory per value")
     p.add_argument("--null-elements", choices=NULL_ELEMENTS,
                    help="a null inside an array: fail (default) or drop the element")

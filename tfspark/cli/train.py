@@ -24,6 +24,7 @@ from tfspark.cli.config import TrainConfig
 from tfspark.errors import OptionError, SchemaError
 from tfspark.fs import locate
 from tfspark.spec import Feature, FeatureSpec
+from tfspark.spec.layout import rows_of
 from tfspark.tf.dataset import make_dataset
 
 # ---------------------------------------------------------------- the job
@@ -253,5 +254,5 @@ def _epoch_examples(cfg: TrainConfig, top: dict[str, Any], split: str | None) ->
     if cfg.steps_per_epoch:
         return cfg.steps_per_epoch * cfg.batch_size
     if split is None:
-        return int(top["records"])
-    return sum(f["records"] for f in top["files"] if f.get("split") == split)
+        return rows_of(top)
+    return sum(rows_of(f) for f in top["files"] if f.get("split") == split)

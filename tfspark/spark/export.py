@@ -30,6 +30,7 @@ from tfspark.spark.tasks import write_through_tasks
 from tfspark.spark.undo import undo_on_failure
 from tfspark.spark.write import PARTITION_TYPES
 from tfspark.spec import FeatureSpec, infer_spec
+from tfspark.spec.layout import rows_of
 
 log = logging.getLogger("tfspark")
 
@@ -81,7 +82,8 @@ def write_tfrecords(df: DataFrame, path: str, *, label_cols: Iterable[str] = (),
                     backup_table: str | None = None, backup_path: str | None = None,
                     split: Mapping[str, float] | None = None, split_key: str | None = None,
                     seed: int = 0, shuffle: bool = False, target_file_bytes: int = 128 * 2**20,
-                    max_records_per_file: int | None = None, partition_by: Iterable[str] = (),
+                    max_records_per_file: int | None = None, rows_per_record: int = 1,
+                    partition_by: Iterable[str] = (),
                     shapes: Mapping[str, Iterable[int]] | None = None,
                     defaults: Mapping[str, Any] | None = None,
                     null_elements: str = "error", decimal_as: str = "float32",
@@ -93,9 +95,11 @@ def write_tfrecords(df: DataFrame, path: str, *, label_cols: Iterable[str] = (),
     decimal_as: "float32" stores decimals as float32 (about 7 significant digits) and refuses
     a value that would not come back exactly; "string" stores their exact text.
     split: {"train": 0.8, ...}; rows are assigned by a hash of `split_key` (reproducible) or
-    by a seeded random draw. detect_fixed_lengths: arrays and vectors whose rows all have the
-    same length are stored FixedLen([n]). Returns a WriteResult; the manifest holds the same
-    counts. Raises OptionError for bad options or an existing path under errorifexists,
+    by a seeded random draw. rows_per_record: 1 writes one row per Example; N > 1 writes blocks
+    of up to N rows per Example, column by column (the fast layout for training: 256-4096;
+    make_dataset and spark.read read it back as rows). detect_fixed_lengths: arrays and
+    vectors whose rows all have the same length are stored FixedLen([n]). Returns a
+    WriteResult; the manifest holds the same counts. Raises OptionError for bad options or an existing path under errorifexists,
     SchemaError for columns that cannot be stored, CountMismatchError when the row counts of
     source, backup and TFRecords disagree.
     """
@@ -103,8 +107,9 @@ def write_tfrecords(df: DataFrame, path: str, *, label_cols: Iterable[str] = (),
         path, label_cols=label_cols, compression=compression, gzip_level=gzip_level, mode=mode,
         backup_table=backup_table, backup_path=backup_path, split=split, split_key=split_key,
         seed=seed, shuffle=shuffle, target_file_bytes=target_file_bytes,
-        max_records_per_file=max_records_per_file, partition_by=partition_by, shapes=shapes,
-        defaults=defaults, null_elements=null_elements, decimal_as=decimal_as,
+        max_records_per_file=max_records_per_file, rows_per_record=rows_per_record,
+        partition_by=partition_by, shapes=shapes, defaults=defaults,
+        null_elements=null_elements, decimal_as=decimal_as,
         detect_fixed_lengths=detect_fixed_lengths)
     return export(df, opts)
 
@@ -276,6 +281,7 @@ def _write(spark: Any, backup_df: DataFrame, backup_rows: int, spec: FeatureSpec
                               gzip_level=opts.gzip_level,
                               max_records_per_file=opts.max_records_per_file,
                               max_bytes_per_file=opts.target_file_bytes,
+                              rows_per_record=opts.rows_per_record,
                               partition_by=opts.partition_by, spec_json=spec.to_json(indent=None),
                               null_elements=opts.null_elements, decimal_as=opts.decimal_as,
                               split_column=split_col, stats=stats, backup_entry=entry)
@@ -286,7 +292,7 @@ def _result(path: str, spec: FeatureSpec, manifest: dict[str, Any], backup: str,
             source_rows: int, backup_rows: int, compression: str | None) -> WriteResult:
     write_id = manifest["writes"][-1]["write_id"]
     files = [f for f in manifest["files"] if f.get("write_id") == write_id]
-    rows = sum(f["records"] for f in files)
+    rows = sum(rows_of(f) for f in files)
     if rows != backup_rows:
         raise CountMismatchError(f"the TFRecords at {path} hold {rows} rows but the backup "
                                  f"{backup} holds {backup_rows}; the data set is inconsistent: "
@@ -295,7 +301,7 @@ def _result(path: str, spec: FeatureSpec, manifest: dict[str, Any], backup: str,
     for f in files:
         if f.get("split"):
             s = splits.setdefault(f["split"], {"rows": 0, "files": 0, "bytes": 0})
-            s["rows"] += f["records"]
+            s["rows"] += rows_of(f)
             s["files"] += 1
             s["bytes"] += f["bytes"]
     return WriteResult(path, spec, rows, len(files), sum(f["bytes"] for f in files),

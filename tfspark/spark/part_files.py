@@ -29,6 +29,7 @@ class _Open:
     split: str | None
     partition: dict[str, Any]
     raw: int = 0  # framed bytes handed to the writer (before gzip)
+    rows: int = 0  # rows in its records (= records, but in the block layout)
 
     def room(self, limit: int) -> float:
         """Framed bytes that still fit under `limit` bytes on disk (gzip: at the ratio the
@@ -41,8 +42,11 @@ class _Open:
 @dataclass
 class TaskFiles:
     """The part files of one write task attempt: one open file per (split, partition) group,
-    rolled over at max_records records or about max_bytes bytes on disk (never between two
-    records: a file holds at least one); names carry the task attempt and write id.
+    rolled over at max_records rows or about max_bytes bytes on disk (never inside a record: a
+    file holds at least one); names carry the task attempt and write id.
+
+    Block layout (rows_per_record N > 1): rows wait per group until N are there, so every
+    block is full but the last of a file (at a roll-over or the task's end).
     """
 
     loc: Location
@@ -54,23 +58,69 @@ class TaskFiles:
     max_records: int | None
     encoder: BatchEncoder | None
     max_bytes: int | None = None
+    rows_per_record: int = 1
     done: list[dict[str, Any]] = field(default_factory=list)
     _open: dict[tuple, _Open] = field(default_factory=dict)
+    _waiting: dict[tuple, tuple[list[pa.RecordBatch], list[np.ndarray]]] = \
+        field(default_factory=dict)
     _seq: int = 0
 
     def write_group(self, split: str | None, partition: dict[str, Any],
                     batch: pa.RecordBatch, row_numbers: np.ndarray | None = None) -> None:
         """Append one group's rows (all of one split and partition) to its current file.
         row_numbers: the rows' numbers in the task (what an error names)."""
-        buf, offsets = self._frame(batch, row_numbers)
         key = (split, tuple(partition.items()))
-        start = 0
+        if self.rows_per_record == 1:
+            buf, offsets = self._frame(batch, row_numbers)
+            self._put(key, split, partition, buf, offsets, None)
+            return
+        numbers = row_numbers if row_numbers is not None else np.arange(batch.num_rows)
+        batches, nums = self._waiting.setdefault(key, ([], []))
+        batches.append(batch)
+        nums.append(numbers)
+        if sum(b.num_rows for b in batches) >= self.rows_per_record:
+            self._blocks(key, split, partition, last=False)
+
+    def _blocks(self, key: tuple, split: str | None, partition: dict[str, Any],
+                last: bool) -> None:
+        """Write the group's waiting rows as blocks: whole blocks only, unless `last`."""
+        batches, nums = self._waiting.pop(key)
+        table = pa.Table.from_batches(batches).combine_chunks()
+        rows = table.to_batches()[0] if table.num_rows else None
+        numbers = np.concatenate(nums)
+        n, size, start = len(numbers), self.rows_per_record, 0
+        while rows is not None and start < n:
+            take = n - start if last else (n - start) // size * size
+            f = self._open.get(key)
+            if self.max_records is not None:  # a short block ends a full file
+                take = min(take, self.max_records - (f.rows if f else 0))
+            if take <= 0:
+                break
+            buf, offsets = self._frame(rows.slice(start, take), numbers[start:start + take])
+            counts = np.full(len(offsets) - 1, size, np.int64)
+            counts[-1] = take - size * (len(counts) - 1)
+            self._put(key, split, partition, buf, offsets, counts)
+            start += take
+            if take % size and key in self._open:  # a short block is its file's last
+                self._close(key)
+        if rows is not None and start < n:
+            self._waiting[key] = ([rows.slice(start)], [numbers[start:]])
+
+    def _put(self, key: tuple, split: str | None, partition: dict[str, Any], buf: np.ndarray,
+             offsets: np.ndarray, counts: np.ndarray | None) -> None:
+        """Write framed records to the group's files, rolling over by rows and bytes; counts:
+        rows per record (None: one each)."""
         n = len(offsets) - 1
+        cum = np.arange(n + 1, dtype=np.int64) if counts is None else \
+            np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        start = 0
         while start < n:
             f = self._open.get(key) or self._new_file(key, split, partition)
             room = n - start
             if self.max_records is not None:
-                room = min(room, self.max_records - f.writer.records)
+                fits = int(np.searchsorted(cum, cum[start] + self.max_records - f.rows,
+                                           side="right")) - 1 - start
+                room = min(room, max(fits, 0 if f.rows else 1))
             if self.max_bytes is not None:
                 fits = int(np.searchsorted(offsets, offsets[start] + f.room(self.max_bytes),
                                            side="right")) - 1 - start
@@ -79,10 +129,11 @@ class TaskFiles:
             if room:
                 f.writer.write_framed(buf[offsets[start]:offsets[end]], count=room)
                 f.raw += int(offsets[end] - offsets[start])
+                f.rows += int(cum[end] - cum[start])
             start = end
             full_bytes = self.max_bytes is not None and (room == 0 or f.room(self.max_bytes) <= 0)
-            if full_bytes or (self.max_records is not None and
-                              f.writer.records >= self.max_records):
+            if full_bytes or room == 0 or (self.max_records is not None and
+                                           f.rows >= self.max_records):
                 self._close(key)
 
     def _frame(self, batch: pa.RecordBatch,
@@ -123,10 +174,15 @@ class TaskFiles:
                           "bytes": f.writer.bytes_written, "split": f.split,
                           "partition": {k: None if v is None else partitions.value_text(v)
                                         for k, v in f.partition.items()},  # JSON: text
-                          "write_id": self.write_id})
+                          "write_id": self.write_id,
+                          **({"rows": f.rows} if self.rows_per_record > 1 else {})})
 
     def close(self) -> list[dict[str, Any]]:
-        """Close every open file; returns the manifest entries of all files written."""
+        """Write the rows still waiting (short blocks), close every open file; returns the
+        manifest entries of all files written."""
+        for key in list(self._waiting):
+            split, part = key[0], dict(key[1])
+            self._blocks(key, split, part, last=True)
         for key in list(self._open):
             self._close(key)
         return self.done
@@ -142,6 +198,7 @@ class TaskFiles:
         for d in self.done:
             self.loc.delete(d["path"])
         self._open.clear()
+        self._waiting.clear()
         self.done.clear()
 
 

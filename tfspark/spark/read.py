@@ -29,6 +29,7 @@ from tfspark.fs import Location, locate
 from tfspark.options import ReadOptions
 from tfspark.spark.commit import write_id_of
 from tfspark.spec import FeatureSpec
+from tfspark.spec.layout import rows_of, rows_per_record
 from tfspark.wire.stream import sniff_gzip, stream_framed
 
 # ---------------------------------------------------------------- what a path holds
@@ -42,7 +43,7 @@ class FileEntry:
     rel: str  # relative to the data set root ("" when the root is the file itself)
     compression: str | None | object = "auto"
     partition: dict[str, Any] = field(default_factory=dict)
-    records: int | None = None  # from the manifest: checked after reading
+    records: int | None = None  # rows, from the manifest: checked after reading
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class Source:
     spec: FeatureSpec | None  # None: no manifest (inferred or user schema) or ByteArray
     schema: T.StructType | None  # the written schema; None without a manifest
     partition_by: list[str]
+    rows_per_record: int = 1  # the manifest's layout (spec/layout.py)
 
 
 def discover(opts: ReadOptions) -> Source:
@@ -115,12 +117,13 @@ def _from_manifest(opts: ReadOptions, loc: Location, m: dict[str, Any]) -> Sourc
                               f"{have}")
         files = [f for f in files if f.get("split") == opts.split]
     compression = m.get("compression") if opts.compression == "auto" else opts.compression
+    block = rows_per_record(m, opts.path)
     entries = [FileEntry(f["path"], compression, dict(f.get("partition") or {}),
-                         f.get("records")) for f in files]
+                         rows_of(f) if block > 1 else f.get("records")) for f in files]
     spec = FeatureSpec.from_dict(m["spec"]) if m.get("spec") else None
     partition_by = list(m.get("partition_by") or [])
     return Source(loc.uri, entries, record_type, spec, _manifest_schema(m, spec, partition_by),
-                  partition_by)
+                  partition_by, block)
 
 
 def _manifest_schema(m: dict[str, Any], spec: FeatureSpec | None,
@@ -196,6 +199,7 @@ class TfrecordReader(DataSourceReader):
         self.root, self.files = src.root, src.files
         self.schema = _readable(schema)
         self.record_type = src.record_type
+        self.rows_per_record = src.rows_per_record
         self.partition_by = [p for p in src.partition_by if p in self.schema.names]
         self.partition_types = {p: self.schema[p].dataType for p in self.partition_by}
         data = T.StructType([f for f in self.schema.fields if f.name not in self.partition_by])
@@ -220,6 +224,7 @@ class TfrecordReader(DataSourceReader):
         Raises CorruptRecordError for a damaged file, SchemaError when records do not fit.
         """
         from tfspark.arrow.decode import Decoder, records_column
+        from tfspark.arrow.decode_block import BlockDecoder
         from tfspark.spark.infer import MISSED
         from tfspark.spark.to_spark import Restorer
 
@@ -231,7 +236,10 @@ class TfrecordReader(DataSourceReader):
         name = posixpath.join(self.root, entry.rel) if entry.rel else self.root
         restorer = Restorer(self.schema, self._constants(entry))
         missed = MISSED if self.strict else None
-        decoder = Decoder(self.spec) if self.spec is not None else None
+        decoder: Decoder | BlockDecoder | None = None
+        if self.spec is not None:
+            decoder = Decoder(self.spec) if self.rows_per_record == 1 else \
+                BlockDecoder(self.spec)
 
         def to_batch(buf: np.ndarray, offsets: np.ndarray, base: int) -> pa.RecordBatch:
             if decoder is None:
@@ -257,7 +265,8 @@ class TfrecordReader(DataSourceReader):
                 count += batch.num_rows
                 yield batch
         if entry.records is not None and count != entry.records:
-            raise CorruptRecordError(f"{name}: holds {count} records but the manifest lists "
+            what = "records" if self.rows_per_record == 1 else "rows"
+            raise CorruptRecordError(f"{name}: holds {count} {what} but the manifest lists "
                                      f"{entry.records}; the file was changed after the write: "
                                      f"rewrite the data set", path=name)
 

@@ -32,6 +32,7 @@ from tfspark.spark.commit import (
     write_id_of,
 )
 from tfspark.spec import FeatureSpec, infer_spec
+from tfspark.spec.layout import check_block_keys, rows_per_record
 
 log = logging.getLogger("tfspark")
 PARTITION_TYPES = ("string", "int", "bigint", "smallint", "tinyint", "boolean", "date")
@@ -76,6 +77,9 @@ def plan_write(opts: WriteOptions, schema: StructType, overwrite: bool) -> Tfrec
     spec = _spec(opts, data_schema)
     if mode == "append" and old is not None:
         spec = _append_spec(opts, old, spec)
+        _check_same_layout(opts, old)
+    if spec is not None and opts.rows_per_record > 1:
+        check_block_keys(spec.features)
     if not skip:  # last: a refused write leaves no directory behind
         loc.check_writable()
     # The written schema, partition columns included (the reader restores their types).
@@ -109,6 +113,18 @@ def _spec(opts: WriteOptions, data_schema: StructType) -> FeatureSpec | None:
         return spec
     return infer_spec(data_schema, label_cols=opts.label_cols, shapes=opts.shapes,
                       defaults=opts.defaults, decimal_as=opts.decimal_as)
+
+
+def _check_same_layout(opts: WriteOptions, old: dict[str, Any]) -> None:
+    """An append keeps the data set's layout: readers take one layout per data set."""
+    have = rows_per_record(old, opts.path)
+    if have != opts.rows_per_record:
+        def what(n: int) -> str:
+            return "the row layout (one row per record)" if n == 1 else \
+                f"the block layout with rows_per_record={n}"
+        raise OptionError(f"{opts.path!r} holds {what(have)}; this append asks for "
+                          f"{what(opts.rows_per_record)}. Append with rowsPerRecord={have} "
+                          f"(rows_per_record={have}), or overwrite the data set")
 
 
 def _check_spec_fits(spec: FeatureSpec, data_schema: StructType) -> None:
@@ -236,6 +252,7 @@ class TfrecordWriter(DataSourceArrowWriter):
         from pyspark import TaskContext
 
         from tfspark.arrow.encode import BatchEncoder
+        from tfspark.arrow.encode_block import BlockEncoder
         from tfspark.spark.part_files import TaskFiles, batches_by_group
 
         ctx = TaskContext.get()
@@ -244,13 +261,15 @@ class TfrecordWriter(DataSourceArrowWriter):
             for _ in iterator:
                 pass
             return TaskCommit(self.write_id, task)
+        block = self.opts.rows_per_record
         encoder = None if self.spec is None else BatchEncoder(
-            self.spec, null_elements=self.opts.null_elements)
+            self.spec, null_elements=self.opts.null_elements) if block == 1 else BlockEncoder(
+            self.spec, block, null_elements=self.opts.null_elements)
         loc = locate(self.uri)
         files = TaskFiles(loc, self.write_id, task, self.opts.compression,
                           self.opts.gzip_level, self.opts.record_type,
                           self.opts.max_records_per_file, encoder,
-                          max_bytes=self.opts.max_bytes_per_file)
+                          max_bytes=self.opts.max_bytes_per_file, rows_per_record=block)
         guard = TaskGuard(loc, self.write_id, task)
         try:
             guard.start()
@@ -287,7 +306,8 @@ class TfrecordWriter(DataSourceArrowWriter):
                     mf.new_manifest(spec=self.spec.to_dict() if self.spec else None,
                                     compression=self.opts.compression,
                                     record_type=self.opts.record_type,
-                                    partition_by=self.opts.partition_by)
+                                    partition_by=self.opts.partition_by,
+                                    rows_per_record=self.opts.rows_per_record)
                 mf.add_files(manifest, sorted(files, key=lambda f: f["path"]), self.write_id)
                 if self.schema is not None:
                     manifest["schema"] = self.schema

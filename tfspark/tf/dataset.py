@@ -94,15 +94,28 @@ def build_pipeline(plan: ReadPlan, batch_size: int, *, shuffle_buffer: int | Non
     import tensorflow as tf
 
     part = shard_plan(plan, shard, even_shards)
-    ds = _records(part, batch_size, shuffle_files, seed, num_parallel_reads, deterministic)
+    block = plan.rows_per_record
+    ds = _records(part, -(-batch_size // block), shuffle_files, seed, num_parallel_reads,
+                  deterministic)
     if cache is True:
         ds = ds.cache()
     elif isinstance(cache, str):
         ds = ds.cache(cache)
     buffer = 10 * batch_size if shuffle_buffer is None else shuffle_buffer
-    if buffer > 0:
+    seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2)
+    if block > 1:
+        # Blocks -> rows, whole batches of blocks per parse: a window of `buffer` rows' blocks
+        # is shuffled as blocks, parsed, and its rows permuted (new permutations every pass).
+        parse = make_block_parser(plan.spec)
+        if buffer > 0:
+            ds = tf.data.Dataset.zip(ds.rebatch(-(-buffer // block)), seeds).map(
+                lambda blocks, s: _permute_rows(parse(
+                    tf.random.experimental.stateless_shuffle(blocks, s)), s + 1),
+                num_parallel_calls=AUTOTUNE, deterministic=deterministic)
+        else:
+            ds = ds.map(parse, num_parallel_calls=AUTOTUNE, deterministic=deterministic)
+    elif buffer > 0:
         # Window shuffle: `buffer` records permuted as one tensor; new permutations every pass.
-        seeds = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2)
         ds = tf.data.Dataset.zip(ds.rebatch(buffer), seeds).map(
             tf.random.experimental.stateless_shuffle, num_parallel_calls=AUTOTUNE,
             deterministic=deterministic)
@@ -120,8 +133,8 @@ def build_pipeline(plan: ReadPlan, batch_size: int, *, shuffle_buffer: int | Non
         total = every * epochs if every is not None else _steps(known * epochs, batch_size,
                                                                 drop_remainder)
         ds = ds.apply(tf.data.experimental.assert_cardinality(total))
-    ds = ds.map(make_parser(plan.spec, plan.labels), num_parallel_calls=AUTOTUNE,
-                deterministic=deterministic)
+    ds = ds.map(make_parser(plan.spec, plan.labels) if block == 1 else _labeler(plan.labels),
+                num_parallel_calls=AUTOTUNE, deterministic=deterministic)
     ds = ds.prefetch(AUTOTUNE)
     options = tf.data.Options()
     options.deterministic = deterministic
@@ -222,17 +235,55 @@ def make_parser(spec: FeatureSpec, labels: Sequence[str] = ()) -> Any:
     parsing = spec.parsing_spec()
     labels = tuple(labels)
 
+    split = _labeler(labels)
+
     def parse(serialized: Any) -> Any:
         parsed = tf.io.parse_example(serialized, parsing)
         for name, value in parsed.items():
             if isinstance(value, tf.SparseTensor):
                 parsed[name] = tf.RaggedTensor.from_sparse(value)
+        return split(parsed)
+
+    return parse
+
+
+def make_block_parser(spec: FeatureSpec) -> Any:
+    """A function: batch of serialized block records -> {name: tensor} of all their rows, as
+    make_dataset yields features (labels not split off yet)."""
+    import tensorflow as tf
+
+    from tfspark.tf.parsing import block_parsing_spec, block_rows
+    parsing = block_parsing_spec(spec)
+
+    def parse(serialized: Any) -> Any:
+        return block_rows(tf.io.parse_example(serialized, parsing), spec)
+
+    return parse
+
+
+def _labeler(labels: Sequence[str]) -> Any:
+    """{name: tensor} -> (features, labels) as make_dataset yields them (features alone when
+    there are no labels)."""
+    labels = tuple(labels)
+
+    def split(parsed: Any) -> Any:
         if not labels:
             return parsed
+        parsed = dict(parsed)
         ys = {name: parsed.pop(name) for name in labels}
         return parsed, (ys[labels[0]] if len(labels) == 1 else ys)
 
-    return parse
+    return split
+
+
+def _permute_rows(rows: Any, seed: Any) -> Any:
+    """The same random permutation of the rows of every feature."""
+    import tensorflow as tf
+
+    first = next(iter(rows.values()))
+    n = first.nrows() if isinstance(first, tf.RaggedTensor) else tf.shape(first, tf.int64)[0]
+    order = tf.random.experimental.stateless_shuffle(tf.range(n), seed)
+    return {name: tf.gather(value, order) for name, value in rows.items()}
 
 
 def _auto_shard_policy(n_files: int, explicit: bool) -> Any:

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from tfspark.spec.layout import value_keys
 from tfspark.spec.model import Feature, FeatureSpec
 
 _DTYPES = {"int64": tf.int64, "float32": tf.float32, "string": tf.string}
@@ -42,3 +43,26 @@ def _default(f: Feature) -> Any:
         # -0.0 == 0.0, so a -0.0 default could come back as 0.0 (or 0.0 as -0.0).
         return np.float32(f.default)
     return f.default.encode() if f.dtype == "string" else f.default
+
+
+def block_parsing_spec(spec: FeatureSpec) -> dict[str, Any]:
+    """{name: tf.io.RaggedFeature} that parses block records (rows_per_record > 1): each
+    feature comes out with the blocks as its outer dimension; block_rows() merges it away."""
+    out: dict[str, Any] = {}
+    for f in spec.features:
+        keys = value_keys(f)
+        out[f.name] = tf.io.RaggedFeature(
+            _DTYPES[f.dtype], value_key=keys[0], row_splits_dtype=tf.int64,
+            partitions=[tf.io.RaggedFeature.RowLengths(k) for k in keys[1:]])
+    return out
+
+
+def block_rows(parsed: dict[str, Any], spec: FeatureSpec) -> dict[str, Any]:
+    """Parsed blocks -> the features of their rows, as make_dataset yields them: fixed
+    features dense ([rows] or [rows, n]), varlen [rows, None] and 2-D [rows, None, None]
+    ragged. Null rows of fixed features hold the spec's default already."""
+    out: dict[str, Any] = {}
+    for f in spec.features:
+        value = parsed[f.name].values  # the block dimension merged away
+        out[f.name] = tf.reshape(value, [-1, *f.shape]) if f.kind == "fixed" else value
+    return out

@@ -1,0 +1,124 @@
+"""Arrow RecordBatch -> block records: up to N consecutive rows per tf.train.Example, column by
+column (spec/layout.py has the keys; design.md, "Block layout").
+
+Each feature's canonical per-row columns (encode.py) are regrouped per block: the values of a
+block's rows become one list, null rows of fixed features are filled with the spec's default,
+and the lengths and null positions go under their own keys. The serialization is encode.py's:
+one "row" of its kernels is one block here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from tfspark.arrow.encode import BatchEncoder, _Col, _column, _columns_of
+from tfspark.spec import layout
+from tfspark.spec.model import Feature, FeatureSpec
+from tfspark.wire.protobuf import BYTES, FLOAT, INT
+
+
+class BlockEncoder(BatchEncoder):
+    """BatchEncoder for the block layout: encode() returns one record per rows_per_record rows
+    of the batch (the last may be short)."""
+
+    def __init__(self, spec: FeatureSpec, rows_per_record: int, *,
+                 null_elements: str = "error"):
+        layout.check_block_keys(spec.features)
+        super().__init__(spec, null_elements=null_elements)
+        self.rows_per_record = rows_per_record
+
+    def _columns(self, batch: pa.RecordBatch) -> tuple[list[_Col], int]:
+        n = batch.num_rows
+        starts = np.append(np.arange(0, n, self.rows_per_record, dtype=np.int64), n)
+        blocks = len(starts) - 1
+        cols = [_Col(layout.ROWS_KEY, INT, np.arange(blocks + 1, dtype=np.int64),
+                     np.ones(blocks, bool), np.diff(starts), scalar=True)]
+        for f in self.spec.features:
+            arr = _column(batch, f.path)
+            row_cols = _columns_of(f, arr, self.null_elements)  # checks every value
+            nulls = ~arr.is_valid().to_numpy(zero_copy_only=False) if arr.null_count else None
+            cols.extend(_blocks_of(f, row_cols, nulls, starts))
+        return cols, blocks
+
+
+def _blocks_of(f: Feature, row_cols: list[_Col], nulls: np.ndarray | None,
+               starts: np.ndarray) -> list[_Col]:
+    """f's block columns from its per-row columns; nulls: which rows are null (None: none)."""
+    n = int(starts[-1])
+    present = np.ones(n, bool) if nulls is None else ~nulls
+    every = np.ones(len(starts) - 1, bool)
+    keys = layout.value_keys(f)
+    out: list[_Col] = []
+    if f.kind == "fixed":
+        c = row_cols[0]
+        k = f.shape[0] if f.shape else 1
+        data, offsets = _gather(c, _sources(c.rows, present, k), _default(f, c.kind))
+        out.append(_Col(keys[0], c.kind, k * starts, every, data, offsets))
+    elif f.kind == "varlen":
+        c = row_cols[0]
+        src = _sources(c.rows, present, 0)
+        data, offsets = _gather(c, src, None)
+        lengths = np.where(present, np.diff(c.rows), 0).astype(np.int64)
+        rows = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        out.append(_Col(keys[0], c.kind, rows[starts], every, data, offsets))
+        out.append(_Col(keys[1], INT, starts, every, lengths))
+    else:  # 2-D ragged: values per row, inner lengths per inner list
+        vals, inner = row_cols
+        data, offsets = _gather(vals, _sources(vals.rows, present, 0), None)
+        val_lengths = np.where(present, np.diff(vals.rows), 0).astype(np.int64)
+        val_rows = np.concatenate([[0], np.cumsum(val_lengths)]).astype(np.int64)
+        inner_lengths = inner.values[_sources(inner.rows, present, 0)]
+        outer = np.where(present, np.diff(inner.rows), 0).astype(np.int64)
+        outer_rows = np.concatenate([[0], np.cumsum(outer)]).astype(np.int64)
+        out.append(_Col(keys[0], vals.kind, val_rows[starts], every, data, offsets))
+        out.append(_Col(keys[1], INT, starts, every, outer))
+        out.append(_Col(keys[2], INT, outer_rows[starts], every,
+                        np.ascontiguousarray(inner_lengths, dtype=np.int64)))
+    if nulls is not None and f.nullable:
+        where = np.flatnonzero(nulls)
+        block = np.searchsorted(starts, where, side="right") - 1
+        counts = np.bincount(block, minlength=len(starts) - 1)
+        rows = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        out.append(_Col(f.name + layout.NULLS, INT, rows, counts > 0,
+                        (where - starts[block]).astype(np.int64)))
+    return out
+
+
+def _sources(rows: np.ndarray, present: np.ndarray, fill: int) -> np.ndarray:
+    """Element indices of the regrouped column: each present row's elements in order, and
+    `fill` times -1 (the default) for each null row."""
+    counts = np.where(present, np.diff(rows), fill).astype(np.int64)
+    total = int(counts.sum())
+    firsts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    within = np.arange(total, dtype=np.int64) - np.repeat(firsts, counts)
+    base = np.repeat(np.where(present, rows[:-1], -1), counts)
+    return np.where(base >= 0, base + within, -1)
+
+
+def _gather(c: _Col, src: np.ndarray, default: Any) -> tuple[np.ndarray, np.ndarray | None]:
+    """(values, byte offsets for BYTES) of elements src of column c (-1: the default)."""
+    if c.kind != BYTES:
+        pool = c.values if default is None else np.append(c.values, np.asarray(
+            default, c.values.dtype))
+        return np.ascontiguousarray(pool[np.where(src >= 0, src, len(pool) - 1)]), None
+    assert c.offsets is not None
+    fill = np.frombuffer(default or b"", np.uint8)
+    pool = np.concatenate([c.values, fill])
+    lengths = np.where(src >= 0, np.diff(c.offsets)[np.maximum(src, 0)], len(fill))
+    begin = np.where(src >= 0, c.offsets[np.maximum(src, 0)], len(c.values))
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    index = np.repeat(begin - offsets[:-1], lengths) + np.arange(int(offsets[-1]))
+    return pool[index], offsets
+
+
+def _default(f: Feature, kind: int) -> Any:
+    """What a null row of fixed feature f holds: its spec default, in the stored type."""
+    value = f.default
+    if kind == FLOAT:
+        return np.float32(0.0 if value is None else value)
+    if kind == INT:
+        return np.int64(0 if value is None else value)
+    return (value or "").encode() if isinstance(value, str) else (value or b"")
