@@ -313,7 +313,7 @@ def _failed_tasks(spark: Any, group: str) -> int:
 
 
 def _fault_round(launcher: Any, spark: Any, cluster: Any, tmp: Path, fault: str,
-                 k: int, log: list[dict[str, Any]]) -> dict[str, Any]:
+                 k: int, log: list[dict[str, Any]], block: int = 1) -> dict[str, Any]:
     out = str(tmp / f"{fault}-{k}")
     df = _throttled(spark, FAULT_ROWS)
     group = f"tfspark-{fault}-{k}"
@@ -323,7 +323,7 @@ def _fault_round(launcher: Any, spark: Any, cluster: Any, tmp: Path, fault: str,
         spark.sparkContext.setJobGroup(group, f"fault round {fault} {k}")
         try:
             tfspark.register(spark)  # also makes `spark` this (JVM) thread's active session
-            df.write.format("tfrecord").mode("overwrite") \
+            df.write.format("tfrecord").mode("overwrite").option("rowsPerRecord", block) \
                 .option("compression", "gzip" if k % 2 else "none").save(out)
         except BaseException as e:  # noqa: BLE001 - re-raised in the test thread
             outcome["error"] = e
@@ -367,7 +367,7 @@ def _fault_round(launcher: Any, spark: Any, cluster: Any, tmp: Path, fault: str,
     listed = sorted(f["path"] for f in manifest(out)["files"])
     stray = sorted(set(part_files(out)) - set(listed))
     missing = sorted(set(listed) - set(part_files(out)))
-    record = {"fault": fault, "round": k, "victim_pid": victim,
+    record = {"fault": fault, "round": k, "rows_per_record": block, "victim_pid": victim,
               "victim": {"python-worker": "python writer", "executor-jvm": "executor JVM"}.get(
                   fault, "none"),
               "file_open": os.path.basename(path), "killed_after_s": killed_after,
@@ -408,6 +408,9 @@ def test_python_worker_killed_mid_write(cluster_spark, local_cluster, launcher, 
     for k in range(1, FAULT_ROUNDS + 1):
         _fault_round(launcher, cluster_spark, local_cluster, tmp_path, "python-worker", k,
                      fault_log)
+    # The block layout too: a killed writer's rows waiting for a full block are redone once.
+    _fault_round(launcher, cluster_spark, local_cluster, tmp_path, "python-worker",
+                 FAULT_ROUNDS + 1, fault_log, block=256)
 
 
 @pytest.mark.tf

@@ -191,15 +191,20 @@ def _same_rows(got, want):
         assert _normal(g) == _normal(w), (g, w)
 
 
-@pytest.mark.parametrize("how", ["workflow", "datasource"])
+@pytest.mark.parametrize("how", ["workflow", "datasource", "workflow-blocks",
+                                 "datasource-blocks"])
 def test_round_trip_every_type_partitioned(read, spark, tmp_path, how):
+    """Every type, nulls in every nullable column; the block layouts restore the nulls
+    exactly (blocks of 4 rows; partitions of ~5: full and short blocks)."""
     df = _every_type(spark)
     out = tmp_path / how
-    if how == "workflow":
-        tfspark.write_tfrecords(df, str(out), partition_by=["p", "q"], target_file_bytes=1500)
+    block = 4 if how.endswith("-blocks") else 1
+    if how.startswith("workflow"):
+        tfspark.write_tfrecords(df, str(out), partition_by=["p", "q"], target_file_bytes=1500,
+                                rows_per_record=block)
     else:
         df.write.format("tfrecord").mode("overwrite").option("partitionBy", "p,q") \
-            .option("compression", "gzip").save(str(out))
+            .option("compression", "gzip").option("rowsPerRecord", block).save(str(out))
     back = read(out)
     assert back.schema == df.schema
     _same_rows(back, df)

@@ -26,15 +26,37 @@ def read_with_tf(tf: Any, path: str, split: str | None = None) -> tuple[FeatureS
     if not files:
         return spec, out
     ds = tf.data.TFRecordDataset(files, compression_type=comp).batch(4096)
-    parsing = spec.parsing_spec()
+    block = (manifest.get("layout") or {}).get("rows_per_record", 1)
+    parsing = spec.parsing_spec() if block == 1 else _block_parsing(tf, spec)
     for batch in ds:
         parsed = tf.io.parse_example(batch, parsing)
+        if block > 1:  # the block dimension merged away: rows (written by hand, as a user would)
+            rows = int(tf.reduce_sum(parsed.pop("__rows").values))
+            parsed = {f.name: tf.reshape(parsed[f.name].values, [rows, *f.shape])
+                      if f.kind == "fixed" else parsed[f.name].values for f in spec.features}
         for name, value in parsed.items():
             if isinstance(value, tf.sparse.SparseTensor):
                 value = tf.RaggedTensor.from_sparse(value)
             out[name].extend(value.to_list() if hasattr(value, "to_list") else
                              value.numpy().tolist())
     return spec, out
+
+
+def _block_parsing(tf: Any, spec: FeatureSpec) -> dict[str, Any]:
+    """The block layout's parsing spec, built from design.md's key names (not tfspark's code)."""
+    dtypes = {"int64": tf.int64, "float32": tf.float32, "string": tf.string}
+    out = {"__rows": tf.io.RaggedFeature(tf.int64, value_key="__rows")}
+    for f in spec.features:
+        if f.kind == "fixed":
+            keys = [f.name]
+        elif f.kind == "varlen":
+            keys = [f.name, f.name + "/row_lengths"]
+        else:
+            keys = [f.name + "/values", f.name + "/row_lengths", f.name + "/inner_lengths"]
+        out[f.name] = tf.io.RaggedFeature(
+            dtypes[f.dtype], value_key=keys[0],
+            partitions=[tf.io.RaggedFeature.RowLengths(k) for k in keys[1:]])
+    return out
 
 
 def rows_by(values: dict, key: str) -> dict[Any, dict]:

@@ -99,9 +99,9 @@ def write_tfrecords(df: DataFrame, path: str, *, label_cols: Iterable[str] = (),
     of up to N rows per Example, column by column (the fast layout for training: 256-4096;
     make_dataset and spark.read read it back as rows). detect_fixed_lengths: arrays and
     vectors whose rows all have the same length are stored FixedLen([n]). Returns a
-    WriteResult; the manifest holds the same counts. Raises OptionError for bad options or an existing path under errorifexists,
-    SchemaError for columns that cannot be stored, CountMismatchError when the row counts of
-    source, backup and TFRecords disagree.
+    WriteResult; the manifest holds the same counts. Raises OptionError for bad options or an
+    existing path under errorifexists, SchemaError for columns that cannot be stored,
+    CountMismatchError when the row counts of source, backup and TFRecords disagree.
     """
     opts = WriteOptions.from_arguments(
         path, label_cols=label_cols, compression=compression, gzip_level=gzip_level, mode=mode,

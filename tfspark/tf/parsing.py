@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from tfspark.spec.layout import value_keys
+from tfspark.spec.layout import ROWS_KEY, value_keys
 from tfspark.spec.model import Feature, FeatureSpec
 
 _DTYPES = {"int64": tf.int64, "float32": tf.float32, "string": tf.string}
@@ -47,8 +47,10 @@ def _default(f: Feature) -> Any:
 
 def block_parsing_spec(spec: FeatureSpec) -> dict[str, Any]:
     """{name: tf.io.RaggedFeature} that parses block records (rows_per_record > 1): each
-    feature comes out with the blocks as its outer dimension; block_rows() merges it away."""
-    out: dict[str, Any] = {}
+    feature (and "__rows", the rows per block) comes out with the blocks as its outer
+    dimension; block_rows() merges it away."""
+    out: dict[str, Any] = {ROWS_KEY: tf.io.RaggedFeature(tf.int64, value_key=ROWS_KEY,
+                                                        row_splits_dtype=tf.int64)}
     for f in spec.features:
         keys = value_keys(f)
         out[f.name] = tf.io.RaggedFeature(
@@ -61,8 +63,9 @@ def block_rows(parsed: dict[str, Any], spec: FeatureSpec) -> dict[str, Any]:
     """Parsed blocks -> the features of their rows, as make_dataset yields them: fixed
     features dense ([rows] or [rows, n]), varlen [rows, None] and 2-D [rows, None, None]
     ragged. Null rows of fixed features hold the spec's default already."""
+    rows = tf.reduce_sum(parsed[ROWS_KEY].values)
     out: dict[str, Any] = {}
     for f in spec.features:
         value = parsed[f.name].values  # the block dimension merged away
-        out[f.name] = tf.reshape(value, [-1, *f.shape]) if f.kind == "fixed" else value
+        out[f.name] = tf.reshape(value, [rows, *f.shape]) if f.kind == "fixed" else value
     return out
