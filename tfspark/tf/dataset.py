@@ -21,6 +21,8 @@ from tfspark.read_plan import AUTOTUNE, ReadPlan, Shard, check_read_args, plan_r
 from tfspark.read_plan import shard as shard_plan
 from tfspark.spec.model import FeatureSpec
 
+_PARSE_ROWS = 8192  # block layout: rows parsed per parse_example call, at least
+
 
 def make_dataset(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
                  batch_size: int, *, split: str | None = None,
@@ -95,8 +97,10 @@ def build_pipeline(plan: ReadPlan, batch_size: int, *, shuffle_buffer: int | Non
 
     part = shard_plan(plan, shard, even_shards)
     block = plan.rows_per_record
-    ds = _records(part, -(-batch_size // block), shuffle_files, seed, num_parallel_reads,
-                  deterministic)
+    # Blocks: parse_example on several blocks per call is ~2x cheaper per row than on one
+    # (measured at N=1024), so a read carries at least _PARSE_ROWS rows.
+    per_read = batch_size if block == 1 else -(-max(batch_size, _PARSE_ROWS) // block)
+    ds = _records(part, per_read, shuffle_files, seed, num_parallel_reads, deterministic)
     if cache is True:
         ds = ds.cache()
     elif isinstance(cache, str):
