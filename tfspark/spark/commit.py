@@ -107,9 +107,11 @@ class TaskGuard:
 
     @property
     def name(self) -> str:
+        """The registration file's name, under the data set's root."""
         return f"{_RUNNING}{self.write_id}-{self.task}"
 
     def start(self) -> None:
+        """Register, then look for the abort marker (WriteAborted when the job failed)."""
         self.loc.create_exclusive(self.name, b"")
         self.check(now=True)
 
