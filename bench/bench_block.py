@@ -5,7 +5,7 @@ side by side in one run, on the standard 10-column table (5 double, 3 long, 2 sh
              shuffle and the default window shuffle; the files written by tfspark's encoders
              without Spark, 8 files each, alternating runs, best of --repeat
   sizes      bytes per row: row layout, block layout, block layout gzip (level 6), parquet
-             (Spark's default snappy) of the same rows
+             (Spark's default snappy) of the same table
   Spark      on local[2], alternating, best of --repeat: df.write.parquet vs
              df.write.format("tfrecord").option("rowsPerRecord", N) (and the row layout), then
              spark.read.parquet vs spark.read.format("tfrecord") of each, into the noop sink
@@ -14,7 +14,8 @@ Targets (issue #11): make_dataset blocks >= 5x rows and >= 1M examples/s; block 
 of the row layout's bytes, gzip'd blocks <= 0.8x parquet; block write >= 1.2x parquet's rows/s;
 block read >= 0.75x parquet's rows/s.
 
-    python bench/bench_block.py --rows 1000000 --json bench/results/block.json
+    python bench/bench_block.py --rows 1000000 --spark-rows 5000000 \
+        --json bench/results/block.json
 """
 
 from __future__ import annotations
@@ -162,13 +163,13 @@ def spark_side(rows: int, block: int, repeat: int, tmp: str) -> dict:
             "bytes": sizes}
 
 
-def run(rows: int, block: int, repeat: int) -> dict:
+def run(rows: int, block: int, repeat: int, spark_rows: int) -> dict:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     started = machine()
     tmp = tempfile.mkdtemp(prefix="tfspark-bench-block-")
     try:
         read = tf_read(rows, block, repeat, tmp)
-        sp = spark_side(rows, block, repeat, tmp)
+        sp = spark_side(spark_rows, block, repeat, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     eps = read["examples_per_s"]
@@ -176,13 +177,15 @@ def run(rows: int, block: int, repeat: int) -> dict:
         "read_vs_rows": eps["blocks"] / eps["rows"],
         "read_examples_per_s": eps["blocks"],
         "bytes_vs_rows": read["bytes"]["blocks"] / read["bytes"]["rows"],
-        "gzip_vs_parquet": read["bytes"]["blocks_gzip"] / sp["bytes"]["parquet"],
+        "gzip_vs_parquet": read["bytes"]["blocks_gzip"] / rows / (sp["bytes"]["parquet"]
+                                                                   / spark_rows),
         "write_vs_parquet": sp["write_s"]["parquet"] / sp["write_s"]["blocks"],
         "spark_read_vs_parquet": sp["read_s"]["parquet"] / sp["read_s"]["blocks"],
     }
     met = {k: (ratios[k] <= TARGETS[k] if k in ("bytes_vs_rows", "gzip_vs_parquet")
                else ratios[k] >= TARGETS[k]) for k in TARGETS}
-    return {"benchmark": "block", "machine": started, "rows": rows, "rows_per_record": block,
+    return {"benchmark": "block", "machine": started, "rows": rows, "spark_rows": spark_rows,
+            "rows_per_record": block,
             "batch_size": BATCH, "repeat": repeat, "tf": read, "spark": sp, "ratios": ratios,
             "targets": TARGETS, "met": met}
 
@@ -201,12 +204,14 @@ def report(doc: dict) -> str:
         f"{eps['blocks_shuffled']:,.0f}  ({eps['blocks_shuffled'] / eps['rows_shuffled']:.2f}x)",
         f"bytes/row: rows {t['bytes']['rows'] / rows:.1f}  blocks {t['bytes']['blocks'] / rows:.1f}"
         f" ({r['bytes_vs_rows']:.2f}x; <= 0.33x: {ok['bytes_vs_rows']})  blocks gzip "
-        f"{t['bytes']['blocks_gzip'] / rows:.1f}  parquet {sp['bytes']['parquet'] / rows:.1f} "
+        f"{t['bytes']['blocks_gzip'] / rows:.1f}  parquet "
+        f"{sp['bytes']['parquet'] / doc['spark_rows']:.1f} "
         f"(gzip blocks {r['gzip_vs_parquet']:.2f}x parquet; <= 0.8x: {ok['gzip_vs_parquet']})",
-        f"Spark write s: parquet {sp['write_s']['parquet']:.2f}  blocks "
+        f"Spark, {doc['spark_rows']:,} rows, local[2]. Write s: parquet "
+        f"{sp['write_s']['parquet']:.2f}  blocks "
         f"{sp['write_s']['blocks']:.2f}  rows {sp['write_s']['rows']:.2f}  (blocks "
         f"{r['write_vs_parquet']:.2f}x parquet's rows/s; >= 1.2x: {ok['write_vs_parquet']})",
-        f"Spark read s:  parquet {sp['read_s']['parquet']:.2f}  blocks {sp['read_s']['blocks']:.2f}"
+        f"Spark read s: parquet {sp['read_s']['parquet']:.2f}  blocks {sp['read_s']['blocks']:.2f}"
         f"  rows {sp['read_s']['rows']:.2f}  (blocks {r['spark_read_vs_parquet']:.2f}x parquet's "
         f"rows/s; >= 0.75x: {ok['spark_read_vs_parquet']})",
     ]
@@ -218,10 +223,12 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rows", type=int, default=1_000_000)
     p.add_argument("--rows-per-record", type=int, default=1024)
+    p.add_argument("--spark-rows", type=int, default=5_000_000,
+                   help="rows of the Spark write and read runs (as bench_write.py)")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--json", help="write the results here too")
     args = p.parse_args(argv)
-    doc = run(args.rows, args.rows_per_record, args.repeat)
+    doc = run(args.rows, args.rows_per_record, args.repeat, args.spark_rows)
     print(report(doc))
     save_json(args.json, doc)
     print(json.dumps(doc["ratios"]))

@@ -55,15 +55,21 @@ def _blocks_of(f: Feature, row_cols: list[_Col], nulls: np.ndarray | None,
     if f.kind == "fixed":
         c = row_cols[0]
         k = f.shape[0] if f.shape else 1
-        data, offsets = _gather(c, _sources(c.rows, present, k), _default(f, c.kind))
-        out.append(_Col(keys[0], c.kind, k * starts, every, data, offsets))
+        if nulls is None:  # every row holds its k elements already, in order
+            out.append(_Col(keys[0], c.kind, k * starts + c.rows[0], every, c.values, c.offsets))
+        else:
+            data, offsets = _gather(c, _sources(c.rows, present, k), _default(f, c.kind))
+            out.append(_Col(keys[0], c.kind, k * starts, every, data, offsets))
     elif f.kind == "varlen":
         c = row_cols[0]
-        src = _sources(c.rows, present, 0)
-        data, offsets = _gather(c, src, None)
-        lengths = np.where(present, np.diff(c.rows), 0).astype(np.int64)
-        rows = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-        out.append(_Col(keys[0], c.kind, rows[starts], every, data, offsets))
+        if nulls is None:
+            lengths = np.diff(c.rows).astype(np.int64)
+            out.append(_Col(keys[0], c.kind, c.rows[starts], every, c.values, c.offsets))
+        else:
+            data, offsets = _gather(c, _sources(c.rows, present, 0), None)
+            lengths = np.where(present, np.diff(c.rows), 0).astype(np.int64)
+            rows = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+            out.append(_Col(keys[0], c.kind, rows[starts], every, data, offsets))
         out.append(_Col(keys[1], INT, starts, every, lengths))
     else:  # 2-D ragged: values per row, inner lengths per inner list
         vals, inner = row_cols
