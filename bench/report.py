@@ -28,15 +28,17 @@ sys.path.insert(0, HERE)
 
 import charts  # noqa: E402  (plain Python; matplotlib only inside charts.render_charts)
 
-ORDER = ("encode", "write", "first_write", "read", "spark_read")
+ORDER = ("encode", "write", "first_write", "read", "spark_read", "block")
 SCRIPTS = {"encode": "bench_encode.py", "write": "bench_write.py", "read": "bench_read.py",
-           "spark_read": "bench_spark_read.py", "first_write": "bench_first_write.py"}
+           "spark_read": "bench_spark_read.py", "first_write": "bench_first_write.py",
+           "block": "bench_block.py"}
 SHORT = {"encode": "encode", "write": "Spark write", "read": "tf.data read",
-         "spark_read": "Spark read", "first_write": "first write"}
+         "spark_read": "Spark read", "first_write": "first write", "block": "block layout"}
 TITLES = {"encode": "Encoder: encode_batch + framing, one core",
           "write": "Spark write on local[2]", "read": "tf.data read",
           "spark_read": "Spark read on local[2]",
-          "first_write": "First write in a fresh local session"}
+          "first_write": "First write in a fresh local session",
+          "block": "Block layout (rows_per_record)"}
 BEGIN = "<!-- BEGIN generated: {name} (bench/report.py rewrites this block) -->"
 END = "<!-- END generated: {name} -->"
 BLOCK = re.compile(r"<!-- BEGIN generated: (\w+)[^>]*-->\n.*?<!-- END generated: \1 -->",
@@ -231,8 +233,44 @@ def _header(results: dict, img_rel: str | None) -> list[str]:
     return out
 
 
+def _block(r: dict, img_rel: str | None) -> list[str]:
+    t, sp, ratio, met = r["tf"], r["spark"], r["ratios"], r["met"]
+    n, sn, eps = r["rows"], r["spark_rows"], t["examples_per_s"]
+
+    def verdict(key: str, text: str) -> str:
+        return f"{text}: {'met' if met[key] else 'missed'}"
+
+    return [
+        f"## {TITLES['block']}", "",
+        _intro("block", r, f"rows_per_record={r['rows_per_record']}, the 10-column table; "
+               f"tf.data on {n:,} rows in 8 files per layout, Spark on {sn:,} rows, "
+               f"best of {r['repeat']} alternating runs", _load(r)), "",
+        "| measure | row layout | block layout | parquet | block vs | target |",
+        "|---|---:|---:|---:|---:|---|",
+        f"| `make_dataset`, batch {r['batch_size']}, no shuffle (examples/s) | "
+        f"{eps['rows']:,.0f} | {eps['blocks']:,.0f} | | {_ratio(ratio['read_vs_rows'])} rows | "
+        f"{verdict('read_vs_rows', '>= 5x')}; "
+        f"{verdict('read_examples_per_s', '>= 1M/s')} |",
+        f"| `make_dataset`, default window shuffle (examples/s) | {eps['rows_shuffled']:,.0f} | "
+        f"{eps['blocks_shuffled']:,.0f} | | "
+        f"{_ratio(eps['blocks_shuffled'] / eps['rows_shuffled'])} rows | |",
+        f"| bytes per row, uncompressed | {t['bytes']['rows'] / n:.1f} | "
+        f"{t['bytes']['blocks'] / n:.1f} | | {ratio['bytes_vs_rows']:.2f}x rows | "
+        f"{verdict('bytes_vs_rows', '<= 0.33x')} |",
+        f"| bytes per row, gzip level 6 (parquet: snappy) | | "
+        f"{t['bytes']['blocks_gzip'] / n:.1f} | {sp['bytes']['parquet'] / sn:.1f} | "
+        f"{ratio['gzip_vs_parquet']:.2f}x parquet | {verdict('gzip_vs_parquet', '<= 0.8x')} |",
+        f"| Spark write, s (`df.write.format(\"tfrecord\")` / `.parquet`) | "
+        f"{sp['write_s']['rows']:.2f} | {sp['write_s']['blocks']:.2f} | "
+        f"{sp['write_s']['parquet']:.2f} | {ratio['write_vs_parquet']:.2f}x parquet's rows/s | "
+        f"{verdict('write_vs_parquet', '>= 1.2x')} |",
+        f"| Spark read into noop, s | {sp['read_s']['rows']:.2f} | {sp['read_s']['blocks']:.2f} | "
+        f"{sp['read_s']['parquet']:.2f} | {ratio['spark_read_vs_parquet']:.2f}x parquet's "
+        f"rows/s | {verdict('spark_read_vs_parquet', '>= 0.75x')} |", ""]
+
+
 SECTIONS = {"encode": _encode, "write": _write, "read": _read, "spark_read": _spark_read,
-            "first_write": _first_write}
+            "first_write": _first_write, "block": _block}
 
 
 def blocks(results: dict, img_rel: str | None = "img") -> dict[str, str]:

@@ -32,6 +32,8 @@ BENCHES = {
     "read": ("bench_read.py", ["--rows", "1000000"], ["--rows", "100000"]),
     "spark_read": ("bench_spark_read.py", ["--rows", "1000000"], ["--rows", "100000"]),
     "first_write": ("bench_first_write.py", ["--repeat", "5"], ["--repeat", "1"]),
+    "block": ("bench_block.py", ["--rows", "1000000", "--spark-rows", "5000000"],
+              ["--rows", "100000", "--spark-rows", "200000", "--repeat", "1"]),
 }
 
 
