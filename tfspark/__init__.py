@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # what IDEs and type checkers see; at run time __getattr__ lo
         WriteConflictError,
     )
     from tfspark.integrity import Report, verify
+    from tfspark.numpy import Ragged, read_batches
     from tfspark.options import ReadOptions, WriteOptions
     from tfspark.spark.export import WriteResult, write_tfrecords
     from tfspark.spark.source import register
@@ -40,6 +41,8 @@ _API = {
     "infer_spec": "tfspark.spec",
     "encode_batch": "tfspark.arrow.encode",
     "make_dataset": "tfspark.tf.dataset",
+    "read_batches": "tfspark.numpy",
+    "Ragged": "tfspark.numpy",
     "keras_inputs": "tfspark.tf.keras",
     "register": "tfspark.spark.source",
     "write_tfrecords": "tfspark.spark.export",
@@ -55,9 +58,10 @@ _API = {
 
 __all__ = [  # a literal list, so linters and IDEs see the TYPE_CHECKING imports as the API
     "CorruptRecordError", "CountMismatchError", "EncodeError", "Feature", "FeatureSpec",
-    "ManifestError", "MissingExtraError", "OptionError", "ReadOptions", "Report", "SchemaError",
-    "TfsparkError", "WriteConflictError", "WriteOptions", "WriteResult", "encode_batch",
-    "infer_spec", "keras_inputs", "make_dataset", "register", "verify", "write_tfrecords"]
+    "ManifestError", "MissingExtraError", "OptionError", "Ragged", "ReadOptions", "Report",
+    "SchemaError", "TfsparkError", "WriteConflictError", "WriteOptions", "WriteResult",
+    "encode_batch", "infer_spec", "keras_inputs", "make_dataset", "read_batches", "register",
+    "verify", "write_tfrecords"]
 # Submodules reachable as attributes without an import (tfspark.manifest.read_manifest(...)).
 # None is named like a function above: importing it would shadow that function.
 _MODULES = {"spec", "manifest", "errors", "options", "integrity", "read_plan"}

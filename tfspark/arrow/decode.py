@@ -83,6 +83,18 @@ class Decoder:
         schema asks). Raises CorruptRecordError for a malformed record, SchemaError when a
         record does not fit the spec (wrong type, too many values, a key outside it if strict).
         """
+        ctx = self.index(buf, offsets, framed=framed, path=path, offset=offset, strict=strict)
+        arrays = []
+        k = 0
+        for f in self.spec.features:
+            arrays.append(_feature_column(ctx, f, k))
+            k += len(f.keys)
+        return pa.RecordBatch.from_arrays(arrays, names=self.spec.names)
+
+    def index(self, buf: np.ndarray, offsets: np.ndarray, *, framed: bool = False,
+              path: str | None = None, offset: int = 0, strict: str | None = None) -> RecordIndex:
+        """Where each spec key's list sits in each record (the first half of decode), checked
+        for damage; other readers build their own columns from it (tfspark.numpy)."""
         data = as_bytes(buf)
         head, tail = (HEADER_BYTES, TRAILER_BYTES) if framed else (0, 0)
         off = checked_offsets(offsets, data.size, head + tail, "record")
@@ -94,7 +106,7 @@ class Decoder:
         code, rec, pos = index_records(data, off, head, tail, self._key_data,
                                        self._key_offsets, self._table, kinds, starts, ends,
                                        unknown)
-        ctx = _Ctx(data, off, (kinds, starts, ends), path or "<buffer>", offset)
+        ctx = RecordIndex(data, off, (kinds, starts, ends), path or "<buffer>", offset)
         if code == FEATURE_LISTS:
             raise ctx.error(rec, SEQUENCE_EXAMPLE, schema=True)
         if code:
@@ -104,15 +116,10 @@ class Decoder:
             key = data[unknown[1]:unknown[2]].tobytes().decode("utf-8", "replace")
             raise ctx.error(int(unknown[0]), f"feature {key!r} is not in the schema; {strict}",
                             schema=True)
-        arrays = []
-        k = 0
-        for f in self.spec.features:
-            arrays.append(_feature_column(ctx, f, k))
-            k += len(f.keys)
-        return pa.RecordBatch.from_arrays(arrays, names=self.spec.names)
+        return ctx
 
 
-class _Ctx:
+class RecordIndex:
     """One buffer's index (kinds, starts, ends per record and key) and its error messages."""
 
     def __init__(self, data: np.ndarray, offsets: np.ndarray,
@@ -177,7 +184,7 @@ class _Ctx:
         return counts, rows, (blob, blob_offsets)
 
 
-def _feature_column(ctx: _Ctx, f: Feature, k: int) -> pa.Array:
+def _feature_column(ctx: RecordIndex, f: Feature, k: int) -> pa.Array:
     if f.kind == "ragged":
         counts, rows, values = ctx.values(f, f.keys[0], k, f.dtype)
         lcounts, lrows, lengths = ctx.values(f, f.keys[1], k + 1, "int64")

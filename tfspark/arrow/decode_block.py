@@ -17,7 +17,8 @@ from tfspark.spec import layout
 from tfspark.spec.model import Feature, FeatureSpec
 
 
-def _list_feature(key: str, dtype: str) -> Feature:
+def list_feature(key: str, dtype: str) -> Feature:
+    """A block key read as a plain list feature (one list per block record)."""
     enc = {"int64": "int", "float32": "float", "string": "bytes"}[dtype]
     return Feature(name=key, path=(key,), kind="varlen", dtype=dtype,  # type: ignore[arg-type]
                    encoding=enc, source_type="block")  # type: ignore[arg-type]
@@ -28,11 +29,11 @@ class BlockDecoder:
 
     def __init__(self, spec: FeatureSpec):
         self.spec = spec
-        lists = [_list_feature(layout.ROWS_KEY, "int64")]
+        lists = [list_feature(layout.ROWS_KEY, "int64")]
         for f in spec.features:
             keys = layout.block_keys(f)
-            lists.append(_list_feature(keys[0], f.dtype))
-            lists.extend(_list_feature(k, "int64") for k in keys[1:])
+            lists.append(list_feature(keys[0], f.dtype))
+            lists.extend(list_feature(k, "int64") for k in keys[1:])
         self._decoder = Decoder(FeatureSpec(tuple(lists)))
 
     def decode(self, buf: np.ndarray, offsets: np.ndarray, *, framed: bool = False,

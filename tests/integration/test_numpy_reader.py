@@ -1,0 +1,203 @@
+"""read_batches, the NumPy reader: the same rows as make_dataset (TensorFlow) for every case of the
+round-trip table in both layouts, shards that cover everything once, damage named, threads, and
+the framework adapters where the framework is installed."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from pyspark.sql import types as T
+from test_roundtrip_tf import BLOCK_CASES, Case, arrow_type, arrow_values, same
+
+import tfspark
+from tfspark import manifest as mf
+from tfspark.arrow.encode import BatchEncoder
+from tfspark.arrow.encode_block import BlockEncoder
+from tfspark.errors import CorruptRecordError
+from tfspark.fs import locate
+from tfspark.numpy import Ragged
+from tfspark.wire.stream import RecordWriter
+
+CASES = [c for c in BLOCK_CASES if c.error is None]
+
+
+def write_dir(path: str, batch: pa.RecordBatch, spec, block: int, files: int = 1,
+              compression: str | None = None, null_elements: str = "error") -> str:
+    """A tfspark directory of `batch` split over `files` files, row (block=1) or block layout."""
+    os.makedirs(path, exist_ok=True)
+    encoder = BatchEncoder(spec, null_elements=null_elements) if block == 1 else \
+        BlockEncoder(spec, block, null_elements=null_elements)
+    m = mf.new_manifest(spec=spec.to_dict(), compression=compression, record_type="Example",
+                        rows_per_record=block)
+    entries = []
+    per = -(-batch.num_rows // files)
+    for k in range(files):
+        part = batch.slice(k * per, per)
+        name = f"part-{k:05d}.tfrecord" + (".gz" if compression else "")
+        buf, offsets = encoder.encode(part, framed=True)
+        with open(os.path.join(path, name), "wb") as f, RecordWriter(f, compression) as w:
+            w.write_framed(buf, count=len(offsets) - 1)
+        entry = {"path": name, "records": len(offsets) - 1,
+                 "bytes": os.path.getsize(os.path.join(path, name)), "split": None}
+        if block > 1:
+            entry["rows"] = part.num_rows
+        entries.append(entry)
+    mf.add_files(m, entries, "test")
+    mf.write_manifest(locate(path), m)
+    return path
+
+
+def case_batch(case: Case):
+    schema = T.StructType([T.StructField("c", case.spark_type, case.nullable)])
+    spec = tfspark.infer_spec(schema, shapes=case.shapes, defaults=case.defaults, **case.kw)
+    values = case.values if case.arrow else arrow_values(case.spark_type, case.values)
+    batch = pa.RecordBatch.from_arrays(
+        [pa.array(values, type=case.arrow or arrow_type(case.spark_type))], names=["c"])
+    return (case.mutate(batch) if case.mutate else batch), spec
+
+
+def rows_np(col) -> list:
+    return col.to_list() if isinstance(col, Ragged) else col.tolist()
+
+
+def rows_tf(col) -> list:
+    return col.to_list() if hasattr(col, "to_list") else col.numpy().tolist()
+
+
+@pytest.mark.tf
+@pytest.mark.parametrize("block", [1, 2])
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_same_rows_as_make_dataset(case: Case, block: int, tmp_path):
+    batch, spec = case_batch(case)
+    path = write_dir(str(tmp_path / "d"), batch, spec, block, null_elements=case.null_elements)
+    ours = list(tfspark.read_batches(path, 3, shuffle_buffer=0, num_threads=1,
+                                     shuffle_files=False, label_cols=[]))
+    theirs = list(tfspark.make_dataset(path, 3, shuffle_buffer=0, deterministic=True,
+                                       shuffle_files=False, label_cols=[]))
+    assert len(ours) == len(theirs) == -(-batch.num_rows // 3)
+    for f in spec.features:
+        got = sum((rows_np(b[f.name]) for b in ours), [])
+        want = sum((rows_tf(b[f.name]) for b in theirs), [])
+        same(got, want, f"{case.id}: {f.name}")
+        for b, t in zip(ours, theirs):
+            if not isinstance(b[f.name], Ragged):
+                assert b[f.name].shape == tuple(t[f.name].shape)
+                assert b[f.name].dtype == (object if f.dtype == "string" else
+                                           np.dtype(f.dtype))
+
+
+def _ids_table(n: int, seed: int = 0) -> tuple[pa.RecordBatch, object]:
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(0, 4, n)
+    values = [None if i % 7 == 3 else list(range(int(k))) for i, k in enumerate(lengths)]
+    batch = pa.RecordBatch.from_pydict({
+        "id": pa.array(np.arange(n)), "x": pa.array(rng.standard_normal(n)),
+        "s": pa.array([None if i % 5 == 0 else f"s{i}" for i in range(n)]),
+        "v": pa.array(values, pa.list_(pa.int64()))})
+    schema = T.StructType([T.StructField("id", T.LongType(), False),
+                           T.StructField("x", T.DoubleType()), T.StructField("s", T.StringType()),
+                           T.StructField("v", T.ArrayType(T.LongType()))])
+    return batch, tfspark.infer_spec(schema, label_cols=["id"])
+
+
+@pytest.mark.parametrize("block", [1, 16])
+@pytest.mark.parametrize("files", [1, 5])
+def test_shards_threads_epochs_and_shuffle(tmp_path, block, files):
+    batch, spec = _ids_table(1000)
+    path = write_dir(str(tmp_path / "d"), batch, spec, block, files=files,
+                     compression="gzip" if files > 1 else None)
+    # Shards: disjoint, together everything, whatever the thread count.
+    seen = []
+    for k in range(3):
+        r = tfspark.read_batches(path, 64, shard=(3, k), even_shards=False, num_threads=2)
+        seen += [int(i) for _, y in r for i in y]
+    assert sorted(seen) == list(range(1000))
+    # Even shards: every worker the same number of batches.
+    assert len({len(tfspark.read_batches(path, 64, shard=(3, k))) for k in range(3)}) == 1
+    # Epochs: every row once per epoch, shuffled differently each time; values stay together.
+    r = tfspark.read_batches(path, 100, seed=3, epochs=2, num_threads=2)
+    assert len(r) == 20
+    ids, xs = [], []
+    for x, y in r:
+        ids += y.tolist()
+        xs += x["x"].tolist()
+        assert isinstance(x["v"], Ragged) and len(x["v"].row_splits) == len(y) + 1
+    assert sorted(ids[:1000]) == sorted(ids[1000:]) == list(range(1000))
+    assert ids[:1000] != ids[1000:] and ids[:1000] != list(range(1000))
+    by_id = dict(zip(ids, xs))
+    assert all(by_id[i] == np.float32(batch.column("x")[i].as_py()) for i in range(0, 1000, 37))
+    # drop_remainder, and epochs=None repeating forever
+    r = tfspark.read_batches(path, 300, drop_remainder=True, label_cols=[])
+    assert [len(b["id"]) for b in r] == [300, 300, 300] and len(r) == 3
+    forever = iter(tfspark.read_batches(path, 400, epochs=None, label_cols=[]))
+    assert sum(len(next(forever)["id"]) for _ in range(10)) == 4000
+
+
+def test_even_shards_cut_every_worker_to_the_smallest(tmp_path):
+    batch, spec = _ids_table(1000)
+    path = write_dir(str(tmp_path / "d"), batch, spec, 1, files=4)
+    counts = [sum(len(y) for _, y in tfspark.read_batches(path, 50, shard=(3, k)))
+              for k in range(3)]
+    assert len(set(counts)) == 1 and counts[0] == 250  # 4 files of 250: shards of 500/250/250
+
+
+def test_damage_is_named(tmp_path):
+    batch, spec = _ids_table(300)
+    path = write_dir(str(tmp_path / "d"), batch, spec, 1)
+    f = os.path.join(path, "part-00000.tfrecord")
+    data = bytearray(open(f, "rb").read())
+    data[5000] ^= 0xFF
+    open(f, "wb").write(bytes(data))
+    with pytest.raises(CorruptRecordError, match=r"part-00000\.tfrecord.*offset \d+"):
+        list(tfspark.read_batches(path, 64, num_threads=2))
+    path2 = write_dir(str(tmp_path / "e"), batch, spec, 1)
+    m = mf.read_manifest(path2)
+    m["files"][0]["records"] += 1
+    mf.write_manifest(locate(path2), m)
+    with pytest.raises(CorruptRecordError, match=r"holds 300 rows.*lists 301"):
+        list(tfspark.read_batches(path2, 64))
+
+
+def test_keras_fit_on_a_generator(tmp_path):
+    keras = pytest.importorskip("keras")
+    batch, spec = _ids_table(512)
+    batch = pa.RecordBatch.from_pydict({"id": batch.column("id"),
+                                        "x": batch.column("x").fill_null(0.0)})
+    schema = T.StructType([T.StructField("id", T.LongType(), False),
+                           T.StructField("x", T.DoubleType(), False)])
+    spec = tfspark.infer_spec(schema, label_cols=["id"])
+    path = write_dir(str(tmp_path / "d"), batch, spec, 32)
+    reader = tfspark.read_batches(path, 64, epochs=None)
+    inputs = {"x": keras.Input(shape=(), name="x", dtype="float32")}
+    out = keras.layers.Dense(1)(keras.layers.Reshape((1,))(inputs["x"]))
+    model = keras.Model(inputs, out)
+    model.compile(optimizer="sgd", loss="mse")
+    hist = model.fit(iter(reader), steps_per_epoch=reader.steps_per_epoch(), epochs=2,
+                     verbose=0)
+    assert len(hist.history["loss"]) == 2 and reader.steps_per_epoch() == 8
+
+
+def test_torch_dataset_shards_over_workers(tmp_path):
+    torch = pytest.importorskip("torch")
+    from tfspark.numpy.frameworks import torch_dataset
+
+    batch, spec = _ids_table(500)
+    path = write_dir(str(tmp_path / "d"), batch, spec, 8, files=4)
+    loader = torch.utils.data.DataLoader(torch_dataset(path, 50), batch_size=None,
+                                         num_workers=2)
+    ids = [int(i) for _, y in loader for i in y]
+    assert sorted(ids) == list(range(500))
+
+
+def test_bad_arguments(tmp_path):
+    batch, spec = _ids_table(10)
+    path = write_dir(str(tmp_path / "d"), batch, spec, 1)
+    with pytest.raises(tfspark.OptionError, match="num_threads"):
+        tfspark.read_batches(path, 4, num_threads=0)
+    with pytest.raises(tfspark.OptionError, match="batch_size"):
+        tfspark.read_batches(path, 0)
+    with pytest.raises(tfspark.SchemaError, match="label"):
+        tfspark.read_batches(path, 4, label_cols=["nope"])

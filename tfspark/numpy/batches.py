@@ -1,0 +1,262 @@
+"""read_batches(): tfspark output -> batches of NumPy arrays, for JAX, PyTorch and every Keras 3
+backend. Needs neither TensorFlow nor pyspark.
+
+    plan (read_plan.py, as make_dataset) -> per epoch: the shard's files, shuffled -> a pool of
+    threads, each streaming whole files (CRCs checked) and decoding chunks of records with the
+    compiled kernels (which release the GIL) -> a bounded queue -> window shuffle -> batches
+
+Memory is bounded: at most `2 * num_threads` decoded chunks wait in the queue, plus the shuffle
+window. Each file's rows are counted against the manifest at its end.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from tfspark.errors import CorruptRecordError, OptionError
+from tfspark.fs import locate
+from tfspark.numpy.columns import Table, concat_tables, num_rows, slice_table, take_table
+from tfspark.numpy.decode import NumpyDecoder
+from tfspark.read_plan import ReadPlan, Shard, check_read_args, plan_read
+from tfspark.read_plan import shard as shard_plan
+from tfspark.spec.model import FeatureSpec
+from tfspark.wire.stream import stream_framed
+
+_CHUNK_ROWS = 8192  # rows decoded per kernel pass (blocks: at least one block)
+_DONE = object()
+
+
+def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
+                 batch_size: int, *, split: str | None = None,
+                 label_cols: Iterable[str] | str | None = None,
+                 spec: FeatureSpec | str | dict | None = None,
+                 shuffle_buffer: int | None = None, seed: int | None = None,
+                 epochs: int | None = 1, shard: tuple[int, int] | None = None,
+                 even_shards: bool = True, drop_remainder: bool = False,
+                 num_threads: int | None = None, shuffle_files: bool = True,
+                 compression: str | None = None) -> BatchReader:
+    """Batches of NumPy arrays read from tfspark output (row or block layout), like make_dataset
+    without TensorFlow: the same arguments mean the same (see make_dataset), and
+
+    num_threads: files read and decoded at once (default: the CPU cores, at most 8); 1 with
+      shuffle_buffer=0 and shuffle_files=False reads rows in file order, deterministically.
+
+    Yields (features, labels) as make_dataset does (features alone without label columns):
+    features is {name: column}. A fixed feature is an array [batch] or [batch, n] (strings: an
+    object array of bytes; null rows hold the spec's default); a variable-length one is a
+    tfspark.numpy.Ragged(values, row_splits) (row i: values[row_splits[i]:row_splits[i+1]]),
+    a 2-D ragged one a Ragged whose values are a Ragged. len() is the number of batches when
+    the manifest gives the counts and epochs is not None.
+
+    Raises as make_dataset does, before reading; while iterating, CorruptRecordError names the
+    file and byte offset of a damaged record, or the file whose count disagrees.
+    """
+    check_read_args(batch_size, shuffle_buffer, epochs, 1, shard, False)
+    if num_threads is not None and (not isinstance(num_threads, int) or
+                                    isinstance(num_threads, bool) or num_threads < 1):
+        raise OptionError(f"num_threads must be a positive int or None, got {num_threads!r}")
+    plan = plan_read(path_or_files, split=split, spec=spec, label_cols=label_cols,
+                     compression=compression)
+    return BatchReader(plan, batch_size, shuffle_buffer=shuffle_buffer, seed=seed, epochs=epochs,
+                       shard=shard, even_shards=even_shards, drop_remainder=drop_remainder,
+                       num_threads=num_threads or min(8, os.cpu_count() or 1),
+                       shuffle_files=shuffle_files)
+
+
+class BatchReader:
+    """The iterable read_batches returns; each iteration runs all its epochs again."""
+
+    def __init__(self, plan: ReadPlan, batch_size: int, *, shuffle_buffer: int | None,
+                 seed: int | None, epochs: int | None, shard: tuple[int, int] | None,
+                 even_shards: bool, drop_remainder: bool, num_threads: int,
+                 shuffle_files: bool):
+        self.plan, self.batch_size, self.epochs = plan, batch_size, epochs
+        self.part: Shard = shard_plan(plan, shard, even_shards)
+        self.buffer = 10 * batch_size if shuffle_buffer is None else shuffle_buffer
+        self.seed, self.drop_remainder = seed, drop_remainder
+        self.num_threads, self.shuffle_files = num_threads, shuffle_files
+        self.labels = plan.labels
+        self._iterations = 0
+
+    def steps_per_epoch(self) -> int | None:
+        """Batches per epoch, when the manifest gives the counts (batches run on across epochs,
+        as make_dataset's do, unless even shards end them with each epoch)."""
+        total = self.part.total
+        if total is None:
+            return None
+        return total // self.batch_size if self.drop_remainder else -(-total // self.batch_size)
+
+    def __len__(self) -> int:
+        total = self.part.total
+        if total is None or self.epochs is None:
+            raise TypeError("the number of batches is unknown: no manifest counts, or "
+                            "epochs=None (repeats forever)")
+        if self.part.take is not None:  # batches end with each epoch
+            return int(self.steps_per_epoch() or 0) * self.epochs
+        rows = total * self.epochs
+        return rows // self.batch_size if self.drop_remainder else -(-rows // self.batch_size)
+
+    def __iter__(self) -> Iterator[Any]:
+        self._iterations += 1
+        base = None if self.seed is None else self.seed + 7919 * self._iterations
+        rng = np.random.default_rng(base)
+        pending: list[Table] = []
+        have = epoch = 0
+        while self.epochs is None or epoch < self.epochs:
+            for rows in self._windows(rng):
+                pending.append(rows)
+                have += num_rows(rows)
+                if have >= self.batch_size:
+                    batches, pending, have = self._full_batches(pending)
+                    yield from batches
+            epoch += 1
+            if self.part.take is not None:  # even shards: the epoch ends its last batch
+                yield from self._rest(pending, have)
+                pending, have = [], 0
+        yield from self._rest(pending, have)
+
+    def _full_batches(self, pending: list[Table]) -> tuple[list[Any], list[Table], int]:
+        rows = concat_tables(pending)
+        n = num_rows(rows)
+        full = n // self.batch_size * self.batch_size
+        out = [self._split(slice_table(rows, lo, lo + self.batch_size))
+               for lo in range(0, full, self.batch_size)]
+        rest = slice_table(rows, full, n)
+        return out, ([rest] if n > full else []), n - full
+
+    def _rest(self, pending: list[Table], have: int) -> Iterator[Any]:
+        if have and not self.drop_remainder:
+            yield self._split(concat_tables(pending))
+
+    def _windows(self, rng: np.random.Generator) -> Iterator[Table]:
+        """One epoch's rows, a shuffled window at a time (in file order without shuffling)."""
+        order = list(range(len(self.part.files)))
+        if self.shuffle_files and len(order) > 1:
+            order = [int(i) for i in rng.permutation(len(order))]
+        limit = self.part.take  # even shards: every worker the same rows per epoch
+        pending: list[Table] = []
+        have = taken = 0
+        for chunk in self._chunks(order):
+            if limit is not None:
+                if taken >= limit:
+                    continue  # the rest of the epoch is cut (the producers run out soon)
+                chunk = slice_table(chunk, 0, min(num_rows(chunk), limit - taken))
+            pending.append(chunk)
+            have += num_rows(chunk)
+            taken += num_rows(chunk)
+            if have >= self.buffer:
+                yield self._mix(concat_tables(pending), rng)
+                pending, have = [], 0
+        if have:
+            yield self._mix(concat_tables(pending), rng)
+
+    def _mix(self, rows: Table, rng: np.random.Generator) -> Table:
+        if self.buffer <= 0:
+            return rows
+        return take_table(rows, rng.permutation(num_rows(rows)))
+
+    def _split(self, batch: Table) -> Any:
+        if not self.labels:
+            return batch
+        ys = {name: batch.pop(name) for name in self.labels}
+        return batch, (ys[self.labels[0]] if len(self.labels) == 1 else ys)
+
+    def _chunks(self, order: list[int]) -> Iterator[Table]:
+        """Decoded chunks of the files in `order`, from a pool of threads (file order kept
+        with one thread)."""
+        out: queue.Queue = queue.Queue(maxsize=2 * self.num_threads)
+        stop = threading.Event()
+        todo = iter(order)
+        lock = threading.Lock()
+
+        def put(item: Any) -> bool:
+            while not stop.is_set():
+                try:
+                    out.put(item, timeout=0.1)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
+        def work() -> None:
+            decoder = NumpyDecoder(self.plan.spec, self.plan.rows_per_record)
+            try:
+                while not stop.is_set():
+                    with lock:
+                        f = next(todo, None)
+                    if f is None:
+                        break
+                    for chunk in self._read_file(f, decoder):
+                        if not put(chunk):
+                            return
+            except BaseException as e:  # noqa: BLE001 - handed to the consumer
+                put(e)
+            finally:
+                put(_DONE)
+
+        threads = [threading.Thread(target=work, daemon=True, name=f"tfspark-read-{i}")
+                   for i in range(min(self.num_threads, max(1, len(order))))]
+        for t in threads:
+            t.start()
+        done = 0
+        try:
+            while done < len(threads):
+                item = out.get()
+                if item is _DONE:
+                    done += 1
+                elif isinstance(item, BaseException):
+                    raise item
+                else:
+                    yield item
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(timeout=10)
+
+    def _read_file(self, f: int, decoder: NumpyDecoder) -> Iterator[Table]:
+        """A file's rows in decoded chunks (this shard's records of it), then its count check."""
+        part = self.part
+        name = part.files[f]
+        loc = locate(name)
+        every = part.every
+        seen_records = rows = 0
+        per_chunk = max(1, _CHUNK_ROWS // self.plan.rows_per_record)
+
+        def decode(buf: np.ndarray, offsets: np.ndarray, base: int) -> Table:
+            nonlocal seen_records
+            table, sizes = decoder.decode(buf, offsets, path=name, offset=base)
+            first, seen_records = seen_records, seen_records + len(sizes)
+            if every is None:
+                return table
+            n, i = every
+            keep = (np.arange(first, first + len(sizes)) % n) == i
+            row_keep = np.repeat(keep, sizes)
+            return take_table(table, np.flatnonzero(row_keep))
+
+        try:
+            opened = loc.fs.open_input_file(loc.base)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"{name}: named for reading but it does not exist; the data "
+                                    f"set is incomplete (deleted or moved files?)") from None
+        with opened as raw:
+            gz = part.compressions[f] == "gzip"  # the manifest's, or sniffed when planning
+            stream = pa.CompressedInputStream(raw, "gzip") if gz else raw
+            for table in stream_framed(stream, name, True, decode, gz, batch_records=per_chunk):
+                rows += num_rows(table)
+                yield table
+        want = None
+        if part.rows is not None:
+            want = part.rows[f]
+        elif part.records is not None and self.plan.rows_per_record == 1:
+            want = part.records[f]
+        if want is not None and rows != want:
+            raise CorruptRecordError(f"{name}: holds {rows} rows for this reader but the "
+                                     f"manifest lists {want}; the file was changed after the "
+                                     f"write: rewrite the data set", path=name)

@@ -1,0 +1,169 @@
+"""Framed records -> NumPy columns (columns.py), for the row and the block layout, with what
+make_dataset gives: fixed features dense with the spec's default where a row is null,
+variable-length ones ragged (empty where null).
+
+The compiled kernels of wire/ (which release the GIL) index the records and fill preallocated
+arrays; numeric columns never pass through Arrow. Strings become object arrays of bytes, which
+needs the GIL (as tf.string needs TensorFlow's allocator).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tfspark.arrow.decode import Decoder, RecordIndex
+from tfspark.arrow.decode_block import list_feature
+from tfspark.errors import CorruptRecordError
+from tfspark.numpy.columns import Ragged, Table
+from tfspark.spec import layout
+from tfspark.spec.model import Feature, FeatureSpec
+from tfspark.wire import example_read as ul
+from tfspark.wire.protobuf import KIND_OF_DTYPE, TOO_MANY
+
+_DTYPES = {"int64": np.int64, "float32": np.float32, "string": object}
+
+
+class NumpyDecoder:
+    """Decodes chunks of framed records of `spec` (rows_per_record > 1: block records)."""
+
+    def __init__(self, spec: FeatureSpec, rows_per_record: int = 1):
+        self.spec, self.block = spec, rows_per_record
+        if rows_per_record == 1:
+            self._decoder = Decoder(spec)
+        else:
+            lists = [list_feature(layout.ROWS_KEY, "int64")]
+            for f in spec.features:
+                keys = layout.value_keys(f)
+                lists.append(list_feature(keys[0], f.dtype))
+                lists.extend(list_feature(k, "int64") for k in keys[1:])
+            self._decoder = Decoder(FeatureSpec(tuple(lists)))
+
+    def decode(self, buf: np.ndarray, offsets: np.ndarray, *, path: str,
+               offset: int = 0) -> tuple[Table, np.ndarray]:
+        """(columns of every row, rows per record) of the framed records between offsets."""
+        ctx = self._decoder.index(buf, offsets, framed=True, path=path, offset=offset)
+        if self.block == 1:
+            out, k = {}, 0
+            for f in self.spec.features:
+                out[f.name] = _row_column(ctx, f, k)
+                k += len(f.keys)
+            return out, np.ones(ctx.n, np.int64)
+        return _blocks(ctx, self.spec)
+
+
+def _default(f: Feature) -> Any:
+    if f.default is None:
+        return b"" if f.dtype == "string" else 0
+    return f.default.encode() if f.dtype == "string" else f.default
+
+
+def _strings(values: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    blob, offs = values
+    raw = blob.tobytes()
+    out = np.empty(len(offs) - 1, object)
+    out[:] = [raw[a:b] for a, b in zip(offs[:-1].tolist(), offs[1:].tolist())]
+    return out
+
+
+def _leaf(f: Feature, values: Any) -> np.ndarray:
+    return _strings(values) if f.dtype == "string" else values
+
+
+def _row_column(ctx: RecordIndex, f: Feature, k: int) -> Any:
+    n = ctx.n
+    if f.kind == "fixed" and not f.shape and f.dtype != "string":
+        out = np.empty(n, _DTYPES[f.dtype])
+        valid = np.empty(n, np.bool_)
+        code, rec, info = ul.scalars(ctx.data, *ctx.index, k, KIND_OF_DTYPE[f.dtype], out,
+                                     out.view(np.uint8), valid)
+        ctx.check(code, rec, info, f, f.name, f.dtype)
+        if not valid.all():
+            out[~valid] = _default(f)
+        return out
+    if f.kind == "ragged":
+        counts, rows, values = ctx.values(f, f.keys[0], k, f.dtype)
+        lcounts, lrows, lengths = ctx.values(f, f.keys[1], k + 1, "int64")
+        inner = np.zeros(lengths.size + 1, np.int64)
+        np.cumsum(lengths, out=inner[1:])
+        if (inner[lrows[1:]] - inner[lrows[:-1]] != np.diff(rows)).any() or (lengths < 0).any():
+            rec = int(np.argmax(inner[lrows[1:]] - inner[lrows[:-1]] != np.diff(rows)))
+            raise ctx.error(rec, f"ragged feature {f.name!r}: row lengths do not add up to "
+                                 f"its values")
+        return Ragged(Ragged(_leaf(f, values), inner), lrows)
+    counts, rows, values = ctx.values(f, f.name, k, f.dtype)
+    if f.kind == "varlen":
+        return Ragged(_leaf(f, values), rows)
+    width = f.shape[0] if f.shape else 1
+    present = counts >= 0
+    bad = present & (counts != width)
+    if bad.any():
+        rec = int(np.argmax(bad))
+        if not f.shape:
+            ctx.check(TOO_MANY, rec, int(counts[rec]), f, f.name, f.dtype)
+        raise ctx.error(rec, f"feature {f.name!r} has {int(counts[rec])} values but the spec "
+                             f"fixes its shape to {list(f.shape)}", schema=True)
+    out = np.empty((n, width), _DTYPES[f.dtype])
+    out[~present] = _default(f)
+    if width:  # shape [0]: nothing to fill
+        out[present] = _leaf(f, values).reshape(-1, width)
+    return out if f.shape else out[:, 0]
+
+
+def _blocks(ctx: RecordIndex, spec: FeatureSpec) -> tuple[Table, np.ndarray]:
+    rows_f = list_feature(layout.ROWS_KEY, "int64")
+    counts, _, sizes = ctx.values(rows_f, layout.ROWS_KEY, 0, "int64")
+    if (counts != 1).any() or (sizes < 0).any():
+        rec = int(np.argmax(counts != 1))
+        raise _bad(ctx, rec, f"no valid {layout.ROWS_KEY!r} count: not a block record "
+                             f"(written with rows_per_record > 1)")
+    out: Table = {}
+    k = 1
+    for f in spec.features:
+        keys = layout.value_keys(f)
+        vcounts, _, values = ctx.values(f, keys[0], k, f.dtype)
+        leaf = _leaf(f, values)
+        if f.kind == "fixed":
+            width = f.shape[0] if f.shape else 1
+            _same(ctx, f, np.maximum(vcounts, 0), sizes * width, "values")
+            out[f.name] = leaf.reshape(int(sizes.sum()), *f.shape)
+        else:
+            lcounts, _, lengths = ctx.values(f, keys[1], k + 1, "int64")
+            _same(ctx, f, np.maximum(lcounts, 0), sizes, "row lengths")
+            splits = np.zeros(lengths.size + 1, np.int64)
+            np.cumsum(lengths, out=splits[1:])
+            if f.kind == "varlen":
+                _same(ctx, f, np.maximum(vcounts, 0), _per_block(splits, sizes), "values")
+                out[f.name] = Ragged(leaf, splits)
+            else:
+                icounts, _, inner = ctx.values(f, keys[2], k + 2, "int64")
+                _same(ctx, f, np.maximum(icounts, 0), _per_block(splits, sizes),
+                      "inner lengths")
+                inner_splits = np.zeros(inner.size + 1, np.int64)
+                np.cumsum(inner, out=inner_splits[1:])
+                _same(ctx, f, np.maximum(vcounts, 0),
+                      _per_block(inner_splits[splits], sizes), "values")
+                out[f.name] = Ragged(Ragged(leaf, inner_splits), splits)
+        k += len(keys)
+    return out, sizes
+
+
+def _per_block(splits: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Elements per block, from per-row splits and rows per block."""
+    ends = np.cumsum(sizes)
+    return splits[ends] - splits[ends - sizes]
+
+
+def _same(ctx: RecordIndex, f: Feature, got: np.ndarray, want: np.ndarray, what: str) -> None:
+    bad = got != want
+    if bad.any():
+        b = int(np.argmax(bad))
+        raise _bad(ctx, b, f"feature {f.name!r}: {int(got[b])} {what} where the block's rows "
+                           f"need {int(want[b])}")
+
+
+def _bad(ctx: RecordIndex, rec: int, what: str) -> CorruptRecordError:
+    at = ctx.offset + int(ctx.offsets[rec])
+    return CorruptRecordError(f"{ctx.path}: {what} (block record at byte offset {at})",
+                              path=ctx.path, offset=at)

@@ -1,0 +1,59 @@
+"""read_batches in the frameworks' own shapes. Each framework is imported only when its adapter
+is used, so the NumPy reader keeps needing none of them.
+
+  Keras 3 (any backend)   model.fit(iter(reader), steps_per_epoch=reader.steps_per_epoch(),
+                          epochs=E) with reader = read_batches(..., epochs=None): a generator
+                          of NumPy batches, which every backend takes as it is.
+  PyTorch                 torch_dataset(path, batch_size, ...): an IterableDataset of batches
+                          (use DataLoader(ds, batch_size=None, num_workers=k)); each DataLoader
+                          worker of each rank reads its own shard.
+  JAX                     jax.device_put(batch) on each batch (dicts of arrays are pytrees).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tfspark.numpy.columns import Ragged
+
+
+def torch_dataset(path_or_files: Any, batch_size: int, **kwargs: Any) -> Any:
+    """A torch.utils.data.IterableDataset of read_batches(path_or_files, batch_size, **kwargs)
+    batches as torch tensors (strings stay object arrays of bytes; a Ragged becomes a Ragged
+    of tensors). Sharded without overlap over DataLoader workers and, when torch.distributed
+    is initialized, over ranks: shard = (world size * workers, rank * workers + worker id).
+    Give shard= yourself to override that. Needs torch."""
+    import torch
+    from torch.utils.data import IterableDataset, get_worker_info
+
+    from tfspark.numpy.batches import read_batches
+
+    class _Batches(IterableDataset):  # type: ignore[misc]
+        def __iter__(self) -> Any:
+            args = dict(kwargs)
+            if "shard" not in args:
+                info = get_worker_info()
+                workers, worker = (info.num_workers, info.id) if info is not None else (1, 0)
+                world, rank = 1, 0
+                if torch.distributed.is_available() and torch.distributed.is_initialized():
+                    world, rank = torch.distributed.get_world_size(), torch.distributed.get_rank()
+                if world * workers > 1:
+                    args["shard"] = (world * workers, rank * workers + worker)
+            for batch in read_batches(path_or_files, batch_size, **args):
+                yield _to_torch(torch, batch)
+
+    return _Batches()
+
+
+def _to_torch(torch: Any, value: Any) -> Any:
+    if isinstance(value, tuple) and not isinstance(value, Ragged):
+        return tuple(_to_torch(torch, v) for v in value)
+    if isinstance(value, dict):
+        return {k: _to_torch(torch, v) for k, v in value.items()}
+    if isinstance(value, Ragged):
+        return Ragged(_to_torch(torch, value.values), torch.from_numpy(value.row_splits))
+    if isinstance(value, np.ndarray) and value.dtype != object:
+        return torch.from_numpy(np.ascontiguousarray(value))
+    return value
