@@ -30,7 +30,7 @@ def torch_dataset(path_or_files: Any, batch_size: int, **kwargs: Any) -> Any:
 
     from tfspark.numpy.batches import read_batches
 
-    class _Batches(IterableDataset):  # type: ignore[misc]
+    class _Batches(IterableDataset):
         def __iter__(self) -> Any:
             args = dict(kwargs)
             if "shard" not in args:
