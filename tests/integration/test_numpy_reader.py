@@ -59,8 +59,20 @@ def case_batch(case: Case):
     return (case.mutate(batch) if case.mutate else batch), spec
 
 
-def rows_np(col) -> list:
-    return col.to_list() if isinstance(col, Ragged) else col.tolist()
+def rows_np(col, depth: int = 0) -> list:
+    """Rows as lists; depth > 0: string leaves given as bytes (strings="bytes") that deep."""
+    if depth and isinstance(col, Ragged) and depth == _depth(col):
+        data, s = col.values.tobytes(), col.row_splits
+        return [data[s[i]:s[i + 1]] for i in range(len(s) - 1)]
+    if isinstance(col, Ragged):
+        inner = rows_np(col.values, depth)
+        s = col.row_splits
+        return [inner[s[i]:s[i + 1]] for i in range(len(s) - 1)]
+    return col.tolist()
+
+
+def _depth(col) -> int:
+    return 1 + _depth(col.values) if isinstance(col, Ragged) else 0
 
 
 def rows_tf(col) -> list:
@@ -75,6 +87,8 @@ def test_same_rows_as_make_dataset(case: Case, block: int, tmp_path):
     path = write_dir(str(tmp_path / "d"), batch, spec, block, null_elements=case.null_elements)
     ours = list(tfspark.read_batches(path, 3, shuffle_buffer=0, num_threads=1,
                                      shuffle_files=False, label_cols=[]))
+    raw = list(tfspark.read_batches(path, 3, shuffle_buffer=0, num_threads=1,
+                                    shuffle_files=False, label_cols=[], strings="bytes"))
     theirs = list(tfspark.make_dataset(path, 3, shuffle_buffer=0, deterministic=True,
                                        shuffle_files=False, label_cols=[]))
     assert len(ours) == len(theirs) == -(-batch.num_rows // 3)
@@ -82,6 +96,9 @@ def test_same_rows_as_make_dataset(case: Case, block: int, tmp_path):
         got = sum((rows_np(b[f.name]) for b in ours), [])
         want = sum((rows_tf(b[f.name]) for b in theirs), [])
         same(got, want, f"{case.id}: {f.name}")
+        if f.dtype == "string":  # strings="bytes": the same values, as uint8 bytes
+            got = sum((rows_np(b[f.name], depth=1) for b in raw), [])
+            same(got, want, f"{case.id}: {f.name} (bytes)")
         for b, t in zip(ours, theirs):
             if not isinstance(b[f.name], Ragged):
                 assert b[f.name].shape == tuple(t[f.name].shape)

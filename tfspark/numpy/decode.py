@@ -3,8 +3,9 @@ make_dataset gives: fixed features dense with the spec's default where a row is 
 variable-length ones ragged (empty where null).
 
 The compiled kernels of wire/ (which release the GIL) index the records and fill preallocated
-arrays; numeric columns never pass through Arrow. Strings become object arrays of bytes, which
-needs the GIL (as tf.string needs TensorFlow's allocator).
+arrays; numeric columns never pass through Arrow. Strings become object arrays of bytes
+(strings="object", which needs the GIL for every value), or with strings="bytes" a Ragged of
+their uint8 bytes one level below the feature's own shape (no Python object per value).
 """
 
 from __future__ import annotations
@@ -25,11 +26,15 @@ from tfspark.wire.protobuf import KIND_OF_DTYPE, TOO_MANY
 _DTYPES = {"int64": np.int64, "float32": np.float32, "string": object}
 
 
-class NumpyDecoder:
-    """Decodes chunks of framed records of `spec` (rows_per_record > 1: block records)."""
+STRING_FORMS = ("object", "bytes")
 
-    def __init__(self, spec: FeatureSpec, rows_per_record: int = 1):
-        self.spec, self.block = spec, rows_per_record
+
+class NumpyDecoder:
+    """Decodes chunks of framed records of `spec` (rows_per_record > 1: block records);
+    strings: "object" or "bytes" (see the module docstring)."""
+
+    def __init__(self, spec: FeatureSpec, rows_per_record: int = 1, strings: str = "object"):
+        self.spec, self.block, self.strings = spec, rows_per_record, strings
         if rows_per_record == 1:
             self._decoder = Decoder(spec)
         else:
@@ -47,10 +52,10 @@ class NumpyDecoder:
         if self.block == 1:
             out, k = {}, 0
             for f in self.spec.features:
-                out[f.name] = _row_column(ctx, f, k)
+                out[f.name] = _row_column(ctx, f, k, self.strings)
                 k += len(f.keys)
             return out, np.ones(ctx.n, np.int64)
-        return _blocks(ctx, self.spec)
+        return _blocks(ctx, self.spec, self.strings)
 
 
 def _default(f: Feature) -> Any:
@@ -67,11 +72,35 @@ def _strings(values: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
     return out
 
 
-def _leaf(f: Feature, values: Any) -> np.ndarray:
-    return _strings(values) if f.dtype == "string" else values
+def _leaf(f: Feature, values: Any, strings: str) -> Any:
+    if f.dtype != "string":
+        return values
+    return Ragged(*values) if strings == "bytes" else _strings(values)
 
 
-def _row_column(ctx: RecordIndex, f: Feature, k: int) -> Any:
+def _fixed_bytes(present: np.ndarray, width: int, values: tuple[np.ndarray, np.ndarray],
+                 default: bytes, shaped: bool) -> Ragged:
+    """Fixed string features as bytes: `width` strings per row, the default for absent rows."""
+    blob, offs = values
+    n = len(present)
+    if present.all():
+        elements = Ragged(blob, offs)
+    else:
+        grid = np.full((n, width), -1, np.int64)
+        grid[present] = np.arange(int(present.sum()) * width).reshape(-1, width)
+        src = grid.ravel()
+        pool = np.concatenate([blob, np.frombuffer(default, np.uint8)])
+        safe = np.maximum(src, 0)
+        lengths = np.where(src >= 0, np.diff(offs)[safe] if len(offs) > 1 else 0, len(default))
+        begin = np.where(src >= 0, offs[safe] if len(offs) > 1 else 0, len(blob))
+        splits = np.zeros(len(src) + 1, np.int64)
+        np.cumsum(lengths, out=splits[1:])
+        index = np.repeat(begin - splits[:-1], lengths) + np.arange(int(splits[-1]))
+        elements = Ragged(pool[index], splits)
+    return Ragged(elements, np.arange(n + 1, dtype=np.int64) * width) if shaped else elements
+
+
+def _row_column(ctx: RecordIndex, f: Feature, k: int, strings: str) -> Any:
     n = ctx.n
     if f.kind == "fixed" and not f.shape and f.dtype != "string":
         out = np.empty(n, _DTYPES[f.dtype])
@@ -91,10 +120,10 @@ def _row_column(ctx: RecordIndex, f: Feature, k: int) -> Any:
             rec = int(np.argmax(inner[lrows[1:]] - inner[lrows[:-1]] != np.diff(rows)))
             raise ctx.error(rec, f"ragged feature {f.name!r}: row lengths do not add up to "
                                  f"its values")
-        return Ragged(Ragged(_leaf(f, values), inner), lrows)
+        return Ragged(Ragged(_leaf(f, values, strings), inner), lrows)
     counts, rows, values = ctx.values(f, f.name, k, f.dtype)
     if f.kind == "varlen":
-        return Ragged(_leaf(f, values), rows)
+        return Ragged(_leaf(f, values, strings), rows)
     width = f.shape[0] if f.shape else 1
     present = counts >= 0
     bad = present & (counts != width)
@@ -104,14 +133,16 @@ def _row_column(ctx: RecordIndex, f: Feature, k: int) -> Any:
             ctx.check(TOO_MANY, rec, int(counts[rec]), f, f.name, f.dtype)
         raise ctx.error(rec, f"feature {f.name!r} has {int(counts[rec])} values but the spec "
                              f"fixes its shape to {list(f.shape)}", schema=True)
+    if f.dtype == "string" and strings == "bytes":
+        return _fixed_bytes(present, width, values, _default(f), bool(f.shape))
     out = np.empty((n, width), _DTYPES[f.dtype])
     out[~present] = _default(f)
     if width:  # shape [0]: nothing to fill
-        out[present] = _leaf(f, values).reshape(-1, width)
+        out[present] = _leaf(f, values, strings).reshape(-1, width)
     return out if f.shape else out[:, 0]
 
 
-def _blocks(ctx: RecordIndex, spec: FeatureSpec) -> tuple[Table, np.ndarray]:
+def _blocks(ctx: RecordIndex, spec: FeatureSpec, strings: str) -> tuple[Table, np.ndarray]:
     rows_f = list_feature(layout.ROWS_KEY, "int64")
     counts, _, sizes = ctx.values(rows_f, layout.ROWS_KEY, 0, "int64")
     if (counts != 1).any() or (sizes < 0).any():
@@ -123,11 +154,16 @@ def _blocks(ctx: RecordIndex, spec: FeatureSpec) -> tuple[Table, np.ndarray]:
     for f in spec.features:
         keys = layout.value_keys(f)
         vcounts, _, values = ctx.values(f, keys[0], k, f.dtype)
-        leaf = _leaf(f, values)
+        leaf = _leaf(f, values, strings)
         if f.kind == "fixed":
             width = f.shape[0] if f.shape else 1
             _same(ctx, f, np.maximum(vcounts, 0), sizes * width, "values")
-            out[f.name] = leaf.reshape(int(sizes.sum()), *f.shape)
+            rows = int(sizes.sum())
+            if isinstance(leaf, Ragged):  # strings as bytes: one Ragged level per string
+                out[f.name] = Ragged(leaf, np.arange(rows + 1, dtype=np.int64) * width) \
+                    if f.shape else leaf
+            else:
+                out[f.name] = leaf.reshape(rows, *f.shape)
         else:
             lcounts, _, lengths = ctx.values(f, keys[1], k + 1, "int64")
             _same(ctx, f, np.maximum(lcounts, 0), sizes, "row lengths")
