@@ -8,6 +8,7 @@ epoch at batch 1024 without shuffling of:
   make_dataset         tfspark.make_dataset(dir, 1024, shuffle_buffer=0)
   read_batches x1      tfspark.read_batches(dir, 1024, shuffle_buffer=0, num_threads=1)
   read_batches x2      the same with num_threads=2
+  bytes x1, bytes x2   the same with strings="bytes" (no Python object per string value)
 
 Targets (issue #12, this machine): read_batches x2 >= 1.7x x1, and >= 5x make_dataset on the
 row files.
@@ -49,10 +50,12 @@ def run(rows: int, block: int, repeat: int) -> dict:
         for layout, d in dirs.items():
             makers[f"{layout}.make_dataset"] = (lambda d=d: count(
                 tfspark.make_dataset(d, BATCH, shuffle_buffer=0, label_cols=[])))
-            for threads in (1, 2):
-                makers[f"{layout}.read_batches_x{threads}"] = (lambda d=d, t=threads: count(
-                    tfspark.read_batches(d, BATCH, shuffle_buffer=0, num_threads=t,
-                                         label_cols=[])))
+            for strings, tag in (("object", "read_batches"), ("bytes", "bytes")):
+                for threads in (1, 2):
+                    makers[f"{layout}.{tag}_x{threads}"] = (
+                        lambda d=d, t=threads, s=strings: count(tfspark.read_batches(
+                            d, BATCH, shuffle_buffer=0, num_threads=t, label_cols=[],
+                            strings=s)))
         for make in makers.values():  # warm up: tracing, compiled kernels, file cache
             make()
         runs: dict[str, list[float]] = {k: [] for k in makers}
@@ -72,6 +75,10 @@ def run(rows: int, block: int, repeat: int) -> dict:
         "rows.vs_make_dataset": best["rows.read_batches_x2"] / best["rows.make_dataset"],
         "blocks.threads_2_vs_1": best["blocks.read_batches_x2"] / best["blocks.read_batches_x1"],
         "blocks.vs_make_dataset": best["blocks.read_batches_x2"] / best["blocks.make_dataset"],
+        "rows.bytes_threads_2_vs_1": best["rows.bytes_x2"] / best["rows.bytes_x1"],
+        "rows.bytes_vs_make_dataset": best["rows.bytes_x2"] / best["rows.make_dataset"],
+        "blocks.bytes_threads_2_vs_1": best["blocks.bytes_x2"] / best["blocks.bytes_x1"],
+        "blocks.bytes_vs_make_dataset": best["blocks.bytes_x2"] / best["blocks.make_dataset"],
     }
     targets = {"rows.threads_2_vs_1": 1.7, "rows.vs_make_dataset": 5.0}
     return {"benchmark": "numpy_read", "machine": started, "rows": rows,
@@ -86,7 +93,7 @@ def report(doc: dict) -> str:
              f"8 files per layout (blocks of {doc['rows_per_record']}), best of "
              f"{doc['repeat']}; {doc['machine']}",
              f"{'reader':<30}{'row layout':>14}{'block layout':>14}  examples/s"]
-    for name in ("make_dataset", "read_batches_x1", "read_batches_x2"):
+    for name in ("make_dataset", "read_batches_x1", "read_batches_x2", "bytes_x1", "bytes_x2"):
         lines.append(f"{name:<30}{best['rows.' + name]:>14,.0f}{best['blocks.' + name]:>14,.0f}")
     for k, v in r.items():
         target = doc["targets"].get(k)

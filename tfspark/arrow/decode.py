@@ -33,8 +33,9 @@ from tfspark.wire.tfrecord import (
 
 __all__ = ["Decoder", "decode_records", "records_column"]
 SEQUENCE_EXAMPLE = ("the record is a tf.train.SequenceExample (it has feature_lists), not a "
-                    "tf.train.Example: read it as one (recordType=SequenceExample), or read its "
-                    "raw bytes with recordType=ByteArray")
+                    "tf.train.Example, and tfspark does not read SequenceExamples yet: read its "
+                    "raw bytes with recordType=ByteArray and parse them with "
+                    "tf.io.parse_sequence_example")
 
 
 def decode_records(buf: np.ndarray, offsets: np.ndarray, spec: FeatureSpec, *,

@@ -108,8 +108,8 @@ def buffer_stats(buf: np.ndarray, offsets: np.ndarray, name: str,
     code, bad, rec, keys, kinds, counts, utf8 = entries(buf, offsets, head, tail)
     if code == FEATURE_LISTS:
         raise SchemaError(f"{name}: record {bad} is a tf.train.SequenceExample (it has "
-                          f"feature_lists), not a tf.train.Example: read it as one "
-                          f"(recordType=SequenceExample)")
+                          f"feature_lists), not a tf.train.Example, and tfspark does not read "
+                          f"SequenceExamples yet: read the raw bytes with recordType=ByteArray")
     if code:
         raise CorruptRecordError(f"{name}: record {bad} is not a valid tf.train.Example",
                                  path=name)
