@@ -216,6 +216,13 @@ def test_base_install_reads_without_spark_or_tensorflow(dists, exported, tmp_pat
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     done = venv.cli("inspect", str(exported), "--records", "1", timeout=300)
     assert done.returncode == 0 and f"{ROWS:,} Example records" in done.stdout, done.stderr
+    # The NumPy reader too: every row of both splits, from the base install alone.
+    code = ("import tfspark\n"
+            f"n = sum(len(y) for s in ('train', 'test') for _, y in tfspark.read_batches("
+            f"{str(exported)!r}, 64, split=s))\n"
+            "print('ROWS', n)")
+    done = venv.run(code, timeout=300)
+    assert done.returncode == 0 and f"ROWS {ROWS}" in done.stdout, done.stderr[-4000:]
     # The parts that need an extra say which, in one line.
     done = venv.cli("export", "--sample-rows", "10", "--output", str(tmp_path / "x"))
     assert done.returncode == 2 and "pip install 'tfspark[spark]'" in done.stderr, done.stderr
