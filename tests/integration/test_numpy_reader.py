@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from pyspark.sql import types as T
-from test_roundtrip_tf import BLOCK_CASES, Case, arrow_type, arrow_values, same
+from test_roundtrip_tf import BLOCK_CASES, Case, case_batch, same
 
 import tfspark
 from tfspark import manifest as mf
@@ -48,15 +48,6 @@ def write_dir(path: str, batch: pa.RecordBatch, spec, block: int, files: int = 1
     mf.add_files(m, entries, "test")
     mf.write_manifest(locate(path), m)
     return path
-
-
-def case_batch(case: Case):
-    schema = T.StructType([T.StructField("c", case.spark_type, case.nullable)])
-    spec = tfspark.infer_spec(schema, shapes=case.shapes, defaults=case.defaults, **case.kw)
-    values = case.values if case.arrow else arrow_values(case.spark_type, case.values)
-    batch = pa.RecordBatch.from_arrays(
-        [pa.array(values, type=case.arrow or arrow_type(case.spark_type))], names=["c"])
-    return (case.mutate(batch) if case.mutate else batch), spec
 
 
 def rows_np(col, depth: int = 0) -> list:

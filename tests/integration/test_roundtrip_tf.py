@@ -108,14 +108,18 @@ class Case:
     kw: dict = field(default_factory=dict)
 
 
-def run_case(case: Case, path: str) -> dict:
+def case_batch(case: Case) -> tuple[pa.RecordBatch, FeatureSpec]:
+    """The case's column as Spark sends it, and the spec inferred for it."""
     schema = T.StructType([T.StructField("c", case.spark_type, case.nullable)])
     spec = infer_spec(schema, shapes=case.shapes, defaults=case.defaults, **case.kw)
     values = case.values if case.arrow else arrow_values(case.spark_type, case.values)
     batch = pa.RecordBatch.from_arrays(
         [pa.array(values, type=case.arrow or arrow_type(case.spark_type))], names=["c"])
-    if case.mutate is not None:
-        batch = case.mutate(batch)
+    return (case.mutate(batch) if case.mutate is not None else batch), spec
+
+
+def run_case(case: Case, path: str) -> dict:
+    batch, spec = case_batch(case)
     buf, offsets = encode_records(batch, spec, framed=True, null_elements=case.null_elements)
     assert offsets.shape == (batch.num_rows + 1,) and offsets[-1] == buf.size
     return parse_file(write_file(path, buf), spec, batch.num_rows)
@@ -437,13 +441,7 @@ def run_case_blocks(case: Case, path: str, rows_per_record: int) -> dict:
     from tfspark.arrow.encode_block import BlockEncoder
     from tfspark.tf.parsing import block_parsing_spec, block_rows
 
-    schema = T.StructType([T.StructField("c", case.spark_type, case.nullable)])
-    spec = infer_spec(schema, shapes=case.shapes, defaults=case.defaults, **case.kw)
-    values = case.values if case.arrow else arrow_values(case.spark_type, case.values)
-    batch = pa.RecordBatch.from_arrays(
-        [pa.array(values, type=case.arrow or arrow_type(case.spark_type))], names=["c"])
-    if case.mutate is not None:
-        batch = case.mutate(batch)
+    batch, spec = case_batch(case)
     encoder = BlockEncoder(spec, rows_per_record, null_elements=case.null_elements)
     buf, offsets = encoder.encode(batch, framed=True)
     blocks = -(-batch.num_rows // rows_per_record)

@@ -24,17 +24,23 @@ def list_feature(key: str, dtype: str) -> Feature:
                    encoding=enc, source_type="block")  # type: ignore[arg-type]
 
 
+def block_lists(spec: FeatureSpec, nulls: bool) -> FeatureSpec:
+    """Every block key of `spec` as a plain list feature: __rows, then per feature its value
+    keys (and its nulls key, when `nulls`), in that order."""
+    lists = [list_feature(layout.ROWS_KEY, "int64")]
+    for f in spec.features:
+        keys = layout.block_keys(f) if nulls else layout.value_keys(f)
+        lists.append(list_feature(keys[0], f.dtype))
+        lists.extend(list_feature(k, "int64") for k in keys[1:])
+    return FeatureSpec(tuple(lists))
+
+
 class BlockDecoder:
     """Decodes block records of `spec` into one canonical column per feature, row by row."""
 
     def __init__(self, spec: FeatureSpec):
         self.spec = spec
-        lists = [list_feature(layout.ROWS_KEY, "int64")]
-        for f in spec.features:
-            keys = layout.block_keys(f)
-            lists.append(list_feature(keys[0], f.dtype))
-            lists.extend(list_feature(k, "int64") for k in keys[1:])
-        self._decoder = Decoder(FeatureSpec(tuple(lists)))
+        self._decoder = Decoder(block_lists(spec, nulls=True))
 
     def decode(self, buf: np.ndarray, offsets: np.ndarray, *, framed: bool = False,
                path: str | None = None, offset: int = 0,

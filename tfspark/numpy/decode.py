@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from tfspark.arrow.decode import Decoder, RecordIndex
-from tfspark.arrow.decode_block import list_feature
+from tfspark.arrow.decode_block import block_lists, list_feature
 from tfspark.errors import CorruptRecordError
 from tfspark.numpy.columns import Ragged, Table
 from tfspark.spec import layout
@@ -37,13 +37,8 @@ class NumpyDecoder:
         self.spec, self.block, self.strings = spec, rows_per_record, strings
         if rows_per_record == 1:
             self._decoder = Decoder(spec)
-        else:
-            lists = [list_feature(layout.ROWS_KEY, "int64")]
-            for f in spec.features:
-                keys = layout.value_keys(f)
-                lists.append(list_feature(keys[0], f.dtype))
-                lists.extend(list_feature(k, "int64") for k in keys[1:])
-            self._decoder = Decoder(FeatureSpec(tuple(lists)))
+        else:  # the nulls keys are not read: null rows hold defaults already
+            self._decoder = Decoder(block_lists(spec, nulls=False))
 
     def decode(self, buf: np.ndarray, offsets: np.ndarray, *, path: str,
                offset: int = 0) -> tuple[Table, np.ndarray]:
