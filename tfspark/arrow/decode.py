@@ -137,6 +137,7 @@ class RecordIndex:
         return SchemaError(msg) if schema else CorruptRecordError(msg, path=self.path, offset=at)
 
     def check(self, code: int, rec: int, info: int, f: Feature, key: str, dtype: str) -> None:
+        """Raise for a kernel's error code (wrong type, too many values, malformed list)."""
         if code == WRONG_TYPE:
             raise self.error(rec, f"feature {f.name!r} (key {key!r}) holds a "
                                   f"{KIND_NAMES[info]} list but the spec says {dtype}; "
