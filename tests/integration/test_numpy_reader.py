@@ -209,3 +209,26 @@ def test_bad_arguments(tmp_path):
         tfspark.read_batches(path, 0)
     with pytest.raises(tfspark.SchemaError, match="label"):
         tfspark.read_batches(path, 4, label_cols=["nope"])
+
+
+def test_memory_stays_flat_over_epochs(tmp_path):
+    """What the reader holds between epochs does not grow (NumPy reports to tracemalloc)."""
+    import gc
+    import tracemalloc
+
+    batch, spec = _ids_table(20_000)
+    path = write_dir(str(tmp_path / "d"), batch, spec, 64, files=4)
+    reader = tfspark.read_batches(path, 256, epochs=None, num_threads=2, seed=0)
+    steps = reader.steps_per_epoch()
+    it = iter(reader)
+    tracemalloc.start()
+    try:
+        held = []
+        for _ in range(6):
+            for _ in range(steps):
+                next(it)
+            gc.collect()
+            held.append(tracemalloc.get_traced_memory()[0])
+    finally:
+        tracemalloc.stop()
+    assert max(held[2:]) <= held[1] + 2 * 2**20, held  # flat after the first epochs
