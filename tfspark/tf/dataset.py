@@ -4,6 +4,9 @@
     blocks of batch_size records -> cache -> window shuffle -> repeat -> rebatch(batch_size) ->
     parse_example per batch -> VarLen sparse -> ragged, labels split off -> prefetch
 
+The block layout (rows_per_record > 1) parses earlier: windows of blocks are shuffled as blocks,
+parsed (block_parsing_spec), their rows permuted, then rebatched to batch_size rows.
+
 Parsing whole batches (one parse_example call per batch) and moving blocks of records instead
 of single records are what make it fast: tf.data's cost per element dominates otherwise.
 What to read is planned without TensorFlow (tfspark/read_plan.py); Keras inputs are in
