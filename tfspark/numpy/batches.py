@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -152,17 +152,21 @@ class BatchReader:
         limit = self.part.take  # even shards: every worker the same rows per epoch
         pending: list[Table] = []
         have = taken = 0
-        for chunk in self._chunks(order):
-            if limit is not None:
-                if taken >= limit:
-                    continue  # the rest of the epoch is cut (the producers run out soon)
-                chunk = slice_table(chunk, 0, min(num_rows(chunk), limit - taken))
-            pending.append(chunk)
-            have += num_rows(chunk)
-            taken += num_rows(chunk)
-            if have >= self.buffer:
-                yield self._mix(concat_tables(pending), rng)
-                pending, have = [], 0
+        chunks = self._chunks(order)
+        try:
+            for chunk in chunks:
+                if limit is not None:
+                    chunk = slice_table(chunk, 0, min(num_rows(chunk), limit - taken))
+                pending.append(chunk)
+                have += num_rows(chunk)
+                taken += num_rows(chunk)
+                if have >= self.buffer:
+                    yield self._mix(concat_tables(pending), rng)
+                    pending, have = [], 0
+                if limit is not None and taken >= limit:
+                    break  # the rest of the epoch is cut: the readers stop
+        finally:
+            chunks.close()  # stops the reading threads
         if have:
             yield self._mix(concat_tables(pending), rng)
 
@@ -177,7 +181,7 @@ class BatchReader:
         ys = {name: batch.pop(name) for name in self.labels}
         return batch, (ys[self.labels[0]] if len(self.labels) == 1 else ys)
 
-    def _chunks(self, order: list[int]) -> Iterator[Table]:
+    def _chunks(self, order: list[int]) -> Generator[Table, None, None]:
         """Decoded chunks of the files in `order`, from a pool of threads (file order kept
         with one thread)."""
         out: queue.Queue = queue.Queue(maxsize=2 * self.num_threads)
