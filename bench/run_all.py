@@ -34,6 +34,8 @@ BENCHES = {
     "first_write": ("bench_first_write.py", ["--repeat", "5"], ["--repeat", "1"]),
     "block": ("bench_block.py", ["--rows", "1000000", "--spark-rows", "5000000"],
               ["--rows", "100000", "--spark-rows", "200000", "--repeat", "1"]),
+    "numpy_read": ("bench_numpy_read.py", ["--rows", "1000000"],
+                   ["--rows", "100000", "--repeat", "1"]),
 }
 
 
