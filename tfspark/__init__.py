@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # what IDEs and type checkers see; at run time __getattr__ lo
     from tfspark.spec import Feature, FeatureSpec, infer_spec
     from tfspark.tf.dataset import make_dataset
     from tfspark.tf.keras import keras_inputs
+    from tfspark.tf.preprocessing import keras_preprocessing
 
 _API = {
     "FeatureSpec": "tfspark.spec",
@@ -44,6 +45,7 @@ _API = {
     "read_batches": "tfspark.numpy",
     "Ragged": "tfspark.numpy",
     "keras_inputs": "tfspark.tf.keras",
+    "keras_preprocessing": "tfspark.tf.preprocessing",
     "register": "tfspark.spark.source",
     "write_tfrecords": "tfspark.spark.export",
     "WriteResult": "tfspark.spark.export",
@@ -60,8 +62,8 @@ __all__ = [  # a literal list, so linters and IDEs see the TYPE_CHECKING imports
     "CorruptRecordError", "CountMismatchError", "EncodeError", "Feature", "FeatureSpec",
     "ManifestError", "MissingExtraError", "OptionError", "Ragged", "ReadOptions", "Report",
     "SchemaError", "TfsparkError", "WriteConflictError", "WriteOptions", "WriteResult",
-    "encode_batch", "infer_spec", "keras_inputs", "make_dataset", "read_batches", "register",
-    "verify", "write_tfrecords"]
+    "encode_batch", "infer_spec", "keras_inputs", "keras_preprocessing", "make_dataset",
+    "read_batches", "register", "verify", "write_tfrecords"]
 # Submodules reachable as attributes without an import (tfspark.manifest.read_manifest(...)).
 # None is named like a function above: importing it would shadow that function.
 _MODULES = {"spec", "manifest", "errors", "options", "integrity", "read_plan"}

@@ -213,6 +213,8 @@ class WriteOptions:
     shuffle: bool = False
     target_file_bytes: int = 128 * 2**20
     detect_fixed_lengths: bool = True
+    feature_stats: bool = True  # write_tfrecords: feature statistics into the manifest
+    stats_top_k: int = 10_000
 
     @classmethod
     def from_arguments(cls, path: Any, **arguments: Any) -> WriteOptions:
@@ -309,6 +311,8 @@ _FIELDS: dict[str, Callable[[str, Any], Any]] = {
     "max_records_per_file": _optional_positive,
     "max_bytes_per_file": _optional_positive,
     "rows_per_record": _rows_per_record,
+    "feature_stats": _bool,
+    "stats_top_k": _positive,
     "partition_by": column_names,
     "label_cols": column_names,
     "spec_json": _optional_str,

@@ -52,6 +52,8 @@ class ExportConfig:
     target_file_mb: float = 128.0
     max_records_per_file: int | None = None
     rows_per_record: int = 1
+    stats: bool = True  # feature statistics in the manifest (keras_preprocessing builds on them)
+    stats_top_k: int = 10_000
     partition_by: tuple[str, ...] = ()
     shapes: Mapping[str, tuple[int, ...]] | None = None
     defaults: Mapping[str, Any] | None = None
@@ -98,7 +100,8 @@ class ExportConfig:
         return WriteOptions.from_arguments(self.output, **self.write_kwargs())
 
     def write_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for tfspark.write_tfrecords (everything but path)."""
+        """The WriteOptions fields of this export (everything but path): write_tfrecords'
+        keyword arguments, but for stats=, which is the field feature_stats."""
         return {
             "label_cols": self.label_cols, "compression": self.compression, "mode": self.mode,
             "backup_table": self.backup_table, "backup_path": self.backup_path,
@@ -107,6 +110,7 @@ class ExportConfig:
             "target_file_bytes": int(self.target_file_mb * 2**20),
             "max_records_per_file": self.max_records_per_file,
             "rows_per_record": self.rows_per_record,
+            "feature_stats": self.stats, "stats_top_k": self.stats_top_k,
             "partition_by": self.partition_by,
             "shapes": {k: list(v) for k, v in self.shapes.items()} if self.shapes else None,
             "defaults": dict(self.defaults) if self.defaults else None,
@@ -278,6 +282,8 @@ _RULES = {
     "target_file_mb": _positive,
     "max_records_per_file": _optional(lambda k, v, w: _int(k, v, w, low=1)),
     "rows_per_record": lambda k, v, w: _int(k, v, w, low=1),
+    "stats": _bool,
+    "stats_top_k": lambda k, v, w: _int(k, v, w, low=1),
     "partition_by": _names,
     "shapes": _shapes,
     "defaults": _defaults,

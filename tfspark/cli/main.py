@@ -225,6 +225,11 @@ def add_export_args(p: argparse.ArgumentParser, config_help: str = "") -> None:
                    help="TFRecord file size to aim for (default 128)")
     p.add_argument("--max-records-per-file", type=int,
                    help="start a new file after this many rows")
+    p.add_argument("--stats", action=argparse.BooleanOptionalAction, default=None,
+                   help="feature statistics in the manifest (default yes; keras_preprocessing "
+                        "builds layers from them)")
+    p.add_argument("--stats-top-k", type=int,
+                   help="most frequent values kept per string/integer feature (default 10000)")
     p.add_argument("--rows-per-record", type=int,
                    help="1 (default): one row per Example; N: blocks of up to N rows per "
                         "Example, the fast layout for training (256-4096)")

@@ -26,6 +26,7 @@ from tfspark.fs import Location, locate
 from tfspark.options import WriteOptions
 from tfspark.spark import backup as bk
 from tfspark.spark import observe, sizing
+from tfspark.spark import stats as feature_stats
 from tfspark.spark.tasks import write_through_tasks
 from tfspark.spark.undo import undo_on_failure
 from tfspark.spark.write import PARTITION_TYPES
@@ -87,7 +88,8 @@ def write_tfrecords(df: DataFrame, path: str, *, label_cols: Iterable[str] = (),
                     shapes: Mapping[str, Iterable[int]] | None = None,
                     defaults: Mapping[str, Any] | None = None,
                     null_elements: str = "error", decimal_as: str = "float32",
-                    detect_fixed_lengths: bool = True) -> WriteResult:
+                    detect_fixed_lengths: bool = True, stats: bool = True,
+                    stats_top_k: int = 10_000) -> WriteResult:
     """Write `df` as a parquet backup, then as TFRecords of tf.train.Example with a manifest.
 
     mode: errorifexists | overwrite | append | ignore, applied to `path` and to the backup.
@@ -98,7 +100,10 @@ def write_tfrecords(df: DataFrame, path: str, *, label_cols: Iterable[str] = (),
     by a seeded random draw. rows_per_record: 1 writes one row per Example; N > 1 writes blocks
     of up to N rows per Example, column by column (the fast layout for training: 256-4096;
     make_dataset and spark.read read it back as rows). detect_fixed_lengths: arrays and
-    vectors whose rows all have the same length are stored FixedLen([n]). Returns a
+    vectors whose rows all have the same length are stored FixedLen([n]). stats: feature
+    statistics per split in the manifest (spark/stats.py: one more aggregation job; what
+    tfspark.keras_preprocessing builds layers from), with the top stats_top_k values of string
+    and integer features. Returns a
     WriteResult; the manifest holds the same counts. Raises OptionError for bad options or an
     existing path under errorifexists, SchemaError for columns that cannot be stored,
     CountMismatchError when the row counts of source, backup and TFRecords disagree.
@@ -110,7 +115,7 @@ def write_tfrecords(df: DataFrame, path: str, *, label_cols: Iterable[str] = (),
         max_records_per_file=max_records_per_file, rows_per_record=rows_per_record,
         partition_by=partition_by, shapes=shapes, defaults=defaults,
         null_elements=null_elements, decimal_as=decimal_as,
-        detect_fixed_lengths=detect_fixed_lengths)
+        detect_fixed_lengths=detect_fixed_lengths, feature_stats=stats, stats_top_k=stats_top_k)
     return export(df, opts)
 
 
@@ -277,6 +282,11 @@ def _write(spark: Any, backup_df: DataFrame, backup_rows: int, spec: FeatureSpec
     with sizing.batch_rows(spark, wide):
         out_df, split_col = sizing.arrange(backup_df, dict(opts.split or {}), opts.split_key,
                                            opts.seed, opts.shuffle, n_files)
+        if opts.feature_stats:
+            t = time.perf_counter()
+            stats = dict(stats, **feature_stats.compute(out_df, spec, split_col,
+                                                        opts.stats_top_k))
+            stats["stats_seconds"] = round(time.perf_counter() - t, 3)
         source = WriteOptions(opts.path, compression=opts.compression,
                               gzip_level=opts.gzip_level,
                               max_records_per_file=opts.max_records_per_file,

@@ -1,0 +1,113 @@
+"""Feature statistics computed by Spark during write_tfrecords, and the Keras preprocessing layers
+built from them: the same as the layers after adapt() on all the (parsed) rows of the split."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from collections import defaultdict
+
+import numpy as np
+import pytest
+
+import tfspark
+
+pytestmark = [pytest.mark.spark, pytest.mark.tf]
+N = 3000
+
+
+@pytest.fixture(scope="module")
+def written(spark, tmp_path_factory):
+    from pyspark.sql import types as T
+
+    rng = np.random.default_rng(7)
+    cats = [f"c{int(z)}" for z in rng.zipf(1.3, N) % 400]  # skewed, high-cardinality
+    rows = [(i, None if i % 11 == 0 else float(rng.lognormal(3, 1)),  # nulls and skew
+             int(rng.integers(0, 50)), None if i % 13 == 0 else cats[i],
+             bool(i % 3), dt.date(2020, 1, 1) + dt.timedelta(days=int(i % 365)),
+             [float(x) for x in range(i % 4)], i % 2)
+            for i in range(N)]
+    schema = T.StructType([
+        T.StructField("id", T.LongType(), False), T.StructField("x", T.DoubleType()),
+        T.StructField("cnt", T.IntegerType(), False), T.StructField("cat", T.StringType()),
+        T.StructField("flag", T.BooleanType(), False), T.StructField("day", T.DateType()),
+        T.StructField("arr", T.ArrayType(T.DoubleType())),
+        T.StructField("y", T.IntegerType(), False)])
+    out = str(tmp_path_factory.mktemp("stats") / "ds")
+    tfspark.write_tfrecords(spark.createDataFrame(rows, schema), out, label_cols=["y"],
+                            split={"train": 0.8, "test": 0.2}, split_key="id",
+                            defaults={"x": -1.0})
+    return out
+
+
+def manifest(path):
+    with open(os.path.join(path, "_tfspark.json")) as f:
+        return json.load(f)
+
+
+def train_columns(path):
+    cols = defaultdict(list)
+    for x, _ in tfspark.make_dataset(path, 512, split="train", shuffle_buffer=0):
+        for k in ("x", "cnt", "cat", "day"):
+            cols[k].extend(x[k].numpy().tolist())
+    return {k: np.array(v) for k, v in cols.items()}
+
+
+def test_statistics_in_the_manifest(written):
+    stats = manifest(written)["stats"]
+    assert set(stats["splits"]) == {"train", "test"} and stats["top_k"] == 10_000
+    allx = stats["features"]["x"]
+    assert allx["rows"] == N and allx["nulls"] == len(range(0, N, 11))
+    assert allx["count"] == N  # nulls counted as the default the reader fills in
+    assert len(allx["quantiles"]["values"]) == 9 and allx["min"] == -1.0
+    assert stats["features"]["arr"]["length"] == {"min": 0, "max": 3, "mean": 1.5}
+    tr, te = stats["splits"]["train"]["cat"], stats["splits"]["test"]["cat"]
+    assert tr["rows"] + te["rows"] == N
+    assert tr["top"][0][1] >= tr["top"][-1][1] and 300 < stats["features"]["cat"][
+        "distinct_approx"] < 420
+    assert stats["stats_seconds"] > 0
+
+
+def test_layers_equal_adapt_on_the_split(written):
+    keras = pytest.importorskip("keras")
+    layers = tfspark.keras_preprocessing(written, split="train", categorical=["cnt"],
+                                         bucketize=["day"], skip=["id"])
+    assert set(layers) == {"x", "cnt", "cat", "day", "flag"}  # no label, no array
+    cols = train_columns(written)
+    probe = np.array([-1.0, 0.0, 5.0, 20.0, 400.0], np.float32)
+    adapted = keras.layers.Normalization(axis=None)  # one mean and variance
+    adapted.adapt(cols["x"].astype(np.float32))
+    np.testing.assert_allclose(np.asarray(layers["x"](probe)), np.asarray(adapted(probe)),
+                               rtol=1e-4, atol=1e-4)
+    for name, layer in (("cat", keras.layers.StringLookup()),
+                        ("cnt", keras.layers.IntegerLookup())):
+        layer.adapt(cols[name])
+        ours, theirs = layers[name].get_vocabulary(), layer.get_vocabulary()
+        assert ours[0] == theirs[0] and len(ours) == len(theirs)  # the OOV token first
+
+        counts: dict = defaultdict(int)
+        for v in cols[name]:
+            counts[v.decode() if isinstance(v, bytes) else int(v)] += 1
+
+        def by_count(vocab, counts=counts):  # identical up to the order of ties
+            return [sorted(str(v) for v in vocab[1:] if counts[
+                v if not isinstance(v, (bytes, np.bytes_)) else v.decode()] == c)
+                for c in sorted(set(counts.values()), reverse=True)]
+
+        assert by_count(ours) == by_count(theirs), name
+    bounds = layers["day"].bin_boundaries
+    days = np.sort(cols["day"])
+    for p, b in zip(np.arange(0.1, 1.0, 0.1), bounds):
+        assert np.quantile(days, p - 0.01) <= b <= np.quantile(days, p + 0.01)
+
+
+def test_no_statistics(spark, tmp_path):
+    out = str(tmp_path / "plain")
+    tfspark.write_tfrecords(spark.range(10).selectExpr("id", "id * 2 as v"), out, stats=False)
+    assert "features" not in manifest(out)["stats"]
+    with pytest.raises(tfspark.SchemaError, match="no feature statistics.*stats=True"):
+        tfspark.keras_preprocessing(out)
+    with pytest.raises(tfspark.SchemaError, match="not features"):
+        tfspark.keras_preprocessing(manifest(out) | {"stats": {"features": {"id": {}}}},
+                                    categorical=["nope"])

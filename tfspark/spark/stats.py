@@ -1,0 +1,161 @@
+"""Feature statistics from Spark, for Keras preprocessing without an adapt() pass (issue #14).
+
+Two aggregation jobs over the rows write_tfrecords writes (its backup, with the split column):
+  1. per split and overall: count, nulls, min, max, mean, variance (population) and approximate
+     deciles of every numeric fixed scalar; min/max/mean of the lengths of array features;
+  2. the top-K values with their counts of every string and integer scalar, and their
+     approximate distinct count.
+Values are counted as readers give them: a null row as the spec's default (what a model sees,
+and what Keras's adapt() on the parsed data counts); "nulls" says how many there were.
+Stored in the manifest as stats["features"] = {name: {...}} (all rows) and
+stats["splits"] = {split: {name: {...}}}; what is approximate says its relative error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from tfspark.spec import FeatureSpec
+from tfspark.spec.kinds import json_float
+from tfspark.spec.model import Feature
+
+QUANTILES = [i / 10 for i in range(1, 10)]  # deciles: Discretization's default bucketing
+QUANTILE_ACCURACY = 10_000  # percentile_approx: relative error 1 / accuracy
+DISTINCT_RSD = 0.02  # approx_count_distinct's relative standard deviation
+_ALL = "__all__"  # the split label of the overall group
+
+
+def _col(f: Feature) -> Column:
+    return F.col(".".join(f"`{p.replace('`', '``')}`" for p in f.path))
+
+
+def _numeric(f: Feature) -> bool:
+    return f.kind == "fixed" and not f.shape and f.dtype in ("int64", "float32") and \
+        f.encoding in ("int", "bool", "float", "decimal", "date", "timestamp")
+
+
+def _categorical(f: Feature) -> bool:
+    return f.kind == "fixed" and not f.shape and (
+        (f.dtype == "string" and f.source_type != "binary") or f.encoding in ("int", "bool"))
+
+
+def _value(f: Feature, c: Column) -> Column:
+    """The column as the number the Example stores (dates as days, timestamps as micros)."""
+    if f.encoding == "date":
+        return F.datediff(c, F.lit("1970-01-01").cast("date")).cast("double")
+    if f.encoding == "timestamp":
+        return F.unix_micros(c.cast("timestamp")).cast("double")
+    return c.cast("double")
+
+
+def _filled(f: Feature, v: Column) -> Column:
+    """Null rows as the reader fills them (the spec's default): what a model sees, and what
+    adapt() on the parsed data would count."""
+    if f.nullable and f.default is not None:
+        return F.coalesce(v, F.lit(float(f.default)))
+    return v
+
+
+def compute(df: DataFrame, spec: FeatureSpec, split_col: str | None,
+            top_k: int = 10_000) -> dict[str, Any]:
+    """{"features": {name: stats}, "splits": {split: {name: stats}}, "top_k": K, ...} of df."""
+    group = F.col(f"`{split_col}`") if split_col else F.lit(_ALL)
+    keyed = df.select(group.alias("_split"), *[_col(f).alias(f"x{i}")
+                                               for i, f in enumerate(spec.features)])
+    aggs: list[Column] = [F.count(F.lit(1)).alias("rows")]
+    for i, f in enumerate(spec.features):
+        c = F.col(f"x{i}")
+        aggs.append(F.sum(F.when(c.isNull(), 1).otherwise(0)).alias(f"n{i}"))
+        if _numeric(f):
+            v = _filled(f, _value(f, c))
+            aggs += [F.count(v).alias(f"c{i}"), F.min(v).alias(f"lo{i}"),
+                     F.max(v).alias(f"hi{i}"), F.avg(v).alias(f"m{i}"),
+                     F.var_pop(v).alias(f"v{i}"),
+                     F.percentile_approx(v, QUANTILES, QUANTILE_ACCURACY).alias(f"q{i}")]
+        elif (f.kind != "fixed" or f.shape) and f.encoding != "vector":
+            size = F.when(c.isNotNull(), F.size(c))
+            aggs += [F.min(size).alias(f"llo{i}"), F.max(size).alias(f"lhi{i}"),
+                     F.avg(size).alias(f"lm{i}")]
+        if _categorical(f):
+            aggs.append(F.approx_count_distinct(c, DISTINCT_RSD).alias(f"d{i}"))
+    # Per split and for all rows in one job: rollup adds the all-rows group (split null).
+    per: dict[str, dict[str, Any]] = {}
+    for r in keyed.rollup("_split").agg(*aggs).collect():
+        label = _ALL if r["_split"] is None else r["_split"]
+        if split_col is None and label != _ALL:
+            continue
+        per[label] = _features(r.asDict(), spec)
+    _top_values(keyed, spec, split_col, top_k, per)
+    out: dict[str, Any] = {"features": per.get(_ALL, {}), "top_k": top_k,
+                           "quantile_relative_error": 1 / QUANTILE_ACCURACY,
+                           "distinct_relative_sd": DISTINCT_RSD}
+    if split_col:
+        out["splits"] = {k: v for k, v in sorted(per.items()) if k != _ALL}
+    return out
+
+
+def _features(r: dict[str, Any], spec: FeatureSpec) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for i, f in enumerate(spec.features):
+        s: dict[str, Any] = {"rows": int(r["rows"]), "nulls": int(r[f"n{i}"] or 0)}
+        if f"c{i}" in r:
+            s.update(count=int(r[f"c{i}"] or 0), min=_num(r[f"lo{i}"]), max=_num(r[f"hi{i}"]),
+                     mean=_num(r[f"m{i}"]), variance=_num(r[f"v{i}"]),
+                     quantiles={"probabilities": QUANTILES,
+                                "values": [_num(q) for q in r[f"q{i}"] or []]})
+        if f"llo{i}" in r:
+            s["length"] = {"min": r[f"llo{i}"], "max": r[f"lhi{i}"],
+                           "mean": _num(r[f"lm{i}"])}
+        if f"d{i}" in r:
+            s["distinct_approx"] = int(r[f"d{i}"] or 0)
+        out[f.name] = s
+    return out
+
+
+def _filled_text(f: Feature, c: Column) -> Column:
+    text = c.cast("int").cast("string") if f.encoding == "bool" else c.cast("string")
+    if f.nullable and f.default is not None:
+        return F.coalesce(text, F.lit(str(f.default)))
+    return text
+
+
+def _num(x: Any) -> Any:
+    """A number for JSON (NaN and infinities as their words, as the spec stores them)."""
+    return None if x is None else json_float(float(x))
+
+
+def _top_values(keyed: DataFrame, spec: FeatureSpec, split_col: str | None, top_k: int,
+                per: dict[str, dict[str, Any]]) -> None:
+    """The top_k values (most frequent first, ties by value) of every categorical feature,
+    per split and overall, in one job."""
+    cats = [(i, f) for i, f in enumerate(spec.features) if _categorical(f)]
+    if not cats:
+        return
+    pairs = F.explode(F.array(*[
+        F.struct(F.lit(f.name).alias("feature"),
+                 _filled_text(f, F.col(f"x{i}")).alias("value")) for i, f in cats]))
+    exploded = keyed.select("_split", pairs.alias("p")).select(
+        "_split", F.col("p.feature").alias("feature"), F.col("p.value").alias("value")) \
+        .where(F.col("value").isNotNull())
+    counts = exploded.rollup("feature", "value", "_split").agg(F.count(F.lit(1)).alias("n")) \
+        .where(F.col("value").isNotNull() & F.col("feature").isNotNull())
+    if split_col is None:
+        counts = counts.where(F.col("_split").isNull())
+    from pyspark.sql.window import Window
+
+    w = Window.partitionBy("feature", "_split").orderBy(F.desc("n"), F.asc("value"))
+    top = counts.withColumn("r", F.row_number().over(w)).where(F.col("r") <= top_k) \
+        .select("feature", "value", "_split", "n", "r").collect()
+    kinds = {f.name: f for _, f in cats}
+    lists: dict[tuple[str, str], list[tuple[int, Any, int]]] = {}
+    for row in top:
+        label = _ALL if row["_split"] is None else row["_split"]
+        f = kinds[row["feature"]]
+        value = row["value"] if f.dtype == "string" else int(row["value"])
+        lists.setdefault((label, f.name), []).append((int(row["r"]), value, int(row["n"])))
+    for (label, name), items in lists.items():
+        if label in per and name in per[label]:
+            per[label][name]["top"] = [[v, n] for _, v, n in sorted(items)]
