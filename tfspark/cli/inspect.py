@@ -61,7 +61,27 @@ def describe(path: str) -> str:
                 for f in FeatureSpec.from_dict(m["spec"]).features]
         lines += ["", *_table(["feature", "kind", "dtype", "shape", "source type", "nullable",
                                "default", "label"], rows)]
+    features = (m.get("stats") or {}).get("features")
+    if features:
+        lines += ["", "statistics (all rows; null rows counted as the default readers fill in):",
+                  *_table(["feature", "nulls", "mean", "std", "min", "max", "distinct~",
+                           "most frequent"], [_stats_row(k, v) for k, v in features.items()])]
     return "\n".join(lines) + "\n"
+
+
+def _stats_row(name: str, s: dict[str, Any]) -> list[Any]:
+    def num(x: Any) -> str:
+        return "-" if x is None else x if isinstance(x, str) else f"{x:.6g}"
+
+    var = s.get("variance")
+    std = None if var is None or isinstance(var, str) else var ** 0.5
+    top = s.get("top") or []
+    most = f"{top[0][0]!r} x{top[0][1]:,}" if top else "-"
+    length = s.get("length")
+    if length:
+        most = f"length {length['min']}..{length['max']}, mean {num(length['mean'])}"
+    return [name, f"{s.get('nulls', 0):,}", num(s.get("mean")), num(std), num(s.get("min")),
+            num(s.get("max")), s.get("distinct_approx", "-"), most]
 
 
 def _table(header: list[str], rows: list[list[Any]]) -> list[str]:

@@ -4,7 +4,7 @@ Two aggregation jobs over the rows write_tfrecords writes (its backup, with the 
   1. per split and overall: count, nulls, min, max, mean, variance (population) and approximate
      deciles of every numeric fixed scalar; min/max/mean of the lengths of array features;
   2. the top-K values with their counts of every string and integer scalar, and their
-     approximate distinct count.
+     approximate distinct count (integers: only when they have at most K distinct values).
 Values are counted as readers give them: a null row as the spec's default (what a model sees,
 and what Keras's adapt() on the parsed data counts); "nulls" says how many there were.
 Stored in the manifest as stats["features"] = {name: {...}} (all rows) and
@@ -23,7 +23,7 @@ from tfspark.spec.kinds import json_float
 from tfspark.spec.model import Feature
 
 QUANTILES = [i / 10 for i in range(1, 10)]  # deciles: Discretization's default bucketing
-QUANTILE_ACCURACY = 10_000  # percentile_approx: relative error 1 / accuracy
+QUANTILE_ACCURACY = 1_000  # percentile_approx: relative error 1 / accuracy (deciles need no more)
 DISTINCT_RSD = 0.02  # approx_count_distinct's relative standard deviation
 _ALL = "__all__"  # the split label of the overall group
 
@@ -88,7 +88,12 @@ def compute(df: DataFrame, spec: FeatureSpec, split_col: str | None,
         if split_col is None and label != _ALL:
             continue
         per[label] = _features(r.asDict(), spec)
-    _top_values(keyed, spec, split_col, top_k, per)
+    # Top values: every string feature; an integer feature only when it has at most top_k
+    # distinct values (more is a number or an id space, not a vocabulary).
+    overall = per.get(_ALL, {})
+    wanted = [f.name for f in spec.features if _categorical(f) and (
+        f.dtype == "string" or overall.get(f.name, {}).get("distinct_approx", 0) <= top_k)]
+    _top_values(keyed, spec, split_col, top_k, per, set(wanted))
     out: dict[str, Any] = {"features": per.get(_ALL, {}), "top_k": top_k,
                            "quantile_relative_error": 1 / QUANTILE_ACCURACY,
                            "distinct_relative_sd": DISTINCT_RSD}
@@ -128,10 +133,10 @@ def _num(x: Any) -> Any:
 
 
 def _top_values(keyed: DataFrame, spec: FeatureSpec, split_col: str | None, top_k: int,
-                per: dict[str, dict[str, Any]]) -> None:
-    """The top_k values (most frequent first, ties by value) of every categorical feature,
-    per split and overall, in one job."""
-    cats = [(i, f) for i, f in enumerate(spec.features) if _categorical(f)]
+                per: dict[str, dict[str, Any]], wanted: set[str]) -> None:
+    """The top_k values (most frequent first, ties by value) of the `wanted` features, per
+    split and overall, in one job: counts per split, summed for all rows, ranked."""
+    cats = [(i, f) for i, f in enumerate(spec.features) if f.name in wanted]
     if not cats:
         return
     pairs = F.explode(F.array(*[
@@ -140,10 +145,12 @@ def _top_values(keyed: DataFrame, spec: FeatureSpec, split_col: str | None, top_
     exploded = keyed.select("_split", pairs.alias("p")).select(
         "_split", F.col("p.feature").alias("feature"), F.col("p.value").alias("value")) \
         .where(F.col("value").isNotNull())
-    counts = exploded.rollup("feature", "value", "_split").agg(F.count(F.lit(1)).alias("n")) \
-        .where(F.col("value").isNotNull() & F.col("feature").isNotNull())
+    counts = exploded.groupBy("feature", "value", "_split").agg(F.count(F.lit(1)).alias("n"))
     if split_col is None:
-        counts = counts.where(F.col("_split").isNull())
+        counts = counts.withColumn("_split", F.lit(None).cast("string"))
+    else:  # and for all rows: the per-split counts summed (small next to the rows)
+        counts = counts.unionByName(counts.groupBy("feature", "value").agg(
+            F.sum("n").alias("n")).withColumn("_split", F.lit(None).cast("string")))
     from pyspark.sql.window import Window
 
     w = Window.partitionBy("feature", "_split").orderBy(F.desc("n"), F.asc("value"))
