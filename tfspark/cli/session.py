@@ -64,8 +64,7 @@ def _interrupt_handler(spark: Any) -> Any:
     call, and py4j logs reentrancy tracebacks. The log level is set from a thread of its own,
     which gets a connection of its own."""
     def handler(signum: int, frame: Any) -> None:
-        quiet = threading.Thread(target=lambda: spark.sparkContext.setLogLevel("OFF"),
-                                 daemon=True)
+        quiet = threading.Thread(target=lambda: silence_jvm(spark), daemon=True)
         quiet.start()
         quiet.join(timeout=10)
         raise KeyboardInterrupt
@@ -73,12 +72,22 @@ def _interrupt_handler(spark: Any) -> Any:
     return handler
 
 
+def silence_jvm(spark: Any) -> None:
+    """Every JVM logger off, those with a level of their own too (setLogLevel only sets the
+    root's, and conf's log4j2.properties gives org.apache.spark.util.Utils, which logs
+    "Aborting task" with a stack trace, a level of its own)."""
+    jvm = spark.sparkContext._jvm
+    log4j = jvm.org.apache.logging.log4j
+    log4j.core.config.Configurator.setAllLevels(log4j.LogManager.ROOT_LOGGER_NAME,
+                                                log4j.Level.OFF)
+
+
 def stop(spark: Any, quietly: bool = False) -> None:
     """Stop the session; quietly: after a failure or Ctrl-C, without the JVM's log of the jobs
     it aborts (and without a second error if the JVM is already gone)."""
     try:
         if quietly:
-            spark.sparkContext.setLogLevel("OFF")
+            silence_jvm(spark)
         spark.stop()
     except Exception:  # noqa: BLE001 - the command's own error is the one to report
         if not quietly:
