@@ -4,7 +4,8 @@ A table of 100,000 rows x 4 columns (long, double, string, long) is written by e
 a fresh Python process with a fresh local[*] session (what a new user, a notebook or a job
 meets): the first write, then a second one in the same session. Writers: Spark's own
 `df.write.parquet`, the data source `df.write.format("tfrecord")`, and `write_tfrecords`
-(parquet backup + TFRecords). Writers alternate; the median of --repeat runs is reported.
+(parquet backup + TFRecords + feature statistics), also with stats=False. Writers alternate;
+the median of --repeat runs is reported.
 
 Target: write_tfrecords' first write <= parquet's first write + 3 s.
 
@@ -25,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from common import machine, save_json  # noqa: E402
 
-WRITERS = ("parquet", "datasource", "write_tfrecords")
+WRITERS = ("parquet", "datasource", "write_tfrecords", "write_tfrecords_nostats")
 TARGET_EXTRA_S = 3.0
 
 CHILD = r"""
@@ -48,7 +49,7 @@ def write(out):
         tfspark.register(spark)
         df.write.format("tfrecord").mode("overwrite").save(out)
     else:
-        tfspark.write_tfrecords(df, out)
+        tfspark.write_tfrecords(df, out, stats=WRITER == "write_tfrecords")
 times = []
 for k in range(2):
     t = time.perf_counter()

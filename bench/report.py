@@ -183,7 +183,8 @@ def _spark_read(r: dict, img_rel: str | None) -> list[str]:
 
 
 FIRST_LABELS = {"parquet": "`df.write.parquet`", "datasource": "`df.write.format(\"tfrecord\")`",
-                "write_tfrecords": "`write_tfrecords` (parquet backup + TFRecords)"}
+                "write_tfrecords": "`write_tfrecords` (parquet backup + TFRecords + statistics)",
+                "write_tfrecords_nostats": "`write_tfrecords(stats=False)`"}
 
 
 def _first_write(r: dict, img_rel: str | None) -> list[str]:
