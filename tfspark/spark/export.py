@@ -187,6 +187,8 @@ def _stage_and_write(spark: Any, df: DataFrame, opts: WriteOptions, base_spec: F
     stats = {"rows": {"source": facts["rows"], "backup": backup_rows},
              "null_counts": facts["null_counts"], "backup": backup.target,
              "backup_files": len(files)}
+    if opts.feature_stats and previous:  # an append: its statistics are of its own rows
+        stats["features_scope"] = "last write"
     entry = backup.entry(spark, backup_rows, previous)
     _write(spark, backup_df, backup_rows, spec, stats, entry, read, opts)
     return spec, facts, backup_rows, backup_done

@@ -14,6 +14,7 @@ on every Keras backend (the NumPy reader's batches included).
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterable
 from typing import Any
 
@@ -49,6 +50,9 @@ def keras_preprocessing(path_or_manifest: str | os.PathLike | dict, *, split: st
         raise SchemaError("the data set has no feature statistics" + (
             f" for split {split!r} (splits with statistics: {have})" if split else "") +
             ": write it with tfspark.write_tfrecords(..., stats=True) (the default)")
+    if stats.get("features_scope") == "last write":
+        warnings.warn("the data set's statistics cover only the rows of its last append; "
+                      "overwrite it to compute them over all rows", stacklevel=2)
     categorical, bucketize, skip = set(categorical), set(bucketize), set(skip)
     unknown = sorted((categorical | bucketize | skip) - set(spec.names))
     if unknown:
