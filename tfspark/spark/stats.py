@@ -25,7 +25,7 @@ from tfspark.spec.model import Feature
 QUANTILES = [i / 10 for i in range(1, 10)]  # deciles: Discretization's default bucketing
 QUANTILE_ACCURACY = 1_000  # percentile_approx: relative error 1 / accuracy (deciles need no more)
 DISTINCT_RSD = 0.02  # approx_count_distinct's relative standard deviation
-_ALL = "__all__"  # the split label of the overall group
+_ALL = "(all)"  # the overall group's label: no split can be named so (splits are [A-Za-z0-9_-]+)
 
 
 def _col(f: Feature) -> Column:
