@@ -120,7 +120,8 @@ def _row_column(ctx: RecordIndex, f: Feature, k: int, strings: str) -> Any:
     if f.kind == "varlen":
         return Ragged(_leaf(f, values, strings), rows)
     width = f.shape[0] if f.shape else 1
-    present = counts >= 0
+    # A scalar with an empty list reads as absent (as the other readers take it).
+    present = counts >= 0 if f.shape else counts > 0
     bad = present & (counts != width)
     if bad.any():
         rec = int(np.argmax(bad))
