@@ -3,8 +3,10 @@
 Two aggregation jobs over the rows write_tfrecords writes (its backup, with the split column):
   1. per split and overall: count, nulls, min, max, mean, variance (population) and approximate
      deciles of every numeric fixed scalar; min/max/mean of the lengths of array features;
-  2. the top-K values with their counts of every string and integer scalar, and their
-     approximate distinct count (integers: only when they have at most K distinct values).
+  2. the top-K values with their counts of string scalars (whose values are at most 256
+     characters: longer ones are text, not a vocabulary) and of integer scalars with at most K
+     distinct values; and approximate distinct counts.
+Job 1 runs per group of 64 features on wider tables (its plan grows with every aggregate).
 Values are counted as readers give them: a null row as the spec's default (what a model sees,
 and what Keras's adapt() on the parsed data counts); "nulls" says how many there were.
 Stored in the manifest as stats["features"] = {name: {...}} (all rows) and
@@ -24,7 +26,9 @@ from tfspark.spec.model import Feature
 
 QUANTILES = [i / 10 for i in range(1, 10)]  # deciles: Discretization's default bucketing
 QUANTILE_ACCURACY = 1_000  # percentile_approx: relative error 1 / accuracy (deciles need no more)
-DISTINCT_RSD = 0.02  # approx_count_distinct's relative standard deviation
+DISTINCT_RSD = 0.05  # approx_count_distinct's relative standard deviation (52 buffer words)
+FEATURES_PER_JOB = 64  # wider tables: one aggregation per group (a plan of 1000 HLLs is huge)
+MAX_TOKEN_CHARS = 256  # longer strings are text or blobs, not vocabulary: no top values
 _ALL = "(all)"  # the overall group's label: no split can be named so (splits are [A-Za-z0-9_-]+)
 
 
@@ -65,8 +69,31 @@ def compute(df: DataFrame, spec: FeatureSpec, split_col: str | None,
     group = F.col(f"`{split_col}`") if split_col else F.lit(_ALL)
     keyed = df.select(group.alias("_split"), *[_col(f).alias(f"x{i}")
                                                for i, f in enumerate(spec.features)])
+    per: dict[str, dict[str, Any]] = {}
+    indexed = list(enumerate(spec.features))
+    for lo in range(0, len(indexed), FEATURES_PER_JOB):
+        _aggregate(keyed, indexed[lo:lo + FEATURES_PER_JOB], split_col, per)
+    # Top values: string features of short values; an integer feature only when it has at
+    # most top_k distinct values (more is a number or an id space, not a vocabulary).
+    overall = per.get(_ALL, {})
+    wanted = {f.name for f in spec.features if _categorical(f) and (
+        (f.dtype == "string" and (overall.get(f.name, {}).get("max_chars") or 0)
+         <= MAX_TOKEN_CHARS) or
+        (f.dtype != "string" and overall.get(f.name, {}).get("distinct_approx", 0) <= top_k))}
+    _top_values(keyed, spec, split_col, top_k, per, wanted)
+    out: dict[str, Any] = {"features": per.get(_ALL, {}), "top_k": top_k,
+                           "quantile_relative_error": 1 / QUANTILE_ACCURACY,
+                           "distinct_relative_sd": DISTINCT_RSD}
+    if split_col:
+        out["splits"] = {k: v for k, v in sorted(per.items()) if k != _ALL}
+    return out
+
+
+def _aggregate(keyed: DataFrame, indexed: list[tuple[int, Feature]], split_col: str | None,
+               per: dict[str, dict[str, Any]]) -> None:
+    """Job 1 for some features: per split and for all rows (rollup adds the all-rows group)."""
     aggs: list[Column] = [F.count(F.lit(1)).alias("rows")]
-    for i, f in enumerate(spec.features):
+    for i, f in indexed:
         c = F.col(f"x{i}")
         aggs.append(F.sum(F.when(c.isNull(), 1).otherwise(0)).alias(f"n{i}"))
         if _numeric(f):
@@ -81,30 +108,18 @@ def compute(df: DataFrame, spec: FeatureSpec, split_col: str | None,
                      F.avg(size).alias(f"lm{i}")]
         if _categorical(f):
             aggs.append(F.approx_count_distinct(c, DISTINCT_RSD).alias(f"d{i}"))
-    # Per split and for all rows in one job: rollup adds the all-rows group (split null).
-    per: dict[str, dict[str, Any]] = {}
+            if f.dtype == "string":
+                aggs.append(F.max(F.length(c)).alias(f"mc{i}"))
     for r in keyed.rollup("_split").agg(*aggs).collect():
         label = _ALL if r["_split"] is None else r["_split"]
         if split_col is None and label != _ALL:
             continue
-        per[label] = _features(r.asDict(), spec)
-    # Top values: every string feature; an integer feature only when it has at most top_k
-    # distinct values (more is a number or an id space, not a vocabulary).
-    overall = per.get(_ALL, {})
-    wanted = [f.name for f in spec.features if _categorical(f) and (
-        f.dtype == "string" or overall.get(f.name, {}).get("distinct_approx", 0) <= top_k)]
-    _top_values(keyed, spec, split_col, top_k, per, set(wanted))
-    out: dict[str, Any] = {"features": per.get(_ALL, {}), "top_k": top_k,
-                           "quantile_relative_error": 1 / QUANTILE_ACCURACY,
-                           "distinct_relative_sd": DISTINCT_RSD}
-    if split_col:
-        out["splits"] = {k: v for k, v in sorted(per.items()) if k != _ALL}
-    return out
+        per.setdefault(label, {}).update(_features(r.asDict(), indexed))
 
 
-def _features(r: dict[str, Any], spec: FeatureSpec) -> dict[str, Any]:
+def _features(r: dict[str, Any], indexed: list[tuple[int, Feature]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for i, f in enumerate(spec.features):
+    for i, f in indexed:
         s: dict[str, Any] = {"rows": int(r["rows"]), "nulls": int(r[f"n{i}"] or 0)}
         if f"c{i}" in r:
             s.update(count=int(r[f"c{i}"] or 0), min=_num(r[f"lo{i}"]), max=_num(r[f"hi{i}"]),
@@ -116,6 +131,8 @@ def _features(r: dict[str, Any], spec: FeatureSpec) -> dict[str, Any]:
                            "mean": _num(r[f"lm{i}"])}
         if f"d{i}" in r:
             s["distinct_approx"] = int(r[f"d{i}"] or 0)
+        if f"mc{i}" in r:
+            s["max_chars"] = int(r[f"mc{i}"] or 0)
         out[f.name] = s
     return out
 
