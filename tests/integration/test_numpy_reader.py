@@ -224,11 +224,14 @@ def test_memory_stays_flat_over_epochs(tmp_path):
     tracemalloc.start()
     try:
         held = []
-        for _ in range(6):
+        for _ in range(12):
             for _ in range(steps):
                 next(it)
             gc.collect()
             held.append(tracemalloc.get_traced_memory()[0])
     finally:
         tracemalloc.stop()
-    assert max(held[2:]) <= held[1] + 2 * 2**20, held  # flat after the first epochs
+    # What is held swings with the chunks waiting in the queue at that moment, but does not
+    # grow: the last six epochs hold no more than the first six did (a chunk kept per epoch
+    # would add ~1 MiB each).
+    assert max(held[6:]) <= max(held[:6]) + 2 * 2**20, held
