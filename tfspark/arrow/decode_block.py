@@ -48,7 +48,7 @@ class BlockDecoder:
         """The rows of the blocks buf[offsets[i]:offsets[i+1]] (see Decoder.decode)."""
         blocks = self._decoder.decode(buf, offsets, framed=framed, path=path, offset=offset,
                                       strict=strict)
-        where = _Where(path or "<buffer>", offset, offsets)
+        where = BlockPlace(path or "<buffer>", offset, offsets)
         rows_col = blocks.column(layout.ROWS_KEY)
         sizes = _flat(rows_col)
         if rows_col.null_count or (len(sizes) != blocks.num_rows) or (sizes < 0).any():
@@ -61,11 +61,15 @@ class BlockDecoder:
         return pa.RecordBatch.from_arrays(arrays, names=self.spec.names)
 
 
-class _Where:
+class BlockPlace:
+    """Where a buffer of block records sits (file, its byte offset, record offsets): what a
+    damaged block's error names."""
+
     def __init__(self, path: str, offset: int, offsets: np.ndarray):
         self.path, self.offset, self.offsets = path, offset, offsets
 
     def error(self, block: int, what: str) -> CorruptRecordError:
+        """The CorruptRecordError for block record `block`, naming file and byte offset."""
         at = self.offset + int(self.offsets[block])
         return CorruptRecordError(f"{self.path}: {what} (block record at byte offset {at})",
                                   path=self.path, offset=at)
@@ -81,7 +85,9 @@ def _counts(col: pa.Array) -> np.ndarray:
     return col.value_lengths().fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
-def _check(counts: np.ndarray, want: np.ndarray, where: _Where, f: Feature, what: str) -> None:
+def check_counts(counts: np.ndarray, want: np.ndarray, where: BlockPlace, f: Feature,
+                 what: str) -> None:
+    """CorruptRecordError naming the first block whose count of `what` is not `want`."""
     bad = counts != want
     if bad.any():
         b = int(np.argmax(bad))
@@ -90,7 +96,7 @@ def _check(counts: np.ndarray, want: np.ndarray, where: _Where, f: Feature, what
 
 
 def _feature(f: Feature, blocks: pa.RecordBatch, sizes: np.ndarray, starts: np.ndarray,
-             where: _Where) -> pa.Array:
+             where: BlockPlace) -> pa.Array:
     n = int(starts[-1])
     keys = layout.value_keys(f)
     null = np.zeros(n, bool)
@@ -108,12 +114,12 @@ def _feature(f: Feature, blocks: pa.RecordBatch, sizes: np.ndarray, starts: np.n
     values = values_col.flatten()
     if f.kind == "fixed":
         k = f.shape[0] if f.shape else 1
-        _check(value_counts, sizes * k, where, f, "values")
+        check_counts(value_counts, sizes * k, where, f, "values")
         if not f.shape:  # scalars: null where null, like the row layout's absent features
             return _mask(values, null) if null.any() else values
         return _list(np.arange(n + 1, dtype=np.int64) * k, values, null)
     lengths_col = blocks.column(keys[1])
-    _check(_counts(lengths_col), sizes, where, f, "row lengths")
+    check_counts(_counts(lengths_col), sizes, where, f, "row lengths")
     lengths = _flat(lengths_col).astype(np.int64)
     if (lengths < 0).any() or (null & (lengths != 0)).any():
         owner = np.repeat(np.arange(len(sizes)), sizes)
@@ -123,16 +129,16 @@ def _feature(f: Feature, blocks: pa.RecordBatch, sizes: np.ndarray, starts: np.n
     rows = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     per_block = rows[starts[1:]] - rows[starts[:-1]]
     if f.kind == "varlen":
-        _check(value_counts, per_block, where, f, "values")
+        check_counts(value_counts, per_block, where, f, "values")
         return _list(rows, values, null)
     inner_col = blocks.column(keys[2])
-    _check(_counts(inner_col), per_block, where, f, "inner lengths")
+    check_counts(_counts(inner_col), per_block, where, f, "inner lengths")
     inner = _flat(inner_col).astype(np.int64)
     if (inner < 0).any():
         raise where.error(0, f"feature {f.name!r}: a negative inner length")
     inner_rows = np.concatenate([[0], np.cumsum(inner)]).astype(np.int64)
-    _check(value_counts, inner_rows[rows[starts[1:]]] - inner_rows[rows[starts[:-1]]], where, f,
-           "values")
+    check_counts(value_counts, inner_rows[rows[starts[1:]]] - inner_rows[rows[starts[:-1]]],
+                 where, f, "values")
     return _list(rows, _list(inner_rows, values, None), null)
 
 

@@ -111,13 +111,21 @@ def _gather(c: _Col, src: np.ndarray, default: Any) -> tuple[np.ndarray, np.ndar
             default, c.values.dtype))
         return np.ascontiguousarray(pool[np.where(src >= 0, src, len(pool) - 1)]), None
     assert c.offsets is not None
-    fill = np.frombuffer(default or b"", np.uint8)
-    pool = np.concatenate([c.values, fill])
-    lengths = np.where(src >= 0, np.diff(c.offsets)[np.maximum(src, 0)], len(fill))
-    begin = np.where(src >= 0, c.offsets[np.maximum(src, 0)], len(c.values))
-    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    index = np.repeat(begin - offsets[:-1], lengths) + np.arange(int(offsets[-1]))
-    return pool[index], offsets
+    return gather_bytes(c.values, c.offsets, src, default or b"")
+
+
+def gather_bytes(data: np.ndarray, offsets: np.ndarray, src: np.ndarray,
+                 default: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """(bytes, offsets from 0) of strings src of data/offsets (string j: data[offsets[j]:
+    offsets[j+1]]), `default` where src is -1: whole arrays, no Python object per string."""
+    fill = np.frombuffer(default, np.uint8)
+    pool = np.concatenate([data, fill])
+    safe = np.maximum(src, 0)
+    lengths = np.where(src >= 0, np.diff(offsets)[safe] if len(offsets) > 1 else 0, len(fill))
+    begin = np.where(src >= 0, offsets[safe] if len(offsets) > 1 else 0, len(data))
+    out = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    index = np.repeat(begin - out[:-1], lengths) + np.arange(int(out[-1]))
+    return pool[index], out
 
 
 def _default(f: Feature, kind: int) -> Any:

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 
 from tfspark.arrow.decode import Decoder, RecordIndex
-from tfspark.arrow.decode_block import block_lists, list_feature
-from tfspark.errors import CorruptRecordError
+from tfspark.arrow.decode_block import BlockPlace, block_lists, check_counts, list_feature
+from tfspark.arrow.encode_block import gather_bytes
 from tfspark.numpy.columns import Ragged, Table
 from tfspark.spec import layout
 from tfspark.spec.model import Feature, FeatureSpec
@@ -83,15 +83,7 @@ def _fixed_bytes(present: np.ndarray, width: int, values: tuple[np.ndarray, np.n
     else:
         grid = np.full((n, width), -1, np.int64)
         grid[present] = np.arange(int(present.sum()) * width).reshape(-1, width)
-        src = grid.ravel()
-        pool = np.concatenate([blob, np.frombuffer(default, np.uint8)])
-        safe = np.maximum(src, 0)
-        lengths = np.where(src >= 0, np.diff(offs)[safe] if len(offs) > 1 else 0, len(default))
-        begin = np.where(src >= 0, offs[safe] if len(offs) > 1 else 0, len(blob))
-        splits = np.zeros(len(src) + 1, np.int64)
-        np.cumsum(lengths, out=splits[1:])
-        index = np.repeat(begin - splits[:-1], lengths) + np.arange(int(splits[-1]))
-        elements = Ragged(pool[index], splits)
+        elements = Ragged(*gather_bytes(blob, offs, grid.ravel(), default))
     return Ragged(elements, np.arange(n + 1, dtype=np.int64) * width) if shaped else elements
 
 
@@ -141,10 +133,11 @@ def _row_column(ctx: RecordIndex, f: Feature, k: int, strings: str) -> Any:
 def _blocks(ctx: RecordIndex, spec: FeatureSpec, strings: str) -> tuple[Table, np.ndarray]:
     rows_f = list_feature(layout.ROWS_KEY, "int64")
     counts, _, sizes = ctx.values(rows_f, layout.ROWS_KEY, 0, "int64")
+    where = BlockPlace(ctx.path, ctx.offset, ctx.offsets)
     if (counts != 1).any() or (sizes < 0).any():
         rec = int(np.argmax(counts != 1))
-        raise _bad(ctx, rec, f"no valid {layout.ROWS_KEY!r} count: not a block record "
-                             f"(written with rows_per_record > 1)")
+        raise where.error(rec, f"no valid {layout.ROWS_KEY!r} count: not a block record "
+                               f"(written with rows_per_record > 1)")
     out: Table = {}
     k = 1
     for f in spec.features:
@@ -153,7 +146,7 @@ def _blocks(ctx: RecordIndex, spec: FeatureSpec, strings: str) -> tuple[Table, n
         leaf = _leaf(f, values, strings)
         if f.kind == "fixed":
             width = f.shape[0] if f.shape else 1
-            _same(ctx, f, np.maximum(vcounts, 0), sizes * width, "values")
+            check_counts(np.maximum(vcounts, 0), sizes * width, where, f, "values")
             rows = int(sizes.sum())
             if isinstance(leaf, Ragged):  # strings as bytes: one Ragged level per string
                 out[f.name] = Ragged(leaf, np.arange(rows + 1, dtype=np.int64) * width) \
@@ -162,20 +155,21 @@ def _blocks(ctx: RecordIndex, spec: FeatureSpec, strings: str) -> tuple[Table, n
                 out[f.name] = leaf.reshape(rows, *f.shape)
         else:
             lcounts, _, lengths = ctx.values(f, keys[1], k + 1, "int64")
-            _same(ctx, f, np.maximum(lcounts, 0), sizes, "row lengths")
+            check_counts(np.maximum(lcounts, 0), sizes, where, f, "row lengths")
             splits = np.zeros(lengths.size + 1, np.int64)
             np.cumsum(lengths, out=splits[1:])
             if f.kind == "varlen":
-                _same(ctx, f, np.maximum(vcounts, 0), _per_block(splits, sizes), "values")
+                check_counts(np.maximum(vcounts, 0), _per_block(splits, sizes), where, f,
+                             "values")
                 out[f.name] = Ragged(leaf, splits)
             else:
                 icounts, _, inner = ctx.values(f, keys[2], k + 2, "int64")
-                _same(ctx, f, np.maximum(icounts, 0), _per_block(splits, sizes),
-                      "inner lengths")
+                check_counts(np.maximum(icounts, 0), _per_block(splits, sizes), where, f,
+                             "inner lengths")
                 inner_splits = np.zeros(inner.size + 1, np.int64)
                 np.cumsum(inner, out=inner_splits[1:])
-                _same(ctx, f, np.maximum(vcounts, 0),
-                      _per_block(inner_splits[splits], sizes), "values")
+                check_counts(np.maximum(vcounts, 0), _per_block(inner_splits[splits], sizes),
+                             where, f, "values")
                 out[f.name] = Ragged(Ragged(leaf, inner_splits), splits)
         k += len(keys)
     return out, sizes
@@ -185,17 +179,3 @@ def _per_block(splits: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     """Elements per block, from per-row splits and rows per block."""
     ends = np.cumsum(sizes)
     return splits[ends] - splits[ends - sizes]
-
-
-def _same(ctx: RecordIndex, f: Feature, got: np.ndarray, want: np.ndarray, what: str) -> None:
-    bad = got != want
-    if bad.any():
-        b = int(np.argmax(bad))
-        raise _bad(ctx, b, f"feature {f.name!r}: {int(got[b])} {what} where the block's rows "
-                           f"need {int(want[b])}")
-
-
-def _bad(ctx: RecordIndex, rec: int, what: str) -> CorruptRecordError:
-    at = ctx.offset + int(ctx.offsets[rec])
-    return CorruptRecordError(f"{ctx.path}: {what} (block record at byte offset {at})",
-                              path=ctx.path, offset=at)
