@@ -91,7 +91,8 @@ def compute(df: DataFrame, spec: FeatureSpec, split_col: str | None,
 
 def _aggregate(keyed: DataFrame, indexed: list[tuple[int, Feature]], split_col: str | None,
                per: dict[str, dict[str, Any]]) -> None:
-    """Job 1 for some features: per split and for all rows (rollup adds the all-rows group)."""
+    """Job 1 for some features: per split and for all rows (rollup adds the all-rows group;
+    without splits `keyed` holds the label _ALL already)."""
     aggs: list[Column] = [F.count(F.lit(1)).alias("rows")]
     for i, f in indexed:
         c = F.col(f"x{i}")
@@ -110,10 +111,10 @@ def _aggregate(keyed: DataFrame, indexed: list[tuple[int, Feature]], split_col: 
             aggs.append(F.approx_count_distinct(c, DISTINCT_RSD).alias(f"d{i}"))
             if f.dtype == "string":
                 aggs.append(F.max(F.length(c)).alias(f"mc{i}"))
-    for r in keyed.rollup("_split").agg(*aggs).collect():
+    # Without splits one group is all rows: a rollup would aggregate everything twice.
+    grouped = keyed.rollup("_split") if split_col else keyed.groupBy("_split")
+    for r in grouped.agg(*aggs).collect():
         label = _ALL if r["_split"] is None else r["_split"]
-        if split_col is None and label != _ALL:
-            continue
         per.setdefault(label, {}).update(_features(r.asDict(), indexed))
 
 
