@@ -24,12 +24,14 @@ if TYPE_CHECKING:  # what IDEs and type checkers see; at run time __getattr__ lo
         OptionError,
         SchemaError,
         TfsparkError,
+        TrainingError,
         WriteConflictError,
     )
     from tfspark.integrity import Report, verify
     from tfspark.numpy import Ragged, read_batches
     from tfspark.options import ReadOptions, WriteOptions
     from tfspark.spark.export import WriteResult, write_tfrecords
+    from tfspark.spark.distributed import train_on_spark
     from tfspark.spark.source import register
     from tfspark.spec import Feature, FeatureSpec, infer_spec
     from tfspark.tf.dataset import make_dataset
@@ -51,6 +53,7 @@ _API = {
     "PooledMean": "tfspark.tf.layers",
     "register": "tfspark.spark.source",
     "write_tfrecords": "tfspark.spark.export",
+    "train_on_spark": "tfspark.spark.distributed",
     "WriteResult": "tfspark.spark.export",
     "WriteOptions": "tfspark.options",
     "ReadOptions": "tfspark.options",
@@ -58,16 +61,17 @@ _API = {
     "Report": "tfspark.integrity",
     **{name: "tfspark.errors" for name in (
         "TfsparkError", "SchemaError", "EncodeError", "OptionError", "CorruptRecordError",
-        "ManifestError", "WriteConflictError", "CountMismatchError", "MissingExtraError")},
+        "ManifestError", "WriteConflictError", "CountMismatchError", "MissingExtraError",
+        "TrainingError")},
 }
 
 __all__ = [  # a literal list, so linters and IDEs see the TYPE_CHECKING imports as the API
     "CorruptRecordError", "CountMismatchError", "EncodeError", "Feature", "FeatureSpec",
     "ManifestError", "MissingExtraError", "OptionError", "PooledEmbedding", "PooledMean",
     "Ragged", "ReadOptions", "Report",
-    "SchemaError", "TfsparkError", "WriteConflictError", "WriteOptions", "WriteResult",
+    "SchemaError", "TfsparkError", "TrainingError", "WriteConflictError", "WriteOptions", "WriteResult",
     "encode_batch", "infer_spec", "keras_inputs", "keras_preprocessing", "make_dataset",
-    "read_batches", "register", "verify", "write_tfrecords"]
+    "read_batches", "register", "train_on_spark", "verify", "write_tfrecords"]
 # Submodules reachable as attributes without an import (tfspark.manifest.read_manifest(...)).
 # None is named like a function above: importing it would shadow that function.
 _MODULES = {"spec", "manifest", "errors", "options", "integrity", "read_plan"}

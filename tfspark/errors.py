@@ -47,6 +47,10 @@ class CountMismatchError(TfsparkError, RuntimeError):
     """Source, backup and TFRecord row counts disagree."""
 
 
+class TrainingError(TfsparkError, RuntimeError):
+    """Distributed training failed in a worker, more times than Spark retries the stage."""
+
+
 class MissingExtraError(TfsparkError, ImportError):
     """A part of tfspark whose optional dependency is not installed; names the extra."""
 

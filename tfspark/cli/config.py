@@ -332,6 +332,11 @@ class TrainConfig:
     shuffle_buffer: int | None = None  # None: 10 * batch_size
     seed: int | None = 0
     verbose: int = 2  # Keras fit verbosity
+    # Distributed training (tfspark.train_on_spark): workers > 1 trains on that many Spark
+    # tasks at once, under MultiWorkerMirroredStrategy; batch_size is then the global batch.
+    workers: int = 1
+    master: str = "local[*]"  # the Spark master when no session is running (spark-submit sets it)
+    checkpoint_dir: str | None = None  # shared; None: <model_out without .keras>.checkpoints
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any], where: str = "config") -> TrainConfig:
@@ -360,7 +365,7 @@ def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
 
 
 def _check_train_value(key: str, value: Any, where: str) -> Any:
-    optional = key in ("label", "steps_per_epoch", "shuffle_buffer", "seed")
+    optional = key in ("label", "steps_per_epoch", "shuffle_buffer", "seed", "checkpoint_dir")
     if optional and (value is None or (isinstance(value, str) and
                                        value.strip().lower() in ("", "none"))):
         return None
@@ -381,7 +386,8 @@ def _check_train_value(key: str, value: Any, where: str) -> Any:
         if not ok:
             raise OptionError(f"key {key!r} in {where} must be a positive number, got {value!r}")
         return float(value)
-    if key in ("label", "data", "model_out", "train_split", "validation_split"):
+    if key in ("label", "data", "model_out", "train_split", "validation_split", "master",
+               "checkpoint_dir"):
         if not isinstance(value, str) or not value:
             raise OptionError(f"key {key!r} in {where} must be a non-empty string, got "
                               f"{value!r}")

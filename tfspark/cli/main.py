@@ -179,6 +179,14 @@ def _read_commands(command: Any) -> None:
     p.add_argument("--use-stats", action=argparse.BooleanOptionalAction, default=None,
                    help="preprocessing from the export's statistics (default yes); "
                         "--no-use-stats adapts on a sample (scalar features only)")
+    p.add_argument("--workers", type=int,
+                   help="train on N Spark tasks at once (MultiWorkerMirroredStrategy; "
+                        "batch-size is then the global batch); default 1: this process")
+    p.add_argument("--master", help="Spark master for --workers (default local[*])")
+    p.add_argument("--checkpoint-dir",
+                   help="with --workers: a directory every executor shares, for the "
+                        "per-epoch checkpoints a retried stage resumes from and the workers' "
+                        "logs (default: beside --model-out)")
     p.set_defaults(run=_train)
 
 
@@ -188,11 +196,19 @@ def _train(args: argparse.Namespace) -> int:
 
     flags: dict[str, Any] = {k: v for k, v in (("data", args.data), ("label", args.label),
                                ("batch_size", args.batch_size), ("epochs", args.epochs),
-                               ("model_out", args.model_out), ("use_stats", args.use_stats))
+                               ("model_out", args.model_out), ("use_stats", args.use_stats),
+                               ("workers", args.workers), ("master", args.master),
+                               ("checkpoint_dir", args.checkpoint_dir))
                                if v is not None}
-    cfg = load_train_config(args.config, **flags) if args.config else TrainConfig(**flags)
+    cfg = load_train_config(args.config, **flags) if args.config else \
+        TrainConfig.from_mapping(flags, "the command line")
     inspect.missing_local_path(cfg.data)
-    train(cfg)
+    if cfg.workers > 1:
+        from tfspark.cli.train_cluster import train_distributed
+
+        train_distributed(cfg)
+    else:
+        train(cfg)
     return 0
 
 

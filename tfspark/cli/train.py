@@ -12,6 +12,7 @@ TensorFlow and Keras are imported inside the functions.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import time
@@ -32,9 +33,19 @@ from tfspark.tf.dataset import make_dataset
 # ---------------------------------------------------------------- the job
 
 def train(config: TrainConfig | Mapping[str, Any],
-          echo: Callable[[str], None] = print) -> dict[str, Any]:
-    """Train, validate, save; return the numbers it printed (see the keys at the end)."""
+          echo: Callable[[str], None] = print, worker: Any = None) -> dict[str, Any]:
+    """Train, validate, save; return the numbers it printed (see the keys at the end).
+
+    worker: a tfspark.tf.worker.WorkerContext when this is one of several workers of
+    train_on_spark (see train_distributed): the model is built under its strategy, each worker
+    reads its shard at batch_size / workers, the chief alone saves.
+    """
     cfg = config if isinstance(config, TrainConfig) else TrainConfig.from_mapping(config)
+    n = worker.num_workers if worker is not None else 1
+    if cfg.batch_size % n:
+        raise OptionError(f"batch_size {cfg.batch_size} is the global batch of {n} workers: "
+                          f"make it a multiple of {n}")
+    batch = cfg.batch_size // n
     top = mf.read_manifest(locate(cfg.data))
     spec = FeatureSpec.from_dict(top["spec"]) if top.get("spec") else None
     if spec is None:
@@ -49,11 +60,14 @@ def train(config: TrainConfig | Mapping[str, Any],
     candidates = [f for f in spec.features if f.name != label.name and f.name not in cfg.exclude]
 
     def read(split: str | None, features: list[Feature], epochs: int | None = 1,
-             shuffle: int | None = cfg.shuffle_buffer) -> Any:
+             shuffle: int | None = cfg.shuffle_buffer, sample: bool = False) -> Any:
         sub = dataclasses.replace(spec, features=tuple(features) + (label,))
-        return make_dataset(cfg.data, cfg.batch_size, split=split, spec=sub,
+        # The sample that preprocessing adapts on is the same on every worker (whole data,
+        # fixed order); training and validation read this worker's shard.
+        return make_dataset(cfg.data, batch, split=split, spec=sub,
                             label_cols=[label.name], epochs=epochs, seed=cfg.seed,
-                            shuffle_buffer=shuffle)
+                            shuffle_buffer=shuffle, deterministic=sample and n > 1,
+                            shard=worker.shard if worker is not None and not sample else None)
 
     stats = mf.feature_stats(top, train_split) if cfg.use_stats else None
     if stats:  # the statistics of the export: every row of the split, no sample
@@ -65,7 +79,7 @@ def train(config: TrainConfig | Mapping[str, Any],
         how = {f.name: h for f, _, h in p.categorical}
     else:  # no statistics (stats=False, or use_stats = false): adapt on a sample
         usable = [f for f in candidates if f.kind == "fixed"]
-        sample_x, sample_y = _sample(read(train_split, usable), cfg.adapt_batches)
+        sample_x, sample_y = _sample(read(train_split, usable, sample=True), cfg.adapt_batches)
         numeric, categorical, ignored = _choose(candidates, sample_x, cfg.max_vocab)
         arrays, how = [], {}
         task = _task(label, sample_y.tolist())
@@ -85,38 +99,56 @@ def train(config: TrainConfig | Mapping[str, Any],
     for name, why in ignored.items():
         echo(f"ignored {name}: {why}")
 
-    if stats:
-        inputs, parts = tf_plan.model_parts(spec, p, cfg)
-        model = _head(inputs, parts, task, cfg)
-    else:
-        model = _build_model(spec, numeric, categorical, task, sample_x, cfg)
+    with worker.strategy.scope() if worker is not None else contextlib.nullcontext():
+        if stats:
+            inputs, parts = tf_plan.model_parts(spec, p, cfg)
+            model = _head(inputs, parts, task, cfg)
+        else:
+            model = _build_model(spec, numeric, categorical, task, sample_x, cfg)
     train_ds = read(train_split, used, epochs=None if cfg.steps_per_epoch else 1)
     val_ds = read(val_split, used, shuffle=0) if val_split else None
+    if worker is not None:
+        steps = cfg.steps_per_epoch or int(train_ds.cardinality())
+        echo(f"worker {worker.index} of {n}: shard {worker.index} of the {train_split or 'data'}"
+             f" at {batch} examples per step (global batch {cfg.batch_size}), {steps} steps "
+             f"per epoch")
 
     input_rate = _input_rate(train_ds, cfg.bench_batches)
     echo(f"input pipeline alone: {input_rate:,.0f} examples/s")
     timer = _epoch_timer()
+    resume = worker.checkpoint() if worker is not None else None
     history = model.fit(train_ds, validation_data=val_ds, epochs=cfg.epochs,
                         steps_per_epoch=cfg.steps_per_epoch, verbose=cfg.verbose, shuffle=False,
-                        callbacks=[timer])
+                        callbacks=[timer] + ([resume] if resume is not None else []))
+    if resume is not None and resume.resumed_from:
+        echo(f"resumed from the checkpoint of epoch {resume.resumed_from}")
+    # Every epoch once, also those trained before a restart (kept by the checkpoints).
+    hist = resume.history if resume is not None else history.history
     examples = _epoch_examples(cfg, top, train_split)
     train_rate = examples / min(timer.seconds) if timer.seconds else float("nan")
     echo(f"training: {train_rate:,.0f} examples/s (fastest epoch of {len(timer.seconds)})")
-    final = {k: float(v[-1]) for k, v in history.history.items()}
+    final = {k: float(v[-1]) for k, v in hist.items()}
     echo("final: " + ", ".join(f"{k}={v:.4f}" for k, v in final.items()))
-    os.makedirs(os.path.dirname(os.path.abspath(cfg.model_out)), exist_ok=True)
-    with warnings.catch_warnings():
-        # Keras's saving calls np.array on TF variables, which numpy 2 flags; not ours to fix.
-        warnings.filterwarnings("ignore", "__array__ implementation", DeprecationWarning)
-        model.save(cfg.model_out)
-    echo(f"model saved to {cfg.model_out}")
+    if worker is None or worker.is_chief:
+        _save(model, cfg.model_out)
+        echo(f"model saved to {cfg.model_out}")
     return {"model_path": cfg.model_out, "task": task["kind"], "label": label.name,
             "numeric": [f.name for f in numeric], "categorical": [f.name for f, _ in categorical],
             "arrays": [f.name for f in arrays], "ignored": ignored,
             "preprocessing": "statistics" if stats else "sample",
             "input_examples_per_s": input_rate,
             "train_examples_per_s": train_rate, "final": final,
-            "history": {k: [float(x) for x in v] for k, v in history.history.items()}}
+            "epoch_seconds": list(timer.seconds), "workers": n,
+            "resumed_from": resume.resumed_from if resume is not None else 0,
+            "history": {k: [float(x) for x in v] for k, v in hist.items()}}
+
+
+def _save(model: Any, path: str) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with warnings.catch_warnings():
+        # Keras's saving calls np.array on TF variables, which numpy 2 flags; not ours to fix.
+        warnings.filterwarnings("ignore", "__array__ implementation", DeprecationWarning)
+        model.save(path)
 
 
 def _pick_label(spec: FeatureSpec, name: str | None) -> Feature:

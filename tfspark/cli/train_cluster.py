@@ -1,0 +1,73 @@
+"""`tfspark train --workers N`: the train job on N Spark tasks at once (tfspark.train_on_spark).
+
+Each worker runs tfspark.cli.train.train on its shard under MultiWorkerMirroredStrategy; the
+chief saves the model and its result (history, rates) comes back to the driver. Checkpoints go
+to a shared directory after every epoch, so a stage that Spark retries resumes; they are
+removed when the run succeeds (a rerun trains from scratch), kept when it fails (a rerun
+resumes). The workers' output is in <checkpoint_dir>/logs/worker-<i>.log.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import shutil
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from tfspark.cli.config import TrainConfig
+from tfspark.cli.train import train
+
+
+def train_distributed(cfg: TrainConfig, echo: Callable[[str], None] = print,
+                      spark: Any = None) -> dict[str, Any]:
+    """Train on cfg.workers Spark tasks; spark: the session (None: one on cfg.master)."""
+    from tfspark.spark.distributed import train_on_spark
+    from tfspark.tf.resume import latest_checkpoint
+
+    cfg = _absolute(cfg)
+    assert cfg.checkpoint_dir is not None
+    if spark is None:
+        spark = _session(cfg.master, cfg.workers)
+    found = latest_checkpoint(cfg.checkpoint_dir)
+    echo(f"training on {cfg.workers} Spark tasks ({spark.sparkContext.master}); checkpoints "
+         f"and worker logs in {cfg.checkpoint_dir}"
+         + (f"; resuming an earlier run after its epoch {found[0]}" if found else ""))
+    result = train_on_spark(spark, functools.partial(_worker_train, cfg), cfg.workers,
+                            checkpoint_dir=cfg.checkpoint_dir, shared_paths=[cfg.data])
+    for name in os.listdir(cfg.checkpoint_dir):
+        if name.startswith("epoch-"):
+            shutil.rmtree(os.path.join(cfg.checkpoint_dir, name), ignore_errors=True)
+    echo("final: " + ", ".join(f"{k}={v:.4f}" for k, v in result["final"].items()))
+    echo(f"model saved to {result['model_path']} by worker 0")
+    return result
+
+
+def _worker_train(cfg: TrainConfig, ctx: Any) -> dict[str, Any]:
+    """What each worker runs (in its own process, see tfspark.tf.worker)."""
+    return train(cfg, echo=ctx.log, worker=ctx)
+
+
+def _absolute(cfg: TrainConfig) -> TrainConfig:
+    """Local paths made absolute: the workers run in the executors' directories."""
+    def fix(path: str) -> str:
+        return path if "://" in path else os.path.abspath(path)
+
+    ckpt = cfg.checkpoint_dir or cfg.model_out[: -len(".keras")] + ".checkpoints"
+    return dataclasses.replace(cfg, data=fix(cfg.data), model_out=fix(cfg.model_out),
+                               checkpoint_dir=fix(ckpt))
+
+
+def _session(master: str, workers: int) -> Any:
+    """A SparkSession on `master` whose Python workers run this interpreter."""
+    from pyspark.sql import SparkSession
+
+    python = os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if master.startswith("local"):  # else Spark warns the hostname is a loopback address
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    spark = (SparkSession.builder.master(master).appName(f"tfspark-train-{workers}-workers")
+             .config("spark.pyspark.python", python).getOrCreate())
+    spark.sparkContext.setLogLevel("WARN")
+    return spark

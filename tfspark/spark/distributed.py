@@ -1,0 +1,240 @@
+"""train_on_spark(): Keras training on the Spark cluster's executors, one barrier task per worker.
+
+Spark's barrier execution mode starts the N tasks together; each picks a free port, the tasks
+exchange host:port with allGather, and each starts a training process (tfspark.tf.worker) with
+TF_CONFIG naming all of them and CUDA_VISIBLE_DEVICES set to the GPUs Spark gave the task. A
+worker that fails fails the stage; Spark then retries the whole stage (up to
+spark.stage.maxConsecutiveAttempts), and the run goes on from its last checkpoint. This module
+never imports TensorFlow: the training process does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from tfspark.errors import OptionError, TrainingError
+from tfspark.fs import locate
+
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_.]*(Error|Exception): ")
+_TAIL = 30  # lines of a failed worker's output quoted in the error
+
+
+def train_on_spark(spark: Any, train_fn: Callable[[Any], Any], num_workers: int, *,
+                   checkpoint_dir: str | None = None, shared_paths: Iterable[str] = (),
+                   env: dict[str, str] | None = None) -> Any:
+    """Run train_fn(ctx) on num_workers Spark tasks at once under MultiWorkerMirroredStrategy.
+
+    train_fn: a picklable function of a tfspark.tf.worker.WorkerContext (ctx.strategy,
+      ctx.shard, ctx.is_chief, ctx.checkpoint(), ctx.log); it builds and compiles the model
+      under `ctx.strategy.scope()`, reads `make_dataset(..., shard=ctx.shard)` and fits. It
+      runs in a fresh Python process per worker on the executors, so it must not use the
+      SparkSession.
+    num_workers: tasks, each one replica (one GPU each where spark.task.resource.gpu.amount
+      is set, else CPU). At most the cluster's task slots (executor cores / spark.task.cpus,
+      and GPUs): barrier tasks start together or not at all.
+    checkpoint_dir: a directory every executor and the driver share (a mounted or network
+      filesystem); ctx.checkpoint() saves each epoch there, and a retried stage resumes.
+    shared_paths: paths (a data set, ...) the workers must see; checked from the executors
+      before training starts.
+    env: extra environment variables for the training processes.
+
+    Returns the chief's (worker 0's) return value. Raises OptionError before any training
+    task starts for bad arguments, too few slots, or a path the executors cannot see;
+    TrainingError when the stage failed more times than Spark retries it, quoting the failed
+    worker's last output lines.
+    """
+    if not callable(train_fn):
+        raise OptionError(f"train_fn must be a function of the worker context, got "
+                          f"{type(train_fn).__name__}")
+    if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
+        raise OptionError(f"num_workers must be a positive int, got {num_workers!r}")
+    sc = spark.sparkContext
+    slots = task_slots(sc)
+    if num_workers > slots:
+        raise OptionError(
+            f"num_workers={num_workers} but the cluster has {slots} task slot(s) (executor "
+            f"cores / spark.task.cpus, and GPUs per task): barrier tasks must all run at once; "
+            f"lower the number of workers or add executors")
+    if checkpoint_dir is not None:
+        checkpoint_dir = _local_dir(checkpoint_dir, "checkpoint_dir")
+    shared = [str(p) for p in shared_paths]
+    for p in shared:
+        locate(p)  # a bad URI fails here, with its own message
+    _check_visible(sc, shared, checkpoint_dir, slots)
+
+    from pyspark import cloudpickle
+
+    payload = cloudpickle.dumps(train_fn)
+    extra = dict(env or {})
+    job = _task(payload, num_workers, checkpoint_dir, extra)
+    rdd = sc.parallelize(range(num_workers), num_workers).barrier().mapPartitions(job)
+    sc.setJobDescription(f"tfspark train_on_spark: {num_workers} workers")
+    try:
+        out = rdd.collect()
+    except Exception as e:  # noqa: BLE001 - Py4JJavaError: the stage failed for good
+        raise TrainingError(f"distributed training failed ({num_workers} workers): "
+                            f"{_worker_error(str(e))}") from e
+    finally:
+        sc.setJobDescription(None)
+    return pickle.loads(out[0]) if out else None
+
+
+def task_slots(sc: Any) -> int:
+    """Tasks the cluster can run at once in the default resource profile."""
+    jsc = sc._jsc.sc()
+    try:
+        profile = jsc.resourceProfileManager().defaultResourceProfile()
+        return int(jsc.maxNumConcurrentTasks(profile))
+    except Exception:  # noqa: BLE001 - a Spark without that (private) method: a lower bound
+        return int(sc.defaultParallelism)
+
+
+def _local_dir(path: str, option: str) -> str:
+    loc = locate(path)
+    if not loc.is_local:
+        raise OptionError(f"{option} {path!r}: Keras saves checkpoints to files, so give a "
+                          f"directory every executor sees as files (a mounted or network "
+                          f"filesystem, e.g. /dbfs/... on Databricks), not an object-store URI")
+    local = os.path.abspath(loc.base)
+    try:
+        os.makedirs(local, exist_ok=True)
+    except OSError as e:
+        raise OptionError(f"{option} {path!r} cannot be created here: {e}") from e
+    return local
+
+
+def _check_visible(sc: Any, paths: list[str], checkpoint_dir: str | None, slots: int) -> None:
+    """Every executor sees `paths` and the driver's checkpoint_dir (a marker written here)."""
+    marker = None
+    if checkpoint_dir is not None:
+        marker = os.path.join(checkpoint_dir, f".visible-{uuid.uuid4().hex}")
+        with open(marker, "w"):
+            pass
+    wanted = paths + ([marker] if marker else [])
+    if not wanted:
+        return
+
+    def check(_: Iterable[int]) -> Iterator[tuple[str, str]]:
+        host = socket.gethostname()
+        for p in wanted:
+            try:
+                seen = locate(p).exists()
+            except Exception:  # noqa: BLE001 - e.g. no credentials on this executor
+                seen = False
+            if not seen:
+                yield host, p
+
+    try:
+        sc.setJobDescription("tfspark train_on_spark: are the paths shared?")
+        missing = sc.parallelize(range(slots), slots).mapPartitions(check).collect()
+    finally:
+        sc.setJobDescription(None)
+        if marker is not None:
+            os.remove(marker)
+    if missing:
+        host, p = missing[0]
+        what = f"checkpoint_dir {checkpoint_dir!r}" if p == marker else repr(p)
+        raise OptionError(f"the executor on {host} cannot see {what}: use a path every "
+                          f"executor shares (a mounted or network filesystem)")
+
+
+def _task(payload: bytes, num_workers: int, checkpoint_dir: str | None,
+          env: dict[str, str]) -> Callable[[Iterable[int]], Iterator[bytes]]:
+    """The barrier task: exchange addresses, start this worker's training process, wait."""
+
+    def run(_: Iterable[int]) -> Iterator[bytes]:
+        from pyspark import BarrierTaskContext
+
+        ctx = BarrierTaskContext.get()
+        index = ctx.partitionId()
+        host = ctx.getTaskInfos()[index].address.rsplit(":", 1)[0]
+        workers = ctx.allGather(f"{host}:{_free_port(host)}")
+        child_env = {**os.environ, **env, "KERAS_BACKEND": "tensorflow",
+                     "TF_CONFIG": json.dumps({"cluster": {"worker": workers},
+                                              "task": {"type": "worker", "index": index}})}
+        gpus = ctx.resources().get("gpu")
+        if gpus is not None:
+            child_env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus.addresses)
+        work = tempfile.mkdtemp(prefix="tfspark-train-")
+        try:
+            job, result = os.path.join(work, "job.pkl"), os.path.join(work, "result.pkl")
+            with open(job, "wb") as f:
+                f.write(pickle.dumps({"fn": pickle.loads(payload), "num_workers": num_workers,
+                                      "index": index, "attempt": ctx.attemptNumber(),
+                                      "checkpoint_dir": checkpoint_dir}))
+            tail = _run_worker([sys.executable, "-m", "tfspark.tf.worker", job, result],
+                               child_env, checkpoint_dir, index)
+            if tail is not None:
+                raise RuntimeError(tail)
+            if index == 0:
+                with open(result, "rb") as f:
+                    yield f.read()
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+    return run
+
+
+def _run_worker(cmd: list[str], env: dict[str, str], checkpoint_dir: str | None,
+                index: int) -> str | None:
+    """Run the training process, its output to the executor's stderr (and to
+    <checkpoint_dir>/logs/worker-<index>.log); None when it succeeded, else the error text."""
+    log = None
+    if checkpoint_dir is not None:
+        os.makedirs(os.path.join(checkpoint_dir, "logs"), exist_ok=True)
+        log = open(os.path.join(checkpoint_dir, "logs", f"worker-{index}.log"), "a")
+    tail: deque[str] = deque(maxlen=_TAIL)
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, errors="replace", start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            tail.append(line)
+            sys.stderr.write(line)
+            if log is not None:
+                log.write(line)
+                log.flush()
+        code = proc.wait()
+    finally:
+        if proc.poll() is None:  # this task was cancelled: take the training process along
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        if log is not None:
+            log.close()
+    if code == 0:
+        return None
+    how = f"killed by signal {-code}" if code < 0 else f"exited with status {code}"
+    return (f"tfspark training worker {index} {how}; its last output lines:\n"
+            + "".join(tail))
+
+
+def _free_port(host: str) -> int:
+    """A port free on this host now (the training process binds it a moment later)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("" if host in ("localhost",) else host, 0))
+        return int(s.getsockname()[1])
+
+
+def _worker_error(message: str) -> str:
+    """The part of Spark's error text that a training worker wrote."""
+    start = message.find("tfspark training worker")
+    if start < 0:  # failed before training started: the Python exception's own line
+        lines = [ln for ln in message.splitlines() if _EXCEPTION_LINE.match(ln)]
+        first = message.strip().splitlines()[0] if message.strip() else "unknown error"
+        return lines[0] if lines else first
+    text = message[start:]
+    end = text.find("\n\tat ")  # the JVM stack trace after the Python one
+    return (text if end < 0 else text[:end]).rstrip()

@@ -1,0 +1,88 @@
+"""Keras 3's model.fit under tf.distribute.MultiWorkerMirroredStrategy with several workers.
+
+Keras 3 (3.0 to at least 3.15, TensorFlow backend) cannot fit under that strategy once there is
+more than one worker (keras-team/keras#20585, tensorflow/tensorflow#72388): two helpers of its
+TF trainer reduce values with `strategy.reduce(..., axis=0)` or on whole structures, which the
+multi-worker collectives refuse ("Attempt to convert a value (PerReplica...)", "Invalid
+reduction dimension 0 for input with 0 dimensions"). `fix_keras_multiworker()` replaces those
+two helpers in the process it runs in (tfspark's training workers call it; nothing else does):
+  - the build before fit (optimizer, loss and metric state) runs this worker's own first batch
+    once instead of a mean of every worker's batches as placeholders (which also turned ragged
+    inputs dense);
+  - the per-step logs (metric results, already the same on every worker because Keras's metric
+    variables aggregate across replicas) are averaged across workers one value at a time.
+Everything else of fit is Keras's own. Other Keras versions fail with one line saying so.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tfspark.errors import OptionError
+
+_applied = False
+
+
+def fix_keras_multiworker() -> None:
+    """Make keras.Model.fit/evaluate work under a multi-worker MultiWorkerMirroredStrategy.
+
+    Idempotent. Raises OptionError when this Keras does not have the helpers it replaces (a
+    Keras release that changed them may not need the fix: check keras-team/keras#20585).
+    """
+    global _applied
+    if _applied:
+        return
+    import keras
+    import tensorflow as tf
+
+    try:
+        from keras.src.backend.tensorflow import trainer as tf_trainer
+    except ImportError as e:  # pragma: no cover - Keras 2 or a moved module
+        raise OptionError(f"Keras {keras.__version__} has no TensorFlow trainer module; "
+                          f"tfspark's multi-worker training needs Keras 3 with the TensorFlow "
+                          f"backend (KERAS_BACKEND=tensorflow)") from e
+    cls = getattr(tf_trainer, "TensorFlowTrainer", None)
+    original = getattr(tf_trainer, "reduce_per_replica", None)
+    multi = getattr(tf_trainer, "_collective_all_reduce_multi_worker", None)
+    if cls is None or original is None or multi is None \
+            or not hasattr(cls, "_maybe_symbolic_build"):
+        raise OptionError(f"Keras {keras.__version__} changed the trainer helpers tfspark "
+                          f"mends for multi-worker training; pin keras<=3.15 or check whether "
+                          f"keras-team/keras#20585 is fixed in it")
+    from keras import tree
+
+    def local(value: Any, strategy: Any) -> Any:
+        if isinstance(value, tf.distribute.DistributedValues):
+            return strategy.experimental_local_results(value)[0]
+        return value
+
+    def maybe_symbolic_build(self: Any, iterator: Any = None, data_batch: Any = None) -> None:
+        if self._distribute_strategy is None:
+            return  # built when the step function is traced, as Keras does
+        strategy = self.distribute_strategy
+        if iterator is not None:
+            for _, _, it in iterator:
+                data_batch = tree.map_structure(lambda v: local(v, strategy), next(it))
+                break
+        # Build the optimizer, loss and metrics by running this worker's batch once, eagerly,
+        # then forget the metric values (Keras's own build turns ragged inputs into dense
+        # placeholders, which pooling layers refuse).
+        x, y, weights = keras.utils.unpack_x_y_sample_weight(data_batch)
+        with strategy.scope():
+            if self.optimizer is not None and not self.optimizer.built:
+                self.optimizer.build(self.trainable_variables)
+            y_pred = self(x, training=False)
+            if y is not None:
+                self.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=weights,
+                                  training=False)
+                self.compute_metrics(x, y, y_pred, sample_weight=weights)
+            self.reset_metrics()
+
+    def reduce_per_replica(values: Any, strategy: Any, reduction: str) -> Any:
+        if reduction in ("auto", "mean") and multi(strategy):
+            return tree.map_structure(lambda v: strategy.reduce("MEAN", v, axis=None), values)
+        return original(values, strategy, reduction)
+
+    cls._maybe_symbolic_build = maybe_symbolic_build
+    tf_trainer.reduce_per_replica = reduce_per_replica
+    _applied = True

@@ -1,0 +1,109 @@
+"""EpochCheckpoint: resume a multi-worker fit from its last finished epoch, epochs counted once.
+
+Why not keras.callbacks.BackupAndRestore: in Keras 3 every worker writes the same two files in
+place (weights, then the epoch), so on a shared path workers race, a crash between the two
+leaves weights of one epoch labelled with another, and the history of the epochs before a
+restart is lost. Here the chief alone writes each epoch into a new directory, renamed into
+place when complete (`epoch-00003/`: weights, then state.json with the epoch and the history so
+far); every worker restores from the newest complete one, after checking that all workers see
+the same one (a checkpoint directory that is not shared fails at once, not as a hang).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from typing import Any
+
+from tfspark.errors import OptionError
+
+_STATE = "state.json"
+_WEIGHTS = "model.weights.h5"
+_KEEP = 2  # complete checkpoints kept: the newest, and one before it
+
+
+def latest_checkpoint(directory: str) -> tuple[int, str] | None:
+    """(epochs done, path) of the newest complete checkpoint in `directory`, or None."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return None
+    done = sorted((int(n[6:]), n) for n in names
+                  if n.startswith("epoch-") and n[6:].isdigit()
+                  and os.path.exists(os.path.join(directory, n, _STATE)))
+    if not done:
+        return None
+    epoch, name = done[-1]
+    return epoch, os.path.join(directory, name)
+
+
+def epoch_checkpoint(directory: str, *, is_chief: bool, strategy: Any = None) -> Any:
+    """A Keras callback that saves each finished epoch (chief only) and resumes from the newest.
+
+    After fit, `callback.history` is {metric: [one value per epoch]} over every epoch trained,
+    before and after restarts; `callback.resumed_from` is the epochs restored (0: a fresh start).
+    """
+    import keras
+    import tensorflow as tf
+
+    class EpochCheckpoint(keras.callbacks.Callback):
+        def __init__(self) -> None:
+            super().__init__()
+            self.directory = directory
+            self.history: dict[str, list[float]] = {}
+            self.resumed_from = 0
+
+        def on_train_begin(self, logs: Any = None) -> None:
+            found = latest_checkpoint(directory)
+            epoch = found[0] if found else 0
+            if strategy is not None and strategy.num_replicas_in_sync > 1:
+                # Every worker must restore the same epoch, or their steps never line up.
+                # Mean, then the spread around it: the same answer on every worker, so all
+                # stop together instead of some waiting for the others forever.
+                e = tf.constant(float(epoch), tf.float64)
+                mean = strategy.reduce("MEAN", e, axis=None)
+                spread = float(strategy.reduce("SUM", tf.square(e - mean), axis=None))
+                if spread > 0:
+                    raise OptionError(
+                        f"checkpoint directory {directory!r} is not the same for every worker "
+                        f"(this one sees {epoch} epochs done, the mean is {float(mean):g}): "
+                        f"give a path every worker shares (a mounted or network filesystem)")
+            self.history = {}
+            self.resumed_from = 0
+            if found is None:
+                return
+            if not self.model.built:
+                raise OptionError("build the model (keras.Input) before fit to resume it")
+            if self.model.optimizer is not None and not self.model.optimizer.built:
+                self.model.optimizer.build(self.model.trainable_variables)
+            self.model.load_weights(os.path.join(found[1], _WEIGHTS))
+            with open(os.path.join(found[1], _STATE)) as f:
+                state = json.load(f)
+            self.history = {k: list(v) for k, v in state["history"].items()}
+            self.resumed_from = epoch
+            # What Keras's own BackupAndRestore sets: fit starts at this epoch.
+            self.model._initial_epoch = epoch
+
+        def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+            for k, v in (logs or {}).items():
+                self.history.setdefault(k, []).append(float(v))
+            if is_chief:
+                self._save(epoch + 1)
+
+        def _save(self, epochs_done: int) -> None:
+            os.makedirs(directory, exist_ok=True)
+            final = os.path.join(directory, f"epoch-{epochs_done:05d}")
+            tmp = f"{final}.tmp-{os.getpid()}"
+            shutil.rmtree(tmp, ignore_errors=True)
+            os.makedirs(tmp)
+            self.model.save_weights(os.path.join(tmp, _WEIGHTS))
+            with open(os.path.join(tmp, _STATE), "w") as f:
+                json.dump({"epoch": epochs_done, "history": self.history}, f)
+            shutil.rmtree(final, ignore_errors=True)  # a rerun of an epoch saved before
+            os.rename(tmp, final)
+            for name in sorted(n for n in os.listdir(directory)
+                               if n.startswith("epoch-") and n[6:].isdigit())[:-_KEEP]:
+                shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
+
+    return EpochCheckpoint()
