@@ -30,8 +30,8 @@ if TYPE_CHECKING:  # what IDEs and type checkers see; at run time __getattr__ lo
     from tfspark.integrity import Report, verify
     from tfspark.numpy import Ragged, read_batches
     from tfspark.options import ReadOptions, WriteOptions
-    from tfspark.spark.export import WriteResult, write_tfrecords
     from tfspark.spark.distributed import train_on_spark
+    from tfspark.spark.export import WriteResult, write_tfrecords
     from tfspark.spark.source import register
     from tfspark.spec import Feature, FeatureSpec, infer_spec
     from tfspark.tf.dataset import make_dataset
@@ -68,8 +68,8 @@ _API = {
 __all__ = [  # a literal list, so linters and IDEs see the TYPE_CHECKING imports as the API
     "CorruptRecordError", "CountMismatchError", "EncodeError", "Feature", "FeatureSpec",
     "ManifestError", "MissingExtraError", "OptionError", "PooledEmbedding", "PooledMean",
-    "Ragged", "ReadOptions", "Report",
-    "SchemaError", "TfsparkError", "TrainingError", "WriteConflictError", "WriteOptions", "WriteResult",
+    "Ragged", "ReadOptions", "Report", "SchemaError", "TfsparkError", "TrainingError",
+    "WriteConflictError", "WriteOptions", "WriteResult",
     "encode_batch", "infer_spec", "keras_inputs", "keras_preprocessing", "make_dataset",
     "read_batches", "register", "train_on_spark", "verify", "write_tfrecords"]
 # Submodules reachable as attributes without an import (tfspark.manifest.read_manifest(...)).
