@@ -103,12 +103,11 @@ def task_slots(sc: Any) -> int:
 
 
 def _local_dir(path: str, option: str) -> str:
-    loc = locate(path)
-    if not loc.is_local:
+    if "://" in path and not path.startswith("file://"):
         raise OptionError(f"{option} {path!r}: Keras saves checkpoints to files, so give a "
                           f"directory every executor sees as files (a mounted or network "
                           f"filesystem, e.g. /dbfs/... on Databricks), not an object-store URI")
-    local = os.path.abspath(loc.base)
+    local = locate(path).base
     try:
         os.makedirs(local, exist_ok=True)
     except OSError as e:
@@ -172,7 +171,7 @@ def _task(payload: bytes, num_workers: int, checkpoint_dir: str | None,
         try:
             job, result = os.path.join(work, "job.pkl"), os.path.join(work, "result.pkl")
             with open(job, "wb") as f:
-                f.write(pickle.dumps({"fn": pickle.loads(payload), "num_workers": num_workers,
+                f.write(pickle.dumps({"fn": payload, "num_workers": num_workers,
                                       "index": index, "attempt": ctx.attemptNumber(),
                                       "checkpoint_dir": checkpoint_dir}))
             tail = _run_worker([sys.executable, "-m", "tfspark.tf.worker", job, result],

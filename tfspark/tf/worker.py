@@ -2,8 +2,9 @@
 
 The Spark task (tfspark.spark.distributed) starts this in a fresh process with TF_CONFIG and
 CUDA_VISIBLE_DEVICES set, because TensorFlow reads both once per process and a Spark Python
-worker is reused across tasks and stage retries. JOB is a pickle of {"fn", "num_workers",
-"index", "attempt", "checkpoint_dir"}; the chief pickles fn's return value into RESULT. The
+worker is reused across tasks and stage retries. JOB is a pickle of {"fn" (train_fn,
+cloudpickled), "num_workers", "index", "attempt", "checkpoint_dir"}; the chief pickles fn's
+return value into RESULT. The
 process ends itself when the task's process dies, so a killed or cancelled task leaves no
 training process behind.
 """
@@ -92,7 +93,7 @@ def main(argv: list[str]) -> int:
     ctx = WorkerContext(strategy, job["num_workers"], job["index"], job["attempt"],
                         job["checkpoint_dir"])
     ctx.log(f"started: {strategy.num_replicas_in_sync} replicas in sync")
-    result = job["fn"](ctx)
+    result = pickle.loads(job["fn"])(ctx)
     if ctx.is_chief:
         with open(argv[1], "wb") as f:
             pickle.dump(result, f)

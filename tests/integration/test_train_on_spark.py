@@ -1,0 +1,103 @@
+"""tfspark.train_on_spark on the local[2] session: two barrier tasks train one model together
+under MultiWorkerMirroredStrategy, the chief's value comes back; bad input fails before any
+task starts, with one line naming what to change; a failing train_fn fails with its message.
+(The loopback-cluster proofs, stage retry after a killed worker included, are in
+tests/cluster/test_train_on_spark.py.)
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+from pyspark import cloudpickle
+
+import tfspark
+from tfspark.errors import OptionError, TrainingError
+
+pytestmark = [pytest.mark.spark, pytest.mark.tf, pytest.mark.slow]
+
+# The workers cannot import this test module: its functions travel by value, as a notebook's do.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+def fit_xor_like(ctx):
+    """A small model fit on each worker's own half of synthetic data; what every worker saw."""
+    import json
+
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    rng = np.random.default_rng(ctx.index)
+    x = rng.normal(size=(2048, 4)).astype("float32")
+    y = (x[:, 0] * x[:, 1] + x[:, 2] > 0).astype("float32")
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(64)
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    with ctx.strategy.scope():
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(16, activation="relu"),
+                                  keras.layers.Dense(1, activation="sigmoid")])
+        model.compile(keras.optimizers.Adam(0.01), "binary_crossentropy", metrics=["accuracy"])
+    history = model.fit(ds.with_options(options), epochs=3, verbose=0)
+    ctx.log(f"weights sum {float(sum(w.sum() for w in model.get_weights())):.6f}")
+    return {"index": ctx.index, "is_chief": ctx.is_chief, "shard": ctx.shard,
+            "replicas": ctx.strategy.num_replicas_in_sync,
+            "tf_config": json.loads(os.environ["TF_CONFIG"]),
+            "weights": [w.tolist() for w in model.get_weights()],
+            "history": history.history}
+
+
+def test_two_barrier_tasks_train_one_model_and_the_chief_answers(spark, tmp_path):
+    ckpt = tmp_path / "ckpt"
+    got = tfspark.train_on_spark(spark, fit_xor_like, 2, checkpoint_dir=str(ckpt))
+    assert got["index"] == 0 and got["is_chief"] and got["shard"] == (2, 0)
+    assert got["replicas"] == 2
+    workers = got["tf_config"]["cluster"]["worker"]
+    assert len(workers) == 2 and len(set(workers)) == 2 and got["tf_config"]["task"]["index"] == 0
+    assert len(got["history"]["loss"]) == 3
+    assert got["history"]["loss"][-1] < got["history"]["loss"][0]
+    # Both workers ended with the same weights (one model, gradients summed across workers):
+    # each logged its sum.
+    logs = [(ckpt / "logs" / f"worker-{i}.log").read_text() for i in (0, 1)]
+    sums = [next(ln.split("weights sum ")[1] for ln in log.splitlines() if "weights sum" in ln)
+            for log in logs]
+    assert sums[0] == sums[1], sums
+    assert "[tfspark worker 1/2 attempt 0] started: 2 replicas in sync" in logs[1]
+
+
+def test_a_failing_train_fn_fails_with_its_own_message(spark):
+    def boom(ctx):
+        if ctx.index == 1:
+            raise ValueError("column 'age' is not in the data set")
+        return 1
+
+    with pytest.raises(TrainingError) as e:
+        tfspark.train_on_spark(spark, boom, 2)
+    text = str(e.value)
+    assert "tfspark training worker 1 exited with status 1" in text
+    assert "ValueError: column 'age' is not in the data set" in text
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"num_workers": 0}, "num_workers must be a positive int"),
+    ({"num_workers": "2"}, "num_workers must be a positive int"),
+    ({"num_workers": 3}, "num_workers=3 but the cluster has 2 task slot(s)"),
+    ({"num_workers": 2, "checkpoint_dir": "s3://bucket/ckpt"}, "checkpoint_dir 's3://bucket/ckpt'"),
+    ({"num_workers": 1, "train_fn": "train.py"}, "train_fn must be a function"),
+])
+def test_bad_arguments_fail_before_any_task(spark, kwargs, words):
+    args = {"train_fn": fit_xor_like, **kwargs}
+    jobs = spark.sparkContext.statusTracker().getJobIdsForGroup()
+    with pytest.raises(OptionError) as e:
+        tfspark.train_on_spark(spark, **args)
+    assert words in str(e.value)
+    assert spark.sparkContext.statusTracker().getJobIdsForGroup() == jobs  # no job ran
+
+
+def test_a_path_the_executors_cannot_see_fails_before_training(spark, tmp_path):
+    missing = tmp_path / "not-here"
+    with pytest.raises(OptionError, match=r"cannot see '.*not-here'"):
+        tfspark.train_on_spark(spark, fit_xor_like, 2, shared_paths=[str(missing)])
+    assert not (tmp_path / "ckpt").exists()
