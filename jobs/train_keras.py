@@ -1,6 +1,12 @@
-"""Train a small Keras model on a tfspark data set (no Spark needed):
+"""Train a small Keras model on a tfspark data set: in this process (no Spark needed),
 
     python jobs/train_keras.py --config conf/train.toml [--data out/ds] [--epochs 5]
+
+or on N Spark tasks at once (tfspark.train_on_spark, MultiWorkerMirroredStrategy), with the
+session spark-submit provides (its master, its executors, their GPUs):
+
+    spark-submit jobs/train_keras.py --workers 4 --data /dbfs/tfspark/ds \
+        --checkpoint-dir /dbfs/tfspark/ckpt --model-out /dbfs/tfspark/model.keras
 
 Settings are in conf/train.toml (see tfspark.cli.config.TrainConfig); flags override them.
 """
@@ -27,11 +33,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps-per-epoch", type=int, dest="steps_per_epoch")
     p.add_argument("--learning-rate", type=float, dest="learning_rate")
     p.add_argument("--model-out", dest="model_out", help="where to save the .keras model")
+    p.add_argument("--workers", type=int, help="Spark tasks to train on (default 1: here)")
+    p.add_argument("--checkpoint-dir", dest="checkpoint_dir",
+                   help="with --workers: a directory every executor shares")
     p.add_argument("--json", help="also write the results as JSON to this file")
     args = p.parse_args(argv)
     overrides = {k: v for k, v in vars(args).items() if k not in ("config", "json")}
     try:
-        result = train(load_train_config(args.config, **overrides))
+        cfg = load_train_config(args.config, **overrides)
+        if cfg.workers > 1:
+            from tfspark.cli.train_cluster import train_distributed
+
+            result = train_distributed(cfg)  # spark-submit's session, else one on cfg.master
+        else:
+            result = train(cfg)
     except (TfsparkError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

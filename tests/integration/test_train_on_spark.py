@@ -8,6 +8,7 @@ tests/cluster/test_train_on_spark.py.)
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 import pytest
@@ -64,7 +65,8 @@ def test_two_barrier_tasks_train_one_model_and_the_chief_answers(spark, tmp_path
     sums = [next(ln.split("weights sum ")[1] for ln in log.splitlines() if "weights sum" in ln)
             for log in logs]
     assert sums[0] == sums[1], sums
-    assert "[tfspark worker 1/2 attempt 0] started: 2 replicas in sync" in logs[1]
+    assert re.search(r"^\[tfspark worker 1/2 task \d+\] started: 2 replicas in sync$", logs[1],
+                     re.M), logs[1]
 
 
 def test_a_failing_train_fn_fails_with_its_own_message(spark):

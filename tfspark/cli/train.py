@@ -120,8 +120,6 @@ def train(config: TrainConfig | Mapping[str, Any],
     history = model.fit(train_ds, validation_data=val_ds, epochs=cfg.epochs,
                         steps_per_epoch=cfg.steps_per_epoch, verbose=cfg.verbose, shuffle=False,
                         callbacks=[timer] + ([resume] if resume is not None else []))
-    if resume is not None and resume.resumed_from:
-        echo(f"resumed from the checkpoint of epoch {resume.resumed_from}")
     # Every epoch once, also those trained before a restart (kept by the checkpoints).
     hist = resume.history if resume is not None else history.history
     examples = _epoch_examples(cfg, top, train_split)

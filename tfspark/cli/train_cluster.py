@@ -23,7 +23,8 @@ from tfspark.cli.train import train
 
 def train_distributed(cfg: TrainConfig, echo: Callable[[str], None] = print,
                       spark: Any = None) -> dict[str, Any]:
-    """Train on cfg.workers Spark tasks; spark: the session (None: one on cfg.master)."""
+    """Train on cfg.workers Spark tasks; spark: the session (None: spark-submit's, else one on
+    cfg.master)."""
     from tfspark.spark.distributed import train_on_spark
     from tfspark.tf.resume import latest_checkpoint
 
@@ -61,13 +62,16 @@ def _absolute(cfg: TrainConfig) -> TrainConfig:
 
 
 def _session(master: str, workers: int) -> Any:
-    """A SparkSession on `master` whose Python workers run this interpreter."""
+    """Under spark-submit its session; else one on `master` whose Python workers run this
+    interpreter."""
     from pyspark.sql import SparkSession
 
-    python = os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    if master.startswith("local"):  # else Spark warns the hostname is a loopback address
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    spark = (SparkSession.builder.master(master).appName(f"tfspark-train-{workers}-workers")
-             .config("spark.pyspark.python", python).getOrCreate())
+    builder = SparkSession.builder.appName(f"tfspark-train-{workers}-workers")
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not launched by spark-submit
+        python = os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        if master.startswith("local"):  # else Spark warns the hostname is a loopback address
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = builder.master(master).config("spark.pyspark.python", python)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark

@@ -80,7 +80,10 @@ def train_on_spark(spark: Any, train_fn: Callable[[Any], Any], num_workers: int,
     payload = cloudpickle.dumps(train_fn)
     extra = dict(env or {})
     job = _task(payload, num_workers, checkpoint_dir, extra)
-    rdd = sc.parallelize(range(num_workers), num_workers).barrier().mapPartitions(job)
+    # The barrier stage writes shuffle output that one more task collects: Spark retries a
+    # failed barrier stage only when it is a shuffle-map stage (a result stage is aborted).
+    rdd = sc.parallelize(range(num_workers), num_workers).barrier().mapPartitions(job) \
+        .repartition(1)
     sc.setJobDescription(f"tfspark train_on_spark: {num_workers} workers")
     try:
         out = rdd.collect()
@@ -172,7 +175,7 @@ def _task(payload: bytes, num_workers: int, checkpoint_dir: str | None,
             job, result = os.path.join(work, "job.pkl"), os.path.join(work, "result.pkl")
             with open(job, "wb") as f:
                 f.write(pickle.dumps({"fn": payload, "num_workers": num_workers,
-                                      "index": index, "attempt": ctx.attemptNumber(),
+                                      "index": index, "task_id": ctx.taskAttemptId(),
                                       "checkpoint_dir": checkpoint_dir}))
             tail = _run_worker([sys.executable, "-m", "tfspark.tf.worker", job, result],
                                child_env, checkpoint_dir, index)

@@ -38,11 +38,13 @@ def latest_checkpoint(directory: str) -> tuple[int, str] | None:
     return epoch, os.path.join(directory, name)
 
 
-def epoch_checkpoint(directory: str, *, is_chief: bool, strategy: Any = None) -> Any:
+def epoch_checkpoint(directory: str, *, is_chief: bool, strategy: Any = None,
+                     log: Any = None) -> Any:
     """A Keras callback that saves each finished epoch (chief only) and resumes from the newest.
 
     After fit, `callback.history` is {metric: [one value per epoch]} over every epoch trained,
     before and after restarts; `callback.resumed_from` is the epochs restored (0: a fresh start).
+    log: a function of one line, told when a checkpoint is restored.
     """
     import keras
     import tensorflow as tf
@@ -82,6 +84,8 @@ def epoch_checkpoint(directory: str, *, is_chief: bool, strategy: Any = None) ->
                 state = json.load(f)
             self.history = {k: list(v) for k, v in state["history"].items()}
             self.resumed_from = epoch
+            if log is not None:
+                log(f"resumed from the checkpoint of epoch {epoch} ({found[1]})")
             # What Keras's own BackupAndRestore sets: fit starts at this epoch.
             self.model._initial_epoch = epoch
 

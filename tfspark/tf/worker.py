@@ -3,7 +3,7 @@
 The Spark task (tfspark.spark.distributed) starts this in a fresh process with TF_CONFIG and
 CUDA_VISIBLE_DEVICES set, because TensorFlow reads both once per process and a Spark Python
 worker is reused across tasks and stage retries. JOB is a pickle of {"fn" (train_fn,
-cloudpickled), "num_workers", "index", "attempt", "checkpoint_dir"}; the chief pickles fn's
+cloudpickled), "num_workers", "index", "task_id", "checkpoint_dir"}; the chief pickles fn's
 return value into RESULT. The
 process ends itself when the task's process dies, so a killed or cancelled task leaves no
 training process behind.
@@ -30,13 +30,13 @@ class WorkerContext:
     shard: (num_workers, index), for make_dataset(..., shard=ctx.shard): each worker reads its
       own part, every worker the same number of batches.
     checkpoint_dir: the shared directory of this run's checkpoints, or None.
-    attempt: the Spark stage attempt (0 first, more after a worker failed and Spark retried).
+    task_id: the Spark task's id (new for every attempt: a retried stage runs new tasks).
     """
 
     strategy: Any
     num_workers: int
     index: int
-    attempt: int = 0
+    task_id: int = 0
     checkpoint_dir: str | None = None
 
     @property
@@ -56,11 +56,11 @@ class WorkerContext:
         from tfspark.tf.resume import epoch_checkpoint
 
         return epoch_checkpoint(self.checkpoint_dir, is_chief=self.is_chief,
-                                strategy=self.strategy)
+                                strategy=self.strategy, log=self.log)
 
     def log(self, message: str) -> None:
         """A line on this worker's log (the executor's stderr), marked with its index."""
-        print(f"[tfspark worker {self.index}/{self.num_workers} attempt {self.attempt}] "
+        print(f"[tfspark worker {self.index}/{self.num_workers} task {self.task_id}] "
               f"{message}", file=sys.stderr, flush=True)
 
 
@@ -90,7 +90,7 @@ def main(argv: list[str]) -> int:
 
     fix_keras_multiworker()
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
-    ctx = WorkerContext(strategy, job["num_workers"], job["index"], job["attempt"],
+    ctx = WorkerContext(strategy, job["num_workers"], job["index"], job["task_id"],
                         job["checkpoint_dir"])
     ctx.log(f"started: {strategy.num_replicas_in_sync} replicas in sync")
     result = pickle.loads(job["fn"])(ctx)
