@@ -7,7 +7,6 @@ finishes from its last checkpoint with every epoch counted once.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import signal
