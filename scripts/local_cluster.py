@@ -231,12 +231,18 @@ class Daemon:
 
 @dataclass
 class LocalCluster:
-    """Master + `workers` workers on 127.0.0.1, each worker with `cores` cores and `memory`."""
+    """Master + `workers` workers on 127.0.0.1, each worker with `cores` cores and `memory`.
+
+    gpus: resource "gpu" addresses each worker offers (a discovery script per worker: worker 1
+    has "0".., worker 2 the next ones), so Spark's GPU scheduling (spark.task.resource.gpu.amount,
+    TaskContext.resources()) can be exercised without GPUs; apps that ask for none ignore them.
+    """
 
     workdir: Path
     workers: int = 2
     cores: int = 1
     memory: str = "1g"
+    gpus: int = 0
     master_port: int = 0
     webui_port: int = 0
     daemons: list[Daemon] = field(default_factory=list)
@@ -282,7 +288,7 @@ class LocalCluster:
                 proc = _launch([spark_class, WORKER_CLASS, self.master_url, "--host", HOST,
                                 "--port", "0", "--webui-port", str(wport),
                                 "--cores", str(self.cores), "--memory", self.memory,
-                                "--work-dir", str(work)], log, env)
+                                "--work-dir", str(work)], log, self._worker_env(env, i))
                 self.daemons.append(Daemon(f"worker-{i}", proc.pid, str(log), wport, proc))
             n = self.workers
             self._wait(lambda s: s.get("aliveworkers", 0) >= n, deadline, None,
@@ -292,6 +298,18 @@ class LocalCluster:
             raise
         self.save()
         return self
+
+    def _worker_env(self, env: dict[str, str], i: int) -> dict[str, str]:
+        """Worker i's environment: with gpus, its own discovery script of fake addresses."""
+        if not self.gpus:
+            return env
+        addresses = [str((i - 1) * self.gpus + k) for k in range(self.gpus)]
+        script = self.workdir / f"gpus-worker-{i}.sh"
+        script.write_text("#!/bin/sh\necho '" + json.dumps({"name": "gpu",
+                                                             "addresses": addresses}) + "'\n")
+        script.chmod(0o755)
+        return {**env, "SPARK_WORKER_OPTS": f"-Dspark.worker.resource.gpu.amount={self.gpus} "
+                f"-Dspark.worker.resource.gpu.discoveryScript={script}"}
 
     def _wait(self, ready: Any, deadline: float, proc: subprocess.Popen | None, log: Path,
               give_up_on_exit: bool = False) -> bool:

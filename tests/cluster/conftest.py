@@ -2,7 +2,8 @@
 
 `local_cluster` (session): one master and two workers, separate JVMs started from the installed
 pyspark, stopped (process groups and every process they started) at the end of the session.
-`cluster_spark` (module): the driver is this pytest process, with one executor per worker.
+`cluster_spark` (module): the driver is this pytest process, with one executor per worker
+(`cluster_session` builds it; a module may build its own with more conf, e.g. GPUs).
 It is module-scoped on purpose: a process has one SparkContext, and a cluster session left
 running would be returned by the integration suite's `SparkSession.builder.getOrCreate()`.
 
@@ -69,8 +70,9 @@ def local_cluster(tmp_path_factory: pytest.TempPathFactory,
     if launcher.find_java() is None:
         pytest.skip("Java is not installed (no JAVA_HOME, no java on PATH): the standalone "
                     "cluster tests need Java 17+")
+    # One fake GPU per worker: only the apps that ask for GPUs (test_train_gpus.py) see them.
     cluster = launcher.LocalCluster(tmp_path_factory.mktemp("cluster"), workers=2, cores=1,
-                                    memory="1g")
+                                    memory="1g", gpus=1)
     started = time.perf_counter()
     cluster.start(timeout=180)
     timings["cluster_start_s"] = round(time.perf_counter() - started, 1)
@@ -83,6 +85,22 @@ def local_cluster(tmp_path_factory: pytest.TempPathFactory,
 @pytest.fixture(scope="module")
 def cluster_spark(local_cluster: Any, tmp_path_factory: pytest.TempPathFactory,
                   timings: dict[str, Any]) -> Iterator[Any]:
+    yield from cluster_session(local_cluster, tmp_path_factory, timings)
+
+
+@pytest.fixture(scope="module")
+def gpu_cluster_spark(local_cluster: Any, tmp_path_factory: pytest.TempPathFactory,
+                      timings: dict[str, Any]) -> Iterator[Any]:
+    """cluster_spark asking for one GPU per executor and per task (the cluster's fake ones)."""
+    yield from cluster_session(local_cluster, tmp_path_factory, timings, {
+        "spark.executor.resource.gpu.amount": "1", "spark.task.resource.gpu.amount": "1"})
+
+
+def cluster_session(local_cluster: Any, tmp_path_factory: pytest.TempPathFactory,
+                    timings: dict[str, Any], extra: dict[str, str] | None = None
+                    ) -> Iterator[Any]:
+    """A SparkSession driving `local_cluster` from this process (conf `extra` on top), stopped
+    with its JVM at the end."""
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
@@ -95,14 +113,15 @@ def cluster_spark(local_cluster: Any, tmp_path_factory: pytest.TempPathFactory,
         other.stop()
     builder = SparkSession.builder.appName("tfspark-cluster-tests")
     tmp = tmp_path_factory.mktemp("cluster-driver")
-    for key, value in launcher.cluster_conf(local_cluster, tmp).items():
+    conf = {**launcher.cluster_conf(local_cluster, tmp), **(extra or {})}
+    for key, value in conf.items():
         builder = builder.config(key, value)
     started = time.perf_counter()
     session = builder.getOrCreate()
     try:
         assert session.sparkContext.master == local_cluster.master_url
         launcher.wait_for_executors(session, 2)
-        timings["app_start_s"] = round(time.perf_counter() - started, 1)
+        timings.setdefault("app_start_s", round(time.perf_counter() - started, 1))
         import tfspark
 
         tfspark.register(session)
