@@ -138,3 +138,8 @@ def test_spark_reader_through_connect(connect, df, tmp_path):
     assert back.schema == df.schema
     assert back.count() == ROWS
     assert df.exceptAll(back).count() == 0 and back.exceptAll(df).count() == 0
+
+
+def test_train_on_spark_says_it_needs_a_classic_session(connect):
+    with pytest.raises(tfspark.OptionError, match=r"needs a classic SparkSession .*Spark Connect"):
+        tfspark.train_on_spark(connect, lambda ctx: None, 1)

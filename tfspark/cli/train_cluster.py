@@ -33,6 +33,8 @@ def train_distributed(cfg: TrainConfig, echo: Callable[[str], None] = print,
     if spark is None:
         spark = _session(cfg.master, cfg.workers)
     found = latest_checkpoint(cfg.checkpoint_dir)
+    if found is None:  # a fresh run: the logs of earlier runs go
+        shutil.rmtree(os.path.join(cfg.checkpoint_dir, "logs"), ignore_errors=True)
     echo(f"training on {cfg.workers} Spark tasks ({spark.sparkContext.master}); checkpoints "
          f"and worker logs in {cfg.checkpoint_dir}"
          + (f"; resuming an earlier run after its epoch {found[0]}" if found else ""))

@@ -46,10 +46,12 @@ def train_on_spark(spark: Any, train_fn: Callable[[Any], Any], num_workers: int,
       is set, else CPU). At most the cluster's task slots (executor cores / spark.task.cpus,
       and GPUs): barrier tasks start together or not at all.
     checkpoint_dir: a directory every executor and the driver share (a mounted or network
-      filesystem); ctx.checkpoint() saves each epoch there, and a retried stage resumes.
-    shared_paths: paths (a data set, ...) the workers must see; checked from the executors
-      before training starts.
-    env: extra environment variables for the training processes.
+      filesystem); ctx.checkpoint() saves each epoch there, and a retried stage resumes. The
+      workers' output is appended to <checkpoint_dir>/logs/worker-<i>.log.
+    shared_paths: paths (a data set, ...) the workers must see; checked before training starts
+      by a short job of one task per slot (and checkpoint_dir by a marker file written here).
+    env: extra environment variables for the training processes (KERAS_BACKEND is always
+      "tensorflow": the strategy is TensorFlow's).
 
     Returns the chief's (worker 0's) return value. Raises OptionError before any training
     task starts for bad arguments, too few slots, or a path the executors cannot see;
@@ -61,7 +63,16 @@ def train_on_spark(spark: Any, train_fn: Callable[[Any], Any], num_workers: int,
                           f"{type(train_fn).__name__}")
     if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
         raise OptionError(f"num_workers must be a positive int, got {num_workers!r}")
-    sc = spark.sparkContext
+    try:
+        sc = spark.sparkContext
+    except Exception as e:  # noqa: BLE001 - Spark Connect: no SparkContext, no barrier mode
+        raise OptionError("train_on_spark needs a classic SparkSession (barrier execution "
+                          "mode runs on the SparkContext, which Spark Connect sessions do not "
+                          "have): run it where spark.sparkContext works") from e
+    if sc.getConf().get("spark.dynamicAllocation.enabled", "false").lower() == "true" \
+            and not sc.master.startswith("local"):
+        raise OptionError("barrier tasks do not run under dynamic allocation: start this "
+                          "application with spark.dynamicAllocation.enabled=false")
     slots = task_slots(sc)
     if num_workers > slots:
         raise OptionError(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import warnings
 from typing import Any
 
 from tfspark.errors import OptionError
@@ -101,7 +102,10 @@ def epoch_checkpoint(directory: str, *, is_chief: bool, strategy: Any = None,
             tmp = f"{final}.tmp-{os.getpid()}"
             shutil.rmtree(tmp, ignore_errors=True)
             os.makedirs(tmp)
-            self.model.save_weights(os.path.join(tmp, _WEIGHTS))
+            with warnings.catch_warnings():
+                # Keras's saving calls np.array on TF variables, which numpy 2 flags.
+                warnings.filterwarnings("ignore", "__array__ implementation", DeprecationWarning)
+                self.model.save_weights(os.path.join(tmp, _WEIGHTS))
             with open(os.path.join(tmp, _STATE), "w") as f:
                 json.dump({"epoch": epochs_done, "history": self.history}, f)
             shutil.rmtree(final, ignore_errors=True)  # a rerun of an epoch saved before
