@@ -19,7 +19,6 @@ The source has a fixed number of partitions, so each task handles 20x more rows 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import shutil
@@ -33,17 +32,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import machine, save_json  # noqa: E402
-
-
-def _launcher() -> Any:
-    spec = importlib.util.spec_from_file_location("local_cluster",
-                                                  ROOT / "scripts" / "local_cluster.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["local_cluster"] = module
-    spec.loader.exec_module(module)
-    return module
+from common import local_cluster_module, machine, save_json  # noqa: E402
 
 
 def _status_kb(pid: int, key: str) -> int:
@@ -195,7 +184,7 @@ def main() -> None:
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    launcher = _launcher()
+    launcher = local_cluster_module()
     work = Path(args.workdir or tempfile.mkdtemp(prefix="tfspark-scale-"))
     cluster = launcher.LocalCluster(work / "cluster", workers=2, cores=1, memory="1g")
     started = time.perf_counter()

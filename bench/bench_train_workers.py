@@ -15,7 +15,6 @@ is 1 - (from memory) / (from files).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 import tempfile
 import time
@@ -26,19 +25,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT))
 
-from common import machine, save_json  # noqa: E402
+from common import local_cluster_module, machine, save_json  # noqa: E402
 
 FEATURES = 16
-
-
-def _launcher() -> Any:
-    spec = importlib.util.spec_from_file_location("local_cluster",
-                                                  ROOT / "scripts" / "local_cluster.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["local_cluster"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def fit_both(ctx: Any, data: str, batch: int, epochs: int) -> dict[str, Any]:
@@ -93,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--json")
     args = p.parse_args(argv)
-    launcher = _launcher()
+    launcher = local_cluster_module()
     import functools
 
     from pyspark.sql import SparkSession

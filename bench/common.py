@@ -92,3 +92,20 @@ def spark_table(spark, rows: int):
         *[(F.rand(10 + i) * 2e6 - 1e6).cast("long").alias(f"i{i}") for i in range(3)],
         *[F.element_at(words, (F.rand(20 + i) * 5).cast("int") + 1).alias(f"s{i}")
           for i in range(2)])
+
+
+def local_cluster_module():
+    """scripts/local_cluster.py (the loopback standalone cluster), loaded by path: no package."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    if "local_cluster" in sys.modules:
+        return sys.modules["local_cluster"]
+    path = Path(__file__).resolve().parents[1] / "scripts" / "local_cluster.py"
+    spec = importlib.util.spec_from_file_location("local_cluster", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["local_cluster"] = module  # dataclasses look their module up while defined
+    spec.loader.exec_module(module)
+    return module

@@ -98,6 +98,19 @@ def test_bad_arguments_fail_before_any_task(spark, kwargs, words):
     assert spark.sparkContext.statusTracker().getJobIdsForGroup() == jobs  # no job ran
 
 
+def test_a_train_fn_that_cannot_be_pickled_is_named(spark):
+    import threading
+
+    lock = threading.Lock()
+
+    def uses_a_lock(ctx):
+        with lock:
+            return 1
+
+    with pytest.raises(OptionError, match=r"train_fn cannot be sent to the executors"):
+        tfspark.train_on_spark(spark, uses_a_lock, 1)
+
+
 def test_a_path_the_executors_cannot_see_fails_before_training(spark, tmp_path):
     missing = tmp_path / "not-here"
     with pytest.raises(OptionError, match=r"cannot see '.*not-here'"):

@@ -88,7 +88,11 @@ def train_on_spark(spark: Any, train_fn: Callable[[Any], Any], num_workers: int,
 
     from pyspark import cloudpickle
 
-    payload = cloudpickle.dumps(train_fn)
+    try:
+        payload = cloudpickle.dumps(train_fn)
+    except Exception as e:  # noqa: BLE001 - a lock, a SparkSession, an open file in its closure
+        raise OptionError(f"train_fn cannot be sent to the executors ({e}); keep sessions, "
+                          f"locks and open files out of what it refers to") from e
     extra = dict(env or {})
     job = _task(payload, num_workers, checkpoint_dir, extra)
     # The barrier stage writes shuffle output that one more task collects: Spark retries a
