@@ -11,11 +11,13 @@ two helpers in the process it runs in (tfspark's training workers call it; nothi
     inputs dense);
   - the per-step logs (metric results, already the same on every worker because Keras's metric
     variables aggregate across replicas) are averaged across workers one value at a time.
-Everything else of fit is Keras's own. Other Keras versions fail with one line saying so.
+Everything else of fit is Keras's own. A Keras whose helpers changed is left alone, with a
+warning.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from tfspark.errors import OptionError
@@ -26,8 +28,9 @@ _applied = False
 def fix_keras_multiworker() -> None:
     """Make keras.Model.fit/evaluate work under a multi-worker MultiWorkerMirroredStrategy.
 
-    Idempotent. Raises OptionError when this Keras does not have the helpers it replaces (a
-    Keras release that changed them may not need the fix: check keras-team/keras#20585).
+    Idempotent. Raises OptionError without Keras 3's TensorFlow trainer (Keras 2, or another
+    backend). A Keras 3 whose helpers changed is left as it is, with a warning: a release that
+    changed them may have fixed keras-team/keras#20585.
     """
     global _applied
     if _applied:
@@ -46,9 +49,12 @@ def fix_keras_multiworker() -> None:
     multi = getattr(tf_trainer, "_collective_all_reduce_multi_worker", None)
     if cls is None or original is None or multi is None \
             or not hasattr(cls, "_maybe_symbolic_build"):
-        raise OptionError(f"Keras {keras.__version__} changed the trainer helpers tfspark "
-                          f"mends for multi-worker training; pin keras<=3.15 or check whether "
-                          f"keras-team/keras#20585 is fixed in it")
+        warnings.warn(f"Keras {keras.__version__} changed the trainer helpers tfspark mends "
+                      f"for multi-worker training, so they are left as they are; if fit fails "
+                      f"with 'Attempt to convert a value (PerReplica', pin keras<=3.15",
+                      RuntimeWarning, stacklevel=2)
+        _applied = True
+        return
     from keras import tree
 
     def local(value: Any, strategy: Any) -> Any:
