@@ -378,3 +378,35 @@ def test_mirrored_strategy_iterates(tf, data):
     for _x, y in strategy.experimental_distribute_dataset(ds):
         n += int(y.shape[0])
     assert n == result.splits["validation"]["rows"]
+
+
+def test_train_job_on_two_spark_workers_adapting_on_a_sample(data, spark, tmp_path):
+    """`tfspark train --workers 2` without statistics: both workers adapt on the same sample
+    (the whole split, fixed order), so they build the same model; the chief saves it."""
+    import keras
+
+    from tfspark.cli.main import main
+
+    conf = tmp_path / "train.toml"
+    out = tmp_path / "model.keras"
+    conf.write_text(f'data = "{data[0]}"\nmodel_out = "{out}"\nworkers = 2\nuse_stats = false\n'
+                    f'epochs = 2\nbatch_size = 64\nexclude = ["id"]\nhidden_units = [8]\n'
+                    f'bench_batches = 0\nverbose = 0\n')
+    assert main(["train", "--config", str(conf)]) == 0
+    model = keras.models.load_model(out)
+    x = next(iter(make_dataset(data[0], 8, split="test", label_cols=[])))
+    assert model.predict({k: x[k] for k in model.input}, verbose=0).shape == (8, 1)
+    logs = tmp_path / "model.checkpoints" / "logs"
+    chosen = []
+    for i in (0, 1):
+        text = (logs / f"worker-{i}.log").read_text()
+        assert f"worker {i} of 2: shard {i} of the train at 32 examples per step" in text
+        # What each worker took from its sample (its label mean, vocabularies, distinct counts
+        # of the ignored columns): the same lines, so the same sample.
+        chosen.append([ln.split("] ", 1)[1] for ln in text.splitlines()
+                       if "] preprocessing: adapted on 20 batches (no statistics): 640 rows, "
+                          "label mean 0." in ln
+                       or "] categorical features" in ln or "] ignored " in ln])
+        assert len(chosen[-1]) == 7, text[-3000:]
+    assert chosen[0] and chosen[0] == chosen[1], chosen
+    assert not list((tmp_path / "model.checkpoints").glob("epoch-*"))

@@ -89,7 +89,8 @@ def train(config: TrainConfig | Mapping[str, Any],
     echo(f"label {label.name!r}: {task['kind']}"
          + (f" ({task['classes']} classes)" if task["kind"] == "multiclass" else ""))
     echo("preprocessing: " + ("from the export's statistics" if stats else
-                              f"adapted on {cfg.adapt_batches} batches (no statistics)"))
+                              f"adapted on {cfg.adapt_batches} batches (no statistics): "
+                              f"{len(sample_y)} rows, label mean {float(sample_y.mean()):.6f}"))
     echo(f"numeric features ({len(numeric)}): {', '.join(f.name for f in numeric)}")
     echo(f"categorical features ({len(categorical)}): "
          + ", ".join(f"{f.name} ({len(v)} values{', ' + how[f.name] if f.name in how else ''})"
