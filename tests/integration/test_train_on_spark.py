@@ -2,7 +2,7 @@
 under MultiWorkerMirroredStrategy, the chief's value comes back; bad input fails before any
 task starts, with one line naming what to change; a failing train_fn fails with its message.
 (The loopback-cluster proofs, stage retry after a killed worker included, are in
-tests/cluster/test_train_on_spark.py.)
+tests/cluster/test_cluster_training.py.)
 """
 
 from __future__ import annotations
