@@ -111,9 +111,9 @@ def test_bad_flag_value_and_missing_config_in_process(tmp_path, capsys):
     assert main(["train", "--workers", "0"]) == 2
     assert _lines(capsys.readouterr().err) == [
         "error: key 'workers' in the command line must be an integer >= 1, got 0"]
-    assert main(["train", "--workers", "2", "--checkpoint-dir", ""]) == 2
+    assert main(["train", "--workers", "2", "--master", ""]) == 2
     assert _lines(capsys.readouterr().err) == [
-        "error: key 'checkpoint_dir' in the command line must be a non-empty string, got ''"]
+        "error: key 'master' in the command line must be a non-empty string, got ''"]
     assert main(["inspect", str(tmp_path), "--records", "-1"]) == 2
     assert _lines(capsys.readouterr().err) == ["error: --records must be >= 0, got -1"]
 

@@ -46,6 +46,7 @@ class WorkerContext:
 
     @property
     def shard(self) -> tuple[int, int]:
+        """(num_workers, index): make_dataset's shard= for this worker's part of the data."""
         return (self.num_workers, self.index)
 
     def checkpoint(self) -> Any:
@@ -78,6 +79,8 @@ def _exit_with_parent() -> None:
 
 
 def main(argv: list[str]) -> int:
+    """Run the job's train_fn under MultiWorkerMirroredStrategy; the exit status is 0 when it
+    returned (and the chief's value is in RESULT)."""
     if len(argv) != 2:
         print("usage: python -m tfspark.tf.worker JOB RESULT", file=sys.stderr)
         return 2
