@@ -4,9 +4,8 @@ The Spark task (tfspark.spark.distributed) starts this in a fresh process with T
 CUDA_VISIBLE_DEVICES set, because TensorFlow reads both once per process and a Spark Python
 worker is reused across tasks and stage retries. JOB is a pickle of {"fn" (train_fn,
 cloudpickled), "num_workers", "index", "task_id", "checkpoint_dir"}; the chief pickles fn's
-return value into RESULT. The
-process ends itself when the task's process dies, so a killed or cancelled task leaves no
-training process behind.
+return value into RESULT. The process ends itself when the task's process dies, so a killed or
+cancelled task leaves no training process behind.
 """
 
 from __future__ import annotations
