@@ -35,8 +35,9 @@ def train_distributed(cfg: TrainConfig, echo: Callable[[str], None] = print,
     found = latest_checkpoint(cfg.checkpoint_dir)
     if found is None:  # a fresh run: the logs of earlier runs go
         shutil.rmtree(os.path.join(cfg.checkpoint_dir, "logs"), ignore_errors=True)
-    echo(f"training on {cfg.workers} Spark tasks ({spark.sparkContext.master}); checkpoints "
-         f"and worker logs in {cfg.checkpoint_dir}"
+    master = spark.conf.get("spark.master", "?")  # a Connect session has no sparkContext
+    echo(f"training on {cfg.workers} Spark tasks ({master}); checkpoints and worker logs in "
+         f"{cfg.checkpoint_dir}"
          + (f"; resuming an earlier run after its epoch {found[0]}" if found else ""))
     result = train_on_spark(spark, functools.partial(_worker_train, cfg), cfg.workers,
                             checkpoint_dir=cfg.checkpoint_dir, shared_paths=[cfg.data])
