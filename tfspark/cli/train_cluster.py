@@ -26,7 +26,7 @@ def train_distributed(cfg: TrainConfig, echo: Callable[[str], None] = print,
     """Train on cfg.workers Spark tasks; spark: the session (None: spark-submit's, else one on
     cfg.master)."""
     from tfspark.spark.distributed import train_on_spark
-    from tfspark.tf.resume import latest_checkpoint
+    from tfspark.tf.resume import latest_checkpoint, remove_checkpoints
 
     cfg = _absolute(cfg)
     assert cfg.checkpoint_dir is not None
@@ -41,9 +41,7 @@ def train_distributed(cfg: TrainConfig, echo: Callable[[str], None] = print,
          + (f"; resuming an earlier run after its epoch {found[0]}" if found else ""))
     result = train_on_spark(spark, functools.partial(_worker_train, cfg), cfg.workers,
                             checkpoint_dir=cfg.checkpoint_dir, shared_paths=[cfg.data])
-    for name in os.listdir(cfg.checkpoint_dir):
-        if name.startswith("epoch-"):
-            shutil.rmtree(os.path.join(cfg.checkpoint_dir, name), ignore_errors=True)
+    remove_checkpoints(cfg.checkpoint_dir)
     echo("final: " + ", ".join(f"{k}={v:.4f}" for k, v in result["final"].items()))
     echo(f"model saved to {result['model_path']} by worker 0")
     return result

@@ -24,19 +24,33 @@ _WEIGHTS = "model.weights.h5"
 _KEEP = 2  # complete checkpoints kept: the newest, and one before it
 
 
-def latest_checkpoint(directory: str) -> tuple[int, str] | None:
-    """(epochs done, path) of the newest complete checkpoint in `directory`, or None."""
+def _checkpoints(directory: str) -> list[tuple[int, str]]:
+    """(epochs done, name) of the checkpoint directories in `directory`, oldest first; a
+    checkpoint being written (epoch-N.tmp-PID) is not one."""
     try:
         names = os.listdir(directory)
     except FileNotFoundError:
-        return None
-    done = sorted((int(n[6:]), n) for n in names
-                  if n.startswith("epoch-") and n[6:].isdigit()
-                  and os.path.exists(os.path.join(directory, n, _STATE)))
+        return []
+    return sorted((int(n[6:]), n) for n in names if n.startswith("epoch-") and n[6:].isdigit())
+
+
+def latest_checkpoint(directory: str) -> tuple[int, str] | None:
+    """(epochs done, path) of the newest complete checkpoint in `directory`, or None."""
+    done = [(e, n) for e, n in _checkpoints(directory)
+            if os.path.exists(os.path.join(directory, n, _STATE))]
     if not done:
         return None
     epoch, name = done[-1]
     return epoch, os.path.join(directory, name)
+
+
+def remove_checkpoints(directory: str) -> None:
+    """Every checkpoint in `directory`, complete or half-written (the logs stay): a finished
+    run's, so that the next run starts from scratch."""
+    if os.path.isdir(directory):
+        for name in os.listdir(directory):
+            if name.startswith("epoch-"):
+                shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
 
 
 def epoch_checkpoint(directory: str, *, is_chief: bool, strategy: Any = None,
@@ -110,8 +124,7 @@ def epoch_checkpoint(directory: str, *, is_chief: bool, strategy: Any = None,
                 json.dump({"epoch": epochs_done, "history": self.history}, f)
             shutil.rmtree(final, ignore_errors=True)  # a rerun of an epoch saved before
             os.rename(tmp, final)
-            for name in sorted(n for n in os.listdir(directory)
-                               if n.startswith("epoch-") and n[6:].isdigit())[:-_KEEP]:
+            for _, name in _checkpoints(directory)[:-_KEEP]:
                 shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
 
     return EpochCheckpoint()
