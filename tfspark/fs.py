@@ -34,6 +34,25 @@ class Location:
         """Whether this is the local filesystem (so renames are atomic)."""
         return isinstance(self.fs, pafs.LocalFileSystem)
 
+    def parent(self) -> Location | None:
+        """The directory holding base (a bucket is the top of an object store); None at the
+        top."""
+        up = posixpath.dirname(self.base)
+        if not up or up == self.base:
+            return None
+        return Location(self.fs, up, self.uri_of(up))
+
+    def child_uri(self, rel: str) -> str:
+        """base/rel in the caller's form (uri_of)."""
+        return self.uri_of(self.join(rel))
+
+    def uri_of(self, path: str) -> str:
+        """A path inside fs in the caller's form: a local path, or a URI of uri's scheme."""
+        if self.is_local:
+            return path
+        scheme = self.uri.split("://", 1)[0] if "://" in self.uri else self.fs.type_name
+        return f"{scheme}://{path}"
+
     def join(self, *parts: str) -> str:
         """The filesystem path of `parts` under base."""
         return posixpath.join(self.base, *parts)
@@ -42,6 +61,10 @@ class Location:
         """Whether base (or base/rel) exists, as a file or a directory."""
         return self.fs.get_file_info(self.join(rel) if rel else self.base).type != \
             pafs.FileType.NotFound
+
+    def is_dir(self) -> bool:
+        """Whether base is a directory (a bucket or prefix holding objects on a store)."""
+        return self.fs.get_file_info(self.base).type == pafs.FileType.Directory
 
     def is_empty(self) -> bool:
         """True when base does not exist or is an empty directory (a file is not empty)."""

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from tfspark import manifest as mf
-from tfspark.errors import OptionError, SchemaError
+from tfspark.errors import OptionError, SchemaError, TfsparkError
 from tfspark.fs import Location, locate
 from tfspark.spec.layout import rows_of, rows_per_record
 from tfspark.spec.model import FeatureSpec
@@ -37,6 +38,7 @@ class ReadPlan:
     compressions: tuple[str | None, ...] | None = None  # per file, when they differ
     rows_per_record: int = 1  # the layout: > 1 for blocks of rows (spec/layout.py)
     rows: tuple[int, ...] | None = None  # per file, block layout: rows (records are blocks)
+    spec_given: bool = False  # spec= came from the caller, not from the data set's manifest
 
     def file_compressions(self) -> tuple[str | None, ...]:
         """Each file's compression (None or "gzip")."""
@@ -50,29 +52,41 @@ class Shard:
     files: tuple[str, ...]
     compressions: tuple[str | None, ...]
     records: tuple[int, ...] | None  # this shard's records of each file; None: unknown
-    every: tuple[int, int] | None = None  # (n, i): records i, i+n, i+2n, ... of each file
-    take: int | None = None  # rows per epoch, when cut to the smallest shard's share
+    every: tuple[int, tuple[int, ...]] | None = None  # (n, starts): records s, s+n, s+2n,
+    #                                                   ... of each file, s = its start
     rows: tuple[int, ...] | None = None  # this shard's rows of each file (block layout)
+    keep: tuple[int, ...] | None = None  # even shards: rows kept of each file (the first
+    #                                      of this shard's rows of it); None: every row
+    dropped: int = 0  # rows of this shard cut so that every shard takes as many
 
     @property
     def total(self) -> int | None:
         """Rows per epoch; None when unknown."""
+        if self.keep is not None:
+            return sum(self.keep)
         if self.records is None:
             return None
-        if self.take is not None:
-            return self.take
         return sum(self.rows if self.rows is not None else self.records)
+
+    def stride(self, f: int) -> tuple[int, int]:
+        """(n, s): this shard reads records s, s+n, s+2n, ... of file f ((1, 0): all)."""
+        return (self.every[0], self.every[1][f]) if self.every else (1, 0)
+
+    def file_rows(self) -> tuple[int, ...] | None:
+        """This shard's rows of each file (before any cut); None when unknown."""
+        return self.rows if self.rows is not None else self.records
 
 
 def shard(plan: ReadPlan, shard: tuple[int, int] | None = None, even: bool = True) -> Shard:
     """The part of `plan` that worker shard=(n, i) reads; the whole plan for None.
 
     With at least n files, each worker gets whole files, assigned by record count (largest
-    first, to the worker with the fewest records), else every n-th record of each file. The
+    first, to the worker with the fewest records), else every n-th record (numbered across
+    the files in order, so that the workers' shares differ by one record at most). The
     parts are disjoint and together are everything. even=True (and known counts) cuts every
-    worker's epoch to the smallest part, so all take the same number of steps (as
-    MultiWorkerMirroredStrategy needs); the records cut are the last to arrive, which differ
-    from epoch to epoch when the file order is shuffled.
+    worker's epoch to the smallest part's rows, so all take the same number of steps (as
+    MultiWorkerMirroredStrategy needs): the rows cut are the last of the worker's files in
+    file order, the same in every epoch and in every reader; a warning says how many.
     """
     comps = plan.file_compressions()
     if shard is None:
@@ -82,12 +96,13 @@ def shard(plan: ReadPlan, shard: tuple[int, int] | None = None, even: bool = Tru
     rows = plan.rows if plan.rows is not None else counts  # what a worker's epoch counts
     totals: list[int] | None = None
     if len(plan.files) < n:  # by records
-        parts = [tuple(len(range(k, c, n)) for c in counts) for k in range(n)] if counts \
-            else None
-        row_parts = [tuple(_every_rows(c, r, plan.rows_per_record, n, k)
-                           for c, r in zip(counts, rows)) for k in range(n)] \
+        starts = [_starts(counts, n, k, len(plan.files)) for k in range(n)]
+        parts = [tuple(len(range(s, c, n)) for s, c in zip(starts[k], counts))
+                 for k in range(n)] if counts else None
+        row_parts = [tuple(_every_rows(c, r, plan.rows_per_record, n, s)
+                           for c, r, s in zip(counts, rows, starts[k])) for k in range(n)] \
             if counts and rows else None
-        mine = Shard(plan.files, comps, parts[i] if parts else None, every=(n, i),
+        mine = Shard(plan.files, comps, parts[i] if parts else None, every=(n, starts[i]),
                      rows=row_parts[i] if row_parts and plan.rows is not None else None)
         totals = [sum(p) for p in row_parts] if row_parts else None
     else:  # by files
@@ -98,9 +113,89 @@ def shard(plan: ReadPlan, shard: tuple[int, int] | None = None, even: bool = Tru
                      rows=tuple(plan.rows[f] for f in picked) if plan.rows else None)
         totals = [sum(c for c, o in zip(rows, owners) if o == k) for k in range(n)] \
             if rows else None
-    if even and totals is not None:  # every shard cut the same way: batches end with epochs
-        return replace(mine, take=min(totals))
-    return mine
+    if not even or totals is None:
+        return mine
+    take = min(totals)
+    if take == 0 and max(totals):
+        unit = "files and records" if plan.rows_per_record == 1 else "files and blocks"
+        raise OptionError(f"shard={shard!r}: some of the {n} workers get no rows (the data set "
+                          f"has too few {unit} to share), so even_shards would have every "
+                          f"worker read nothing; use fewer workers, or even_shards=False")
+    dropped = totals[i] - take
+    if dropped:
+        warnings.warn(f"even_shards: worker {i} of {n} reads {take:,} of its {totals[i]:,} "
+                      f"rows per epoch ({dropped:,} dropped, the last of its files) so that "
+                      f"every worker takes the same number of rows; even_shards=False reads "
+                      f"them all (then the workers' steps per epoch differ)", stacklevel=4)
+    return replace(mine, keep=_prefix(mine.file_rows() or (), take), dropped=dropped)
+
+
+def split_shard(part: Shard, workers: int, worker: int, rows_per_record: int) -> Shard:
+    """One of `workers` disjoint parts of `part` that together are exactly its rows (no
+    evening: DataLoader workers of one rank are not ranks of their own): whole files when
+    there are at least `workers` files, else every workers-th of the shard's records."""
+    if workers == 1:
+        return part
+    n_files = len(part.files)
+    if n_files >= workers:
+        owners = _assign(part.keep or part.file_rows(), n_files, workers)
+        picked = [f for f in range(n_files) if owners[f] == worker]
+
+        def pick(values: tuple | None) -> tuple | None:
+            return None if values is None else tuple(values[f] for f in picked)
+
+        return replace(part, files=pick(part.files) or (), compressions=pick(
+            part.compressions) or (), records=pick(part.records), rows=pick(part.rows),
+            keep=pick(part.keep), dropped=0)
+    # The shard's records, numbered across its files, every workers-th: in file f the j-th
+    # of the shard's records with j = w_f, w_f + workers, ... (its records are full but the
+    # file's last, so rows and kept rows follow as for a file).
+    ws = _starts(part.records, workers, worker, n_files)
+    strides = [part.stride(f) for f in range(n_files)]
+    every = (strides[0][0] * workers if strides else workers,
+             tuple(s + n * w for (n, s), w in zip(strides, ws)))
+    records = rows = keep = None
+    if part.records is not None:
+        records = tuple(len(range(w, r, workers)) for w, r in zip(ws, part.records))
+        per_file = part.file_rows() or ()
+        rows = tuple(_every_rows(r, t, rows_per_record, workers, w)
+                     for r, t, w in zip(part.records, per_file, ws)) \
+            if part.rows is not None else None
+        if part.keep is not None:
+            keep = tuple(_kept_every(k, rows_per_record, workers, w)
+                         for k, w in zip(part.keep, ws))
+    return replace(part, every=every, records=records, rows=rows, keep=keep, dropped=0)
+
+
+def _starts(counts: tuple[int, ...] | None, n: int, k: int, n_files: int) -> tuple[int, ...]:
+    """The first record of each file that worker k of n takes when records are numbered
+    across the files in order (each file's own k without counts)."""
+    if counts is None:
+        return (k,) * n_files
+    out, before = [], 0
+    for c in counts:
+        out.append((k - before) % n)
+        before += c
+    return tuple(out)
+
+
+def _prefix(rows: tuple[int, ...], take: int) -> tuple[int, ...]:
+    """Rows kept of each file when the first `take` rows in file order are kept."""
+    out = []
+    for r in rows:
+        out.append(min(r, take))
+        take -= out[-1]
+    return tuple(out)
+
+
+def _kept_every(kept: int, per_record: int, n: int, k: int) -> int:
+    """Of a prefix of `kept` rows over records of `per_record` rows (full but the last), the
+    rows in records k, k+n, k+2n, ..."""
+    full, part = divmod(kept, per_record)
+    rows = len(range(k, full, n)) * per_record
+    if part and full % n == k:
+        rows += part
+    return rows
 
 
 def _every_rows(records: int, rows: int, per_record: int, n: int, k: int) -> int:
@@ -134,13 +229,21 @@ def plan_read(path_or_files: Any, *, split: str | None = None,
               label_cols: Iterable[str] | str | None = None, compression: str | None = None,
               check_files: bool = True) -> ReadPlan:
     """Files, spec, compression and labels to read; errors come here, before any training.
-    check_files: every file must exist (a missing one is named in the error)."""
+    check_files: every file must exist (a missing one is named in the error). A spec given
+    here must name keys the records hold (checked on the first records)."""
+    plan = _plan(path_or_files, split, spec, label_cols, compression, check_files)
+    if spec is not None and check_files:
+        _check_spec_keys(plan)
+    return replace(plan, spec_given=spec is not None)
+
+
+def _plan(path_or_files: Any, split: str | None, spec: Any, label_cols: Any,
+          compression: str | None, check_files: bool) -> ReadPlan:
     if isinstance(path_or_files, (str, os.PathLike)):
         path = os.fspath(path_or_files)
         loc = locate(path)
         if _is_file(loc):
-            return plan_read([path], split=split, spec=spec, label_cols=label_cols,
-                             compression=compression, check_files=check_files)
+            return _plan([path], split, spec, label_cols, compression, check_files)
         return _plan_directory(path, loc, split, spec, label_cols, compression, check_files)
     if isinstance(path_or_files, (bytes, dict)) or not isinstance(path_or_files, Iterable):
         raise OptionError(f"make_dataset needs a directory or a list of TFRecord files, got "
@@ -199,6 +302,50 @@ def _plan_directory(path: str, loc: Location, split: str | None, spec: Any, labe
     rows = tuple(rows_of(e) for e in manifest.get("files", [])) if block > 1 else None
     return ReadPlan(tuple(files), feature_spec, comp, _labels(feature_spec, label_cols), counts,
                     rows_per_record=block, rows=rows)
+
+
+SPEC_CHECK_RECORDS = 100  # records looked at for the keys of a given spec
+
+
+def _check_spec_keys(plan: ReadPlan) -> None:
+    """SchemaError when none of the spec's keys is in the first records of the data: such a
+    spec would read rows of pure defaults (a spec of other files, or of other names)."""
+    from tfspark.spec.layout import value_keys
+    from tfspark.wire.example_py import record_keys
+
+    if plan.rows_per_record > 1:  # (every block has "__rows": not a key of the spec's)
+        want = {k for f in plan.spec.features for k in value_keys(f)}
+    else:
+        want = {k for f in plan.spec.features for k in f.keys}
+    seen: set[str] = set()
+    looked = 0
+    try:
+        for data in _first_records(plan, SPEC_CHECK_RECORDS):
+            seen |= record_keys(data)
+            looked += 1
+            if seen & want:
+                return
+    except (TfsparkError, OSError):  # damage or a wrong compression: the read will say so
+        return
+    if looked and not seen & want:
+        shown = sorted(seen)[:20]
+        raise SchemaError(f"the spec given names none of the keys in {plan.files[0]!r} (first "
+                          f"{looked} records): the spec has {sorted(want)[:20]}, the records "
+                          f"hold {shown}; give the spec these files were written with")
+
+
+def _first_records(plan: ReadPlan, n: int) -> Any:
+    """The data of the first n records of the plan's files, in order."""
+    from tfspark.wire.stream import read_records
+
+    for name, comp in zip(plan.files, plan.file_compressions()):
+        loc = locate(name)
+        with loc.fs.open_input_stream(loc.base, compression=None) as f:
+            for data in read_records(f, comp, path=name):
+                yield data
+                n -= 1
+                if n <= 0:
+                    return
 
 
 def _resolve_split(path: str, loc: Location, split: str | None) -> tuple[str, Location, dict]:

@@ -180,10 +180,11 @@ def race(args: argparse.Namespace) -> int:
         df = slowed(spark, start, end, rnd.get("partitions", 1))
         barrier(sync, f"start-{k}", args.role, peers)
         began = time.time()
-        outcome: dict[str, Any] = {"round": k, "role": args.role, "mode": rnd["mode"],
+        mode = rnd["modes"][args.role]
+        outcome: dict[str, Any] = {"round": k, "role": args.role, "mode": mode,
                                    "engine": rnd["engine"], "rows": [start, end]}
         try:
-            write(df, rnd["engine"], rnd["path"], rnd["mode"])
+            write(df, rnd["engine"], rnd["path"], mode)
             outcome.update(ok=True, error=None, error_type=None)
         except Exception as e:  # noqa: BLE001 - reported to the test, which judges it
             outcome.update(ok=False, error=str(e), error_type=type(e).__name__)

@@ -434,18 +434,25 @@ def test_overwrite_sweeps_only_the_writes_it_replaces(spark, tmp_path):
 HINTS = ("run it again", "use mode", "overwrite", "another path")
 
 
+# (engine, {role: mode}, rounds): the data source and write_tfrecords, every pair of modes
+RACES = [(engine, {"A": a, "B": b}, rounds) for engine, rounds in (("datasource", RACE_ROUNDS),
+                                                                   ("workflow", 1))
+         for a, b in (("errorifexists", "errorifexists"), ("append", "append"),
+                      ("overwrite", "overwrite"), ("append", "overwrite"))]
+
+
 def test_two_drivers_race_on_one_path(spark, tmp_path):
     rounds = []
-    for mode in ("errorifexists", "append", "overwrite"):
-        for r in range(RACE_ROUNDS):
+    for engine, modes, count in RACES:
+        for r in range(count):
             k = len(rounds)
-            path = tmp_path / f"{mode}-{r}"
+            path = tmp_path / f"{engine}-{modes['A']}-{modes['B']}-{r}"
             base = (k + 1) * 1_000_000
             initial = None
-            if mode != "errorifexists":  # append to / overwrite a committed data set
+            if "errorifexists" not in modes.values():  # append to / overwrite a data set
                 initial = (base + 900_000, base + 901_000)
-                write(spark, "datasource", path, *initial, mode="overwrite")
-            rounds.append({"mode": mode, "engine": "datasource", "path": str(path),
+                write(spark, engine, path, *initial, mode="overwrite")
+            rounds.append({"modes": modes, "engine": engine, "path": str(path),
                            "initial": initial, "partitions": 1,
                            "rows": {"A": [base, base + RACE_ROWS],
                                     "B": [base + 500_000, base + 500_000 + RACE_ROWS]}})
@@ -473,13 +480,17 @@ def test_two_drivers_race_on_one_path(spark, tmp_path):
 
 def _judge_round(k: int, rnd: dict[str, Any], outs: dict[str, Any]
                  ) -> tuple[dict[str, Any], list[str]]:
-    """The figures of one race round, and what broke the invariant (empty: nothing)."""
+    """The figures of one race round, and what broke the invariant (empty: nothing): the data
+    set holds what the writes told "success" made of it, applied in the order they ended."""
     problems = []
-    mode, path = rnd["mode"], Path(rnd["path"])
+    modes, path = rnd["modes"], Path(rnd["path"])
+    mode = "+".join(modes[r] for r in ROLES)
     winners = [r for r in ROLES if outs[r]["ok"]]
     losers = [r for r in ROLES if not outs[r]["ok"]]
     if not winners:
         problems.append(f"round {k} ({mode}): no write committed: {outs}")
+    if modes["A"] == modes["B"] == "errorifexists" and len(winners) != 1:
+        problems.append(f"round {k}: {len(winners)} errorifexists writes reported success")
     for r in losers:
         error = outs[r]["error"]
         if not (rnd["path"] in error and any(h in error for h in HINTS)):
@@ -487,16 +498,10 @@ def _judge_round(k: int, rnd: dict[str, Any], outs: dict[str, Any]
     cols = read_committed(str(path))
     check_values(cols)
     ids = cols["id"]
-    ranges = {r: range(*rnd["rows"][r]) for r in ROLES}
-    if mode == "append":
-        want = set(range(*rnd["initial"])).union(*(ranges[r] for r in winners))
-    else:  # one write's rows: the only winner's, or the later of two serialized ones
-        if mode == "errorifexists" and len(winners) != 1:
-            problems.append(f"round {k}: {len(winners)} errorifexists writes reported success")
-        present = [r for r in ROLES if len(ids) and int(ids[0]) in ranges[r]]
-        want = set(ranges[present[0]]) if present else set()
-        if present and present[0] not in winners:
-            problems.append(f"round {k} ({mode}): the rows are {present[0]}'s, which failed")
+    want: set[int] = set(range(*rnd["initial"])) if rnd["initial"] else set()
+    for r in sorted(winners, key=lambda r: outs[r]["ended"]):
+        rows = set(range(*rnd["rows"][r]))
+        want = want | rows if modes[r] == "append" else rows
     lost, duplicated = lost_duplicated(ids, want)
     manifest = json.loads((path / "_tfspark.json").read_text())
     listed = sorted(f["path"] for f in manifest["files"])
@@ -504,19 +509,28 @@ def _judge_round(k: int, rnd: dict[str, Any], outs: dict[str, Any]
     stray = sorted(set(on_disk) - set(listed))
     missing = sorted(set(listed) - set(on_disk))
     overlap = min(o["ended"] for o in outs.values()) - max(o["started"] for o in outs.values())
-    record = {"test": "race", "mode": mode, "round": k, "winners": winners, "losers": losers,
-              "overlap_s": round(overlap, 2),
+    record = {"test": "race", "engine": rnd["engine"], "mode": mode, "round": k,
+              "winners": winners, "losers": losers, "overlap_s": round(overlap, 2),
               "write_s": {r: round(outs[r]["ended"] - outs[r]["started"], 2) for r in ROLES},
               "loser_errors": {r: _our_message(outs[r]["error"]) for r in losers},
               "rows": int(len(ids)), "expected_rows": len(want), "lost": lost,
               "duplicated": duplicated, "stray_files": len(stray),
               "missing_files": len(missing), "writes_in_manifest": len(manifest["writes"]),
               "lock_left": [n for n in all_files(path) if "lock" in n]}
+    if rnd["engine"] == "workflow":
+        import pyarrow.parquet as pq
+
+        backup = pq.read_table(path / "_backup").column("id").to_pylist()
+        record["backup_rows"] = len(backup)
+        if sorted(backup) != sorted(int(i) for i in ids):
+            problems.append(f"round {k} ({mode}): the backup disagrees with the TFRecords")
     if overlap <= 0:
         problems.append(f"round {k}: the two writes did not run at the same time: {record}")
     if (lost, duplicated, stray, missing) != (0, 0, [], []) or not (path / "_SUCCESS").exists() \
             or manifest["records"] != len(want) or record["lock_left"]:
         problems.append(f"round {k} ({mode}): {record}")
+    if not verify(str(path)).ok:
+        problems.append(f"round {k} ({mode}): verify fails: {verify(str(path)).render()}")
     return record, problems
 
 

@@ -59,8 +59,10 @@ def test_statistics_in_the_manifest(written):
     assert set(stats["splits"]) == {"train", "test"} and stats["top_k"] == 10_000
     allx = stats["features"]["x"]
     assert allx["rows"] == N and allx["nulls"] == len(range(0, N, 11))
-    assert allx["count"] == N  # nulls counted as the default the reader fills in
-    assert len(allx["quantiles"]["values"]) == 9 and allx["min"] == -1.0
+    nulls = len(range(0, N, 11))
+    assert allx["count"] == N - nulls  # present values, as describe() and SQL count them
+    assert len(allx["quantiles"]["values"]) == 9 and allx["min"] > 0  # of present values
+    assert allx["filled"]["mean"] < allx["mean"]  # what the model sees: nulls as -1.0
     assert stats["features"]["arr"]["length"] == {"min": 0, "max": 3, "mean": 1.5}
     tr, te = stats["splits"]["train"]["cat"], stats["splits"]["test"]["cat"]
     assert tr["rows"] + te["rows"] == N
@@ -196,7 +198,7 @@ def test_data_source_opt_in_matches_the_workflow(spark, tmp_path):
         if "elements" in sb:
             assert sa["elements"] == pytest.approx(sb["elements"], rel=1e-9), name
         if "quantiles" in sb:  # the sample's deciles sit within 5% rank of the true ones
-            xs = np.sort(np.array([r[1] if r[1] is not None else -0.0 for r in rows]
+            xs = np.sort(np.array([r[1] for r in rows if r[1] is not None]  # present
                                   if name == "x" else [r[0] for r in rows] if name == "id"
                                   else [float(r[5]) for r in rows]))
             for p, v in zip(sa["quantiles"]["probabilities"], sa["quantiles"]["values"]):
@@ -218,3 +220,61 @@ def test_data_source_opt_in_matches_the_workflow(spark, tmp_path):
             .write.format("tfrecord") \
             .mode("overwrite").option("recordType", "ByteArray") \
             .option("featureStats", "true").save(str(tmp_path / "raw"))
+
+
+def test_nan_infinity_and_nulls_follow_describe_and_sql(spark, tmp_path):
+    """Issue 22 (defects 5-7): a double column with NaN, +-inf and nulls, an integer column
+    with nulls. Both statistics paths give count = non-null values, NaN and infinities counted
+    apart, moments and monotonic deciles of the finite values (as SQL AVG / VAR_POP on them),
+    `filled` for what the model sees; the layers built from them are finite."""
+    from pyspark.sql import functions as F
+
+    keras = pytest.importorskip("keras")
+    rng = np.random.default_rng(5)
+    n = 5000
+    kinds = rng.choice(["v", "nan", "inf", "-inf", "null"], n, p=[.74, .1, .05, .03, .08])
+    vals = rng.normal(50, 10, n)
+    xs = [None if k == "null" else float(k) if k in ("nan", "inf", "-inf") else float(v)
+          for k, v in zip(kinds, vals)]
+    ys = [None if i % 9 == 0 else int(i % 40) for i in range(n)]
+    df = spark.createDataFrame([(i, x, y, None) for i, (x, y) in enumerate(zip(xs, ys))],
+                               "id long, x double, y int, s string").repartition(3)
+    wf, ds = str(tmp_path / "workflow"), str(tmp_path / "source")
+    tfspark.write_tfrecords(df, wf, backup_path=str(tmp_path / "bk"), defaults={"x": 0.0})
+    tfspark.register(spark)
+    df.write.format("tfrecord").mode("overwrite").option("featureStats", "true") \
+        .option("defaults", '{"x": 0.0}').save(ds)
+    sql = df.select(F.count("x").alias("count"), F.avg("y").alias("ymean"),
+                    F.count("y").alias("ycount")).first()
+    finite = np.array([x for x in xs if x is not None and np.isfinite(x)])
+    filled = np.array([0.0 if x is None else x for x in xs if x is None or np.isfinite(x)])
+    for path in (wf, ds):
+        stats = manifest(path)["stats"]["features"]
+        x, y = stats["x"], stats["y"]
+        assert x["count"] == sql["count"] and x["nulls"] == kinds.tolist().count("null")
+        assert (x["nan"], x["pos_inf"], x["neg_inf"]) == tuple(
+            kinds.tolist().count(k) for k in ("nan", "inf", "-inf"))
+        assert x["min"] == finite.min() and x["max"] == finite.max()
+        assert x["mean"] == pytest.approx(finite.mean(), rel=1e-9)
+        assert x["variance"] == pytest.approx(finite.var(), rel=1e-9)
+        assert x["filled"]["mean"] == pytest.approx(filled.mean(), rel=1e-9)
+        assert x["filled"]["variance"] == pytest.approx(filled.var(), rel=1e-9)
+        q = x["quantiles"]["values"]
+        assert q == sorted(q) and all(np.isfinite(q))
+        for p, v in zip(x["quantiles"]["probabilities"], q):
+            assert np.quantile(finite, max(p - .05, 0)) <= v <= np.quantile(finite, p + .05)
+        assert y["count"] == sql["ycount"] and y["mean"] == pytest.approx(sql["ymean"])
+        assert "nan" not in y  # integers are never NaN
+        assert all(v is not None for v, _ in y["top"])  # top values of present values
+        with pytest.warns(UserWarning, match=r"left out 's' \(no values to build a vocab.*all "
+                                               r"5000 rows are null"):
+            layers = tfspark.keras_preprocessing(path)
+        assert "s" not in layers
+        probe = np.array([0.0, 50.0, 100.0], np.float32)
+        assert np.isfinite(np.asarray(layers["x"](probe))).all()
+        adapted = keras.layers.Normalization(axis=None)
+        adapted.adapt(filled.astype(np.float32))  # what make_dataset gives, NaN/inf aside
+        np.testing.assert_allclose(np.asarray(layers["x"](probe)), np.asarray(adapted(probe)),
+                                   rtol=1e-4, atol=1e-4)
+        with pytest.raises(tfspark.SchemaError, match="max_tokens=0"):
+            tfspark.keras_preprocessing(path, max_tokens=0)

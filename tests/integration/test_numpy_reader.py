@@ -200,6 +200,61 @@ def test_torch_dataset_shards_over_workers(tmp_path):
     assert sorted(ids) == list(range(500))
 
 
+def test_torch_workers_yield_every_row_once_on_uneven_block_files(tmp_path):
+    """Issue 22, defect 8: DataLoader workers of one process split its rows; even_shards
+    (the default) must not cut them as if they were training ranks."""
+    torch = pytest.importorskip("torch")
+    from tfspark.numpy.frameworks import torch_dataset
+
+    batch, spec = _ids_table(1589)
+    path = write_dir(str(tmp_path / "d"), batch, spec, 7, files=3)  # 530 + 530 + 529 rows
+    one = write_dir(str(tmp_path / "one"), batch.slice(0, 103), spec, 7)  # fewer files
+    for where, rows in ((path, 1589), (one, 103)):
+        for workers in (2, 3):
+            loader = torch.utils.data.DataLoader(torch_dataset(where, 50, epochs=2),
+                                                 batch_size=None, num_workers=workers)
+            ids = sorted(int(i) for _, y in loader for i in y)
+            assert ids == sorted(list(range(rows)) * 2), (where, workers)
+
+
+@pytest.mark.tf
+def test_even_shards_drop_the_same_rows_in_both_readers(tmp_path):
+    """103 rows in blocks of 7 over 13 workers (every 13th block each): both readers keep
+    the same rows of every worker, as many as the smallest worker has, say so, and their
+    len() and cardinality match."""
+    import warnings
+
+    pytest.importorskip("tensorflow")
+    batch, spec = _ids_table(103)
+    for block, files in ((7, 1), (7, 3), (1, 2)):
+        path = write_dir(str(tmp_path / f"d{block}-{files}"), batch, spec, block, files=files)
+        kept: set[int] = set()
+        sizes = set()
+        for k in range(13):
+            with warnings.catch_warnings(record=True) as said:
+                warnings.simplefilter("always")
+                reader = tfspark.read_batches(path, 4, shard=(13, k), shuffle_buffer=0,
+                                              shuffle_files=False, num_threads=1, epochs=2)
+            ours = [int(i) for _, y in reader for i in y]
+            ds = tfspark.make_dataset(path, 4, shard=(13, k), shuffle_buffer=0,
+                                      shuffle_files=False, deterministic=True, epochs=2)
+            theirs = [int(i) for _, y in ds.as_numpy_iterator() for i in y]
+            assert ours == theirs, (block, files, k)
+            assert len(reader) == int(ds.cardinality()) == -(-len(ours) // 2 // 4) * 2
+            assert ours[:len(ours) // 2] == ours[len(ours) // 2:]  # the same rows each epoch
+            sizes.add(len(ours) // 2)
+            kept |= set(ours)
+            if reader.part.dropped:
+                assert any(f"worker {k} of 13 reads" in str(w.message) and
+                           f"({reader.part.dropped:,} dropped" in str(w.message)
+                           for w in said)
+        assert len(sizes) == 1 and len(kept) == 13 * sizes.pop(), (block, files)
+    few = write_dir(str(tmp_path / "few"), batch, spec, 16)  # 7 blocks for 13 workers
+    for read in (tfspark.read_batches, tfspark.make_dataset):
+        with pytest.raises(tfspark.OptionError, match=r"some of the 13 workers get no rows"):
+            read(few, 4, shard=(13, 3))
+
+
 def test_bad_arguments(tmp_path):
     batch, spec = _ids_table(10)
     path = write_dir(str(tmp_path / "d"), batch, spec, 1)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfspark.spec import Feature, FeatureSpec
-from tfspark.spec.kinds import float_of_json as _num
+from tfspark.tf.preprocessing import normalization, vocabulary
 
 ID_SHARE = 0.5  # a string with more distinct values than this share of its rows is an id
 
@@ -74,20 +74,20 @@ def _scalar(f: Feature, s: dict[str, Any], cfg: Any, categorical: bool, out: Pla
             out.ignored[f.name] = (f"about {distinct} distinct values in {rows} rows: an id "
                                    f"or free text, not a category")
             return
-        vocab = [v for v, _ in top[:cfg.max_vocab]]
+        vocab = vocabulary(f, s, cfg.max_vocab)
         out.categorical.append((f, vocab, "onehot" if len(vocab) <= cfg.one_hot_max
                                 else "embed"))
-    elif "mean" in s and s.get("count"):
+    elif normalization(s) is not None:
         out.numeric.append((f, s))
     else:
-        out.ignored[f.name] = "no values"
+        out.ignored[f.name] = "no finite values"
 
 
 def _array(f: Feature, s: dict[str, Any], out: Plan) -> None:
-    if s.get("top") or s.get("elements"):
+    if s.get("top") or (s.get("elements") and normalization(s["elements"]) is not None):
         out.arrays.append((f, s))
     else:
-        out.ignored[f.name] = f"{f.kind} {f.dtype} array without element statistics"
+        out.ignored[f.name] = f"{f.kind} {f.dtype} array without finite element statistics"
 
 
 def model_parts(spec: FeatureSpec, p: Plan, cfg: Any) -> tuple[dict[str, Any], list[Any]]:
@@ -104,9 +104,10 @@ def model_parts(spec: FeatureSpec, p: Plan, cfg: Any) -> tuple[dict[str, Any], l
         cols = [keras.ops.reshape(keras.ops.cast(inputs[f.name], "float32"), (-1, 1))
                 for f, _ in p.numeric]
         x = cols[0] if len(cols) == 1 else keras.layers.Concatenate()(cols)
+        moments = [normalization(s) or (0.0, 1.0) for _, s in p.numeric]  # plan: all finite
         parts.append(keras.layers.Normalization(
-            mean=[_num(s["mean"]) for _, s in p.numeric],
-            variance=[_num(s["variance"]) for _, s in p.numeric], name="normalize")(x))
+            mean=[m for m, _ in moments], variance=[v for _, v in moments],
+            name="normalize")(x))
     for k, (f, vocab, how) in enumerate(p.categorical):
         ids = lookup(f, vocab, "one_hot" if how == "onehot" else "int", f"lookup_{k}")(
             inputs[f.name])

@@ -11,6 +11,7 @@ window. Each file's rows are counted against the manifest at its end.
 
 from __future__ import annotations
 
+import copy
 import os
 import queue
 import threading
@@ -24,7 +25,7 @@ from tfspark.errors import CorruptRecordError, OptionError
 from tfspark.fs import locate
 from tfspark.numpy.columns import Table, concat_tables, num_rows, slice_table, take_table
 from tfspark.numpy.decode import STRING_FORMS, NumpyDecoder
-from tfspark.read_plan import ReadPlan, Shard, check_read_args, plan_read
+from tfspark.read_plan import ReadPlan, Shard, check_read_args, plan_read, split_shard
 from tfspark.read_plan import shard as shard_plan
 from tfspark.spec.model import FeatureSpec
 from tfspark.wire.stream import stream_framed
@@ -91,6 +92,15 @@ class BatchReader:
         self.labels, self.strings = plan.labels, strings
         self._iterations = 0
 
+    def for_worker(self, workers: int, worker: int) -> BatchReader:
+        """This reader's part for one of `workers` loader workers of one process (a PyTorch
+        DataLoader's): disjoint parts that together yield each of its rows exactly once per
+        epoch (no evening between them: they feed one training rank)."""
+        part = copy.copy(self)
+        part.part = split_shard(self.part, workers, worker, self.plan.rows_per_record)
+        part._iterations = 0
+        return part
+
     def steps_per_epoch(self) -> int | None:
         """Batches per epoch, when the manifest gives the counts (batches run on across epochs,
         as make_dataset's do, unless even shards end them with each epoch)."""
@@ -104,7 +114,7 @@ class BatchReader:
         if total is None or self.epochs is None:
             raise TypeError("the number of batches is unknown: no manifest counts, or "
                             "epochs=None (repeats forever)")
-        if self.part.take is not None:  # batches end with each epoch
+        if self.part.keep is not None:  # batches end with each epoch
             return int(self.steps_per_epoch() or 0) * self.epochs
         rows = total * self.epochs
         return rows // self.batch_size if self.drop_remainder else -(-rows // self.batch_size)
@@ -120,7 +130,7 @@ class BatchReader:
                 batches, carry = self._cut(carry, rows)
                 yield from batches
             epoch += 1
-            if self.part.take is not None:  # even shards: the epoch ends its last batch
+            if self.part.keep is not None:  # even shards: the epoch ends its last batch
                 yield from self._rest(carry)
                 carry = None
         yield from self._rest(carry)
@@ -149,22 +159,16 @@ class BatchReader:
         order = list(range(len(self.part.files)))
         if self.shuffle_files and len(order) > 1:
             order = [int(i) for i in rng.permutation(len(order))]
-        limit = self.part.take  # even shards: every worker the same rows per epoch
         pending: list[Table] = []
-        have = taken = 0
+        have = 0
         chunks = self._chunks(order)
         try:
             for chunk in chunks:
-                if limit is not None:
-                    chunk = slice_table(chunk, 0, min(num_rows(chunk), limit - taken))
                 pending.append(chunk)
                 have += num_rows(chunk)
-                taken += num_rows(chunk)
                 if have >= self.buffer:
                     yield self._mix(concat_tables(pending), rng)
                     pending, have = [], 0
-                if limit is not None and taken >= limit:
-                    break  # the rest of the epoch is cut: the readers stop
         finally:
             chunks.close()  # stops the reading threads
         if have:
@@ -234,11 +238,14 @@ class BatchReader:
                 t.join(timeout=10)
 
     def _read_file(self, f: int, decoder: NumpyDecoder) -> Iterator[Table]:
-        """A file's rows in decoded chunks (this shard's records of it), then its count check."""
+        """A file's rows in decoded chunks (this shard's records of it, the first `keep` rows
+        of them with even shards), then its count check."""
         part = self.part
         name = part.files[f]
+        if part.keep is not None and part.keep[f] == 0:
+            return
         loc = locate(name)
-        every = part.every
+        n, start = part.stride(f)
         seen_records = rows = 0
         per_chunk = max(1, _CHUNK_ROWS // self.plan.rows_per_record)
 
@@ -246,10 +253,10 @@ class BatchReader:
             nonlocal seen_records
             table, sizes = decoder.decode(buf, offsets, path=name, offset=base)
             first, seen_records = seen_records, seen_records + len(sizes)
-            if every is None:
+            if n == 1 and start == 0:
                 return table
-            n, i = every
-            keep = (np.arange(first, first + len(sizes)) % n) == i
+            at = np.arange(first, first + len(sizes))
+            keep = (at >= start) & ((at - start) % n == 0)
             row_keep = np.repeat(keep, sizes)
             return take_table(table, np.flatnonzero(row_keep))
 
@@ -258,17 +265,19 @@ class BatchReader:
         except FileNotFoundError:
             raise FileNotFoundError(f"{name}: named for reading but it does not exist; the data "
                                     f"set is incomplete (deleted or moved files?)") from None
+        counts = part.file_rows()
+        whole = counts[f] if counts is not None else None
+        limit = part.keep[f] if part.keep is not None and part.keep[f] != whole else None
         with opened as raw:
             gz = part.compressions[f] == "gzip"  # the manifest's, or sniffed when planning
             stream = pa.CompressedInputStream(raw, "gzip") if gz else raw
             for table in stream_framed(stream, name, True, decode, gz, batch_records=per_chunk):
+                if limit is not None and rows + num_rows(table) >= limit:
+                    yield slice_table(table, 0, limit - rows)
+                    return  # even shards: the rest of the file is cut (not read, not counted)
                 rows += num_rows(table)
                 yield table
-        want = None
-        if part.rows is not None:
-            want = part.rows[f]
-        elif part.records is not None and self.plan.rows_per_record == 1:
-            want = part.records[f]
+        want = whole if part.rows is not None or self.plan.rows_per_record == 1 else None
         if want is not None and rows != want:
             raise CorruptRecordError(f"{name}: holds {rows} rows for this reader but the "
                                      f"manifest lists {want}; the file was changed after the "

@@ -103,6 +103,7 @@ def _row_column(ctx: RecordIndex, f: Feature, k: int, strings: str) -> Any:
                                      out.view(np.uint8), valid)
         ctx.check(code, rec, info, f, f.name, f.dtype)
         if not valid.all():
+            _check_required(ctx, f, valid)
             out[~valid] = _default(f)
         return out
     if f.kind == "ragged":
@@ -121,6 +122,8 @@ def _row_column(ctx: RecordIndex, f: Feature, k: int, strings: str) -> Any:
     width = f.shape[0] if f.shape else 1
     # A scalar with an empty list reads as absent (as the other readers take it).
     present = counts >= 0 if f.shape else counts > 0
+    if not present.all():
+        _check_required(ctx, f, present)
     bad = present & (counts != width)
     if bad.any():
         rec = int(np.argmax(bad))
@@ -135,6 +138,16 @@ def _row_column(ctx: RecordIndex, f: Feature, k: int, strings: str) -> Any:
     if width:  # shape [0]: nothing to fill
         out[present] = _leaf(f, values, strings).reshape(-1, width)
     return out if f.shape else out[:, 0]
+
+
+def _check_required(ctx: RecordIndex, f: Feature, present: np.ndarray) -> None:
+    """A record without a required feature is an error (as tf.io.parse_example makes it),
+    never a row of invented defaults."""
+    if f.required:
+        rec = int(np.argmin(present))
+        raise ctx.error(rec, f"required feature {f.name!r} is missing (the spec has it not "
+                             f"nullable and without a default); give the spec a default for "
+                             f"it, or read without it", schema=True)
 
 
 def _blocks(ctx: RecordIndex, spec: FeatureSpec, strings: str) -> tuple[Table, np.ndarray]:

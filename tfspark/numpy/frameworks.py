@@ -22,9 +22,10 @@ from tfspark.numpy.columns import Ragged
 def torch_dataset(path_or_files: Any, batch_size: int, **kwargs: Any) -> Any:
     """A torch.utils.data.IterableDataset of read_batches(path_or_files, batch_size, **kwargs)
     batches as torch tensors (strings stay object arrays of bytes; a Ragged becomes a Ragged
-    of tensors). Sharded without overlap over DataLoader workers and, when torch.distributed
-    is initialized, over ranks: shard = (world size * workers, rank * workers + worker id).
-    Give shard= yourself to override that. Needs torch."""
+    of tensors). When torch.distributed is initialized, each rank reads its shard
+    (shard=(world size, rank), evened across ranks by even_shards); the DataLoader workers of
+    a rank split the rank's shard among them, so together they yield each of its rows exactly
+    once per epoch. Give shard= yourself to override the ranks. Needs torch."""
     import torch
     from torch.utils.data import IterableDataset, get_worker_info
 
@@ -33,15 +34,15 @@ def torch_dataset(path_or_files: Any, batch_size: int, **kwargs: Any) -> Any:
     class _Batches(IterableDataset):
         def __iter__(self) -> Any:
             args = dict(kwargs)
-            if "shard" not in args:
-                info = get_worker_info()
-                workers, worker = (info.num_workers, info.id) if info is not None else (1, 0)
-                world, rank = 1, 0
-                if torch.distributed.is_available() and torch.distributed.is_initialized():
-                    world, rank = torch.distributed.get_world_size(), torch.distributed.get_rank()
-                if world * workers > 1:
-                    args["shard"] = (world * workers, rank * workers + worker)
-            for batch in read_batches(path_or_files, batch_size, **args):
+            if "shard" not in args and torch.distributed.is_available() and \
+                    torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1:
+                args["shard"] = (torch.distributed.get_world_size(),
+                                 torch.distributed.get_rank())
+            reader = read_batches(path_or_files, batch_size, **args)
+            info = get_worker_info()
+            if info is not None and info.num_workers > 1:
+                reader = reader.for_worker(info.num_workers, info.id)
+            for batch in reader:
                 yield _to_torch(torch, batch)
 
     return _Batches()

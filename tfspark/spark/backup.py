@@ -22,7 +22,6 @@ import os
 import posixpath
 import re
 import socket
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,11 +50,13 @@ class StagedBackup:
     files: tuple[str, ...] = field(default=(), compare=False)  # staged data files (path kind)
 
     @classmethod
-    def plan(cls, spark: Any, table: str | None, path: str, mode: str) -> StagedBackup:
-        """The staging of a new write to the backup `table` or, when None, directory `path`.
-        A staging directory's name says which driver made it (host and pid), so a later write
-        can tell the leftovers of dead drivers (sweep_dead) from a running write's."""
-        token = uuid.uuid4().hex[:12]
+    def plan(cls, spark: Any, table: str | None, path: str, mode: str,
+             write_id: str) -> StagedBackup:
+        """The staging of write `write_id` to the backup `table` or, when None, directory
+        `path`. A staging directory's name says which write made it, and which driver (host
+        and pid), so a later write can tell the leftovers of dead drivers (sweep_dead) from a
+        running write's."""
+        token = write_id
         publish = "append" if mode == "append" else "overwrite"
         if table:
             return cls("table", table, f"{table}{_TABLE_STAGING}{token}", publish)

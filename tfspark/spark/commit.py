@@ -41,6 +41,14 @@ class WriteAborted(Exception):
     """Raised in a task that finds its write's job aborted: it has removed its own files."""
 
 
+@dataclass(frozen=True)
+class StartedFrom:
+    """The committed version of a path that a write started from: the id of its last write,
+    None when there was no data set. The write commits only if it is still the last."""
+
+    write_id: str | None
+
+
 def write_id_of(rel: str) -> str | None:
     """The write id in a tfspark part file's name, None for any other file."""
     m = _WRITE_ID.search(rel)

@@ -24,12 +24,14 @@ from tfspark import manifest as mf
 from tfspark.errors import CountMismatchError, OptionError
 from tfspark.fs import Location, locate
 from tfspark.options import WriteOptions
+from tfspark.placement import check_placement, enclosing_data_set
 from tfspark.spark import backup as bk
 from tfspark.spark import observe, sizing
 from tfspark.spark import stats as feature_stats
+from tfspark.spark.commit import StartedFrom, new_write_id
 from tfspark.spark.tasks import write_through_tasks
 from tfspark.spark.undo import undo_on_failure
-from tfspark.spark.write import PARTITION_TYPES
+from tfspark.spark.write import PARTITION_TYPES, existing_manifest, last_write
 from tfspark.spec import FeatureSpec, infer_spec
 from tfspark.spec.layout import rows_of
 
@@ -123,55 +125,82 @@ def write_tfrecords(df: DataFrame, path: str, *, label_cols: Iterable[str] = (),
     return export(df, opts)
 
 
-@undo_on_failure
 def export(df: DataFrame, opts: WriteOptions) -> WriteResult:
-    """The stages of write_tfrecords for checked options (see the module docstring); what a
-    failure leaves is put back (backup.undo_on_failure)."""
+    """The stages of write_tfrecords for checked options (see the module docstring). The write
+    commits against the version of the path it found when it began, or fails with
+    WriteConflictError; what a failure leaves of this write is removed (undo.py)."""
     spark = df.sparkSession
     data_cols, base_spec = _check_columns(df, opts)
     loc = locate(opts.path)
+    check_placement(loc, str(opts.mode))
+    _check_backup_path(opts)
     if not loc.is_empty():
         if opts.mode == "errorifexists":
             raise OptionError(f"output path {opts.path!r} already exists; use mode='overwrite' "
                               f"to replace it, mode='append' to add to it, or another path")
         if opts.mode == "ignore":
             return WriteResult(opts.path, None, 0, 0, 0, skipped=True)
-    loc.check_writable()
-    bk.roll_forward(spark, opts.path)  # a committed write's backup that a kill left staged
-    previous = mf.read_manifest(loc) if loc.exists(mf.NAME) and opts.mode == "append" else None
-    backup = bk.StagedBackup.plan(spark, opts.backup_table,
-                                  opts.backup_path or _default_backup(loc, opts.path),
-                                  str(opts.mode))
-    if opts.backup_table and opts.mode == "errorifexists" and \
-            spark.catalog.tableExists(opts.backup_table):
-        raise OptionError(f"backup table {opts.backup_table!r} already exists; use "
-                          f"mode='overwrite' or 'append', or another backup_table")
-    backup.check_append(spark, df.schema)
-    if backup.kind == "path":
-        bk.sweep_dead(backup.target)
+    write_id = new_write_id()
+    with undo_on_failure(opts.path, write_id):
+        loc.check_writable()
+        bk.roll_forward(spark, opts.path)  # a committed write's backup that a kill left staged
+        old = existing_manifest(loc, str(opts.mode))
+        base = StartedFrom(last_write(old))  # what this write commits against
+        previous = old if opts.mode == "append" else None
+        backup = bk.StagedBackup.plan(spark, opts.backup_table,
+                                      opts.backup_path or _default_backup(loc, opts.path),
+                                      str(opts.mode), write_id)
+        if opts.backup_table and opts.mode == "errorifexists" and \
+                spark.catalog.tableExists(opts.backup_table):
+            raise OptionError(f"backup table {opts.backup_table!r} already exists; use "
+                              f"mode='overwrite' or 'append', or another backup_table")
+        backup.check_append(spark, df.schema)
+        if backup.kind == "path":
+            bk.sweep_dead(backup.target)
 
-    started = time.perf_counter()
-    try:
-        spec, facts, backup_rows, backup_done = _stage_and_write(spark, df, opts, base_spec,
-                                                                 data_cols, backup, previous)
-    except BaseException:
-        _discard_unless_committed(spark, loc, backup)
-        raise
-    manifest = mf.read_manifest(loc)
-    bk.publish(spark, loc, manifest["writes"][-1]["write_id"])
-    result = _result(opts.path, spec, manifest, backup.target, facts["rows"], backup_rows,
-                     opts.compression)
+        started = time.perf_counter()
+        try:
+            spec, facts, backup_rows, backup_done, manifest = _stage_and_write(
+                spark, df, opts, base_spec, data_cols, backup, previous, base, write_id)
+        except BaseException:
+            _discard_unless_committed(spark, loc, backup)
+            raise
+        bk.publish(spark, loc, write_id)
+        result = _result(opts.path, spec, manifest, write_id, backup.target, facts["rows"],
+                         backup_rows, opts.compression)
     result = replace(result, seconds={"backup": round(backup_done - started, 2),
                                       "tfrecords": round(time.perf_counter() - backup_done, 2)})
     log.info("%s", result.summary())
     return result
 
 
+def _check_backup_path(opts: WriteOptions) -> None:
+    """A backup directory of its own: not the output path, not around it, not inside another
+    data set (the output's own directory is fine: the default is <path>/_backup)."""
+    if not opts.backup_path:
+        return
+    backup, out = opts.backup_path.rstrip("/"), opts.path.rstrip("/")
+    if backup == out:
+        raise OptionError(f"backup_path {backup!r} is the output path itself; the parquet copy "
+                          f"needs a directory of its own: leave backup_path out (it goes to "
+                          f"{out}/_backup) or give another directory")
+    if out.startswith(backup + "/"):
+        raise OptionError(f"backup_path {backup!r} holds the output path {out!r}; replacing "
+                          f"the backup would delete the data set: give a directory outside "
+                          f"it, or leave backup_path out")
+    outer = enclosing_data_set(locate(backup))
+    if outer is not None and outer[0].rstrip("/") != out:
+        raise OptionError(f"backup_path {backup!r} is inside the tfspark data set at "
+                          f"{outer[0]!r}; give a directory outside it")
+
+
 def _stage_and_write(spark: Any, df: DataFrame, opts: WriteOptions, base_spec: FeatureSpec,
                      data_cols: list[str], backup: bk.StagedBackup,
-                     previous: dict[str, Any] | None) -> tuple[FeatureSpec, dict, int, float]:
+                     previous: dict[str, Any] | None, base: StartedFrom, write_id: str
+                     ) -> tuple[FeatureSpec, dict, int, float, dict[str, Any]]:
     """Stage the backup (observing the facts the spec needs), then write the TFRecords from
-    the staged rows; returns (spec, facts, staged rows, when the backup was done)."""
+    the staged rows; returns (spec, facts, staged rows, when the backup was done, the
+    committed manifest)."""
     obs = Observation("tfspark")
     backup_df = backup.stage(spark, df.observe(obs, *observe.metrics(base_spec)))
     facts = observe.facts(obs.get, base_spec, opts.detect_fixed_lengths)
@@ -195,8 +224,9 @@ def _stage_and_write(spark: Any, df: DataFrame, opts: WriteOptions, base_spec: F
     if opts.feature_stats and previous:  # an append: its statistics are of its own rows
         stats["features_scope"] = "last write"
     entry = backup.entry(spark, backup_rows, previous)
-    _write(spark, backup_df, backup_rows, spec, stats, entry, read, opts)
-    return spec, facts, backup_rows, backup_done
+    manifest = _write(spark, backup_df, backup_rows, spec, stats, entry, read, opts, base,
+                      write_id)
+    return spec, facts, backup_rows, backup_done, manifest
 
 
 def _check_append_facts(path: str, stored: FeatureSpec, facts: dict[str, Any]) -> None:
@@ -277,10 +307,11 @@ def _default_backup(loc: Location, path: str) -> str:
 
 def _write(spark: Any, backup_df: DataFrame, backup_rows: int, spec: FeatureSpec,
            stats: dict[str, Any], entry: dict[str, Any], footers: tuple | None,
-           opts: WriteOptions) -> None:
+           opts: WriteOptions, base: StartedFrom, write_id: str) -> dict[str, Any]:
     """The TFRecords from the backup's rows, as the data source writes them: about as many
     tasks as files of the target size (estimated from the backup's footers), each rolling its
-    files at that size on disk; the manifest gets the backup's entry."""
+    files at that size on disk; the manifest gets the backup's entry. Returns the committed
+    manifest."""
     wide = footers[1] if footers else None
     estimate = sizing.tfrecord_bytes(spec, backup_rows, footers[2], opts.compression) \
         if footers else opts.target_file_bytes
@@ -304,12 +335,12 @@ def _write(spark: Any, backup_df: DataFrame, backup_rows: int, spec: FeatureSpec
                               partition_by=opts.partition_by, spec_json=spec.to_json(indent=None),
                               null_elements=opts.null_elements, decimal_as=opts.decimal_as,
                               split_column=split_col, stats=stats, backup_entry=entry)
-        write_through_tasks(out_df, source, overwrite=opts.mode != "append")
+        mode = "errorifexists" if opts.mode == "ignore" else str(opts.mode)  # ignore: empty
+        return write_through_tasks(out_df, source, mode=mode, base=base, write_id=write_id)
 
 
-def _result(path: str, spec: FeatureSpec, manifest: dict[str, Any], backup: str,
+def _result(path: str, spec: FeatureSpec, manifest: dict[str, Any], write_id: str, backup: str,
             source_rows: int, backup_rows: int, compression: str | None) -> WriteResult:
-    write_id = manifest["writes"][-1]["write_id"]
     files = [f for f in manifest["files"] if f.get("write_id") == write_id]
     rows = sum(rows_of(f) for f in files)
     if rows != backup_rows:

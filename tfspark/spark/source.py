@@ -8,6 +8,7 @@ and ignore.
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any
 
 from pyspark.sql.datasource import DataSource
@@ -57,6 +58,10 @@ class TfsparkDataSource(TfrecordDataSource):
         return "tfspark"
 
 
+_REGISTERING = threading.Lock()
+_REGISTERED: dict[int, tuple[Any, tuple[str, ...]]] = {}
+
+
 def register(spark: Any) -> list[str]:
     """Register the source as "tfspark", and as "tfrecord" when no other source has that name.
 
@@ -68,16 +73,22 @@ def register(spark: Any) -> list[str]:
     jvm_session = getattr(spark, "_jsparkSession", None)
     if jvm_session is not None:
         spark._jvm.SparkSession.setActiveSession(jvm_session)
-    spark.dataSource.register(TfsparkDataSource)
-    names = ["tfspark"]
-    try:
-        spark.dataSource.register(TfrecordDataSource)
-        names.append("tfrecord")
-    except Exception as e:  # DATA_SOURCE_ALREADY_EXISTS from a JVM connector on the classpath
-        if "ALREADY_EXISTS" not in str(e):
-            raise
-        if not getattr(register, "_warned", False):
-            log.warning("tfspark: another data source is already named 'tfrecord' (a JVM "
-                        "connector on the classpath?); use format('tfspark') for tfspark")
-            register._warned = True  # type: ignore[attr-defined]
+    # Spark's registry checks and adds a name in two steps: two threads registering at once
+    # get DATA_SOURCE_ALREADY_EXISTS for our own source.
+    with _REGISTERING:
+        if id(spark) in _REGISTERED:  # once per session: Spark warns on each replacement
+            return list(_REGISTERED[id(spark)][1])
+        spark.dataSource.register(TfsparkDataSource)
+        names = ["tfspark"]
+        try:
+            spark.dataSource.register(TfrecordDataSource)
+            names.append("tfrecord")
+        except Exception as e:  # DATA_SOURCE_ALREADY_EXISTS: a JVM connector on the classpath
+            if "ALREADY_EXISTS" not in str(e):
+                raise
+            if not getattr(register, "_warned", False):
+                log.warning("tfspark: another data source is already named 'tfrecord' (a JVM "
+                            "connector on the classpath?); use format('tfspark') for tfspark")
+                register._warned = True  # type: ignore[attr-defined]
+        _REGISTERED[id(spark)] = (spark, tuple(names))  # the session kept: ids stay unique
     return names

@@ -10,9 +10,9 @@ Array features (1-D, 2-D and SequenceExample feature lists) get statistics of th
 too, what pooling layers need: count, min, max, mean and variance of numbers (job 1, with
 Spark's array functions, no explode), the top-K elements of string and integer arrays (job 2).
 Job 1 runs per group of 64 features on wider tables (its plan grows with every aggregate).
-Values are counted as readers give them: a null row as the spec's default (what a model sees,
-and what Keras's adapt() on the parsed data counts); "nulls" says how many there were.
-Stored in the manifest as stats["features"] = {name: {...}} (all rows) and
+Conventions in stats_rules.py: counts of present values, moments and quantiles of the finite
+ones, NaN and infinities counted apart, and `filled` for what the model sees. Stored in the
+manifest as stats["features"] = {name: {...}} (all rows) and
 stats["splits"] = {split: {name: {...}}}; what is approximate says its relative error.
 """
 
@@ -53,12 +53,28 @@ def _value(f: Feature, c: Column) -> Column:
     return c.cast("double")
 
 
-def _filled(f: Feature, v: Column) -> Column:
-    """Null rows as the reader fills them (the spec's default): what a model sees, and what
-    adapt() on the parsed data would count."""
-    if f.nullable and f.default is not None:
-        return F.coalesce(v, F.lit(float(f.default)))
-    return v
+def _finite(f: Feature, v: Column) -> Column:
+    """v where it is a finite number, null where NaN or infinite (floats only can be)."""
+    if not rules.nonfinite(f):
+        return v
+    return F.when(~F.isnan(v) & (F.abs(v) != F.lit(float("inf"))), v)
+
+
+def _is_finite(f: Feature) -> Any:
+    """A one-argument predicate for F.filter: the element is finite."""
+    def test(x: Column) -> Column:
+        return _finite(f, x).isNotNull()
+    return test
+
+
+def _nonfinite_counts(v: Column, i: int, prefix: str) -> list[Column]:
+    """Counts of NaN, +inf and -inf in v (for elements: v is their arrays, counted by size)."""
+    tests = (("nan", F.isnan), ("pinf", lambda x: x == F.lit(float("inf"))),
+             ("ninf", lambda x: x == F.lit(float("-inf"))))
+    if prefix:
+        return [F.sum(F.size(F.filter(v, test))).alias(f"{prefix}{name}{i}")
+                for name, test in tests]
+    return [F.sum(F.when(test(v), 1).otherwise(0)).alias(f"{name}{i}") for name, test in tests]
 
 
 def compute(df: DataFrame, spec: FeatureSpec, split_col: str | None,
@@ -100,23 +116,30 @@ def _aggregate(keyed: DataFrame, indexed: list[tuple[int, Feature]], split_col: 
         c = F.col(f"x{i}")
         aggs.append(F.sum(F.when(c.isNull(), 1).otherwise(0)).alias(f"n{i}"))
         if rules.numeric(f):
-            v = _filled(f, _value(f, c))
-            aggs += [F.count(v).alias(f"c{i}"), F.min(v).alias(f"lo{i}"),
-                     F.max(v).alias(f"hi{i}"), F.avg(v).alias(f"m{i}"),
-                     F.var_pop(v).alias(f"v{i}"),
-                     F.percentile_approx(v, rules.QUANTILES, QUANTILE_ACCURACY).alias(f"q{i}")]
+            v = _value(f, c)
+            fin = _finite(f, v)
+            aggs += [F.count(v).alias(f"c{i}"), F.count(fin).alias(f"fc{i}"),
+                     F.min(fin).alias(f"lo{i}"), F.max(fin).alias(f"hi{i}"),
+                     F.avg(fin).alias(f"m{i}"), F.var_pop(fin).alias(f"v{i}"),
+                     F.percentile_approx(fin, rules.QUANTILES, QUANTILE_ACCURACY)
+                     .alias(f"q{i}")]
+            if rules.nonfinite(f):
+                aggs += _nonfinite_counts(v, i, "")
         elif rules.array(f):
             size = F.when(c.isNotNull(), F.size(c))
             aggs += [F.min(size).alias(f"llo{i}"), F.max(size).alias(f"lhi{i}"),
                      F.avg(size).alias(f"lm{i}")]
             if rules.number_array(f):
                 e = F.transform(_elements(f, c), lambda x: x.cast("double"))
-                aggs += [F.sum(F.size(e)).alias(f"ec{i}"),
-                         F.sum(F.aggregate(e, F.lit(0.0), lambda a, x: a + x)).alias(f"es{i}"),
-                         F.sum(F.aggregate(e, F.lit(0.0), lambda a, x: a + x * x))
+                fe = F.filter(e, _is_finite(f))
+                aggs += [F.sum(F.size(e)).alias(f"ec{i}"), F.sum(F.size(fe)).alias(f"efc{i}"),
+                         F.sum(F.aggregate(fe, F.lit(0.0), lambda a, x: a + x)).alias(f"es{i}"),
+                         F.sum(F.aggregate(fe, F.lit(0.0), lambda a, x: a + x * x))
                          .alias(f"eq{i}"),
-                         F.min(F.array_min(e)).alias(f"elo{i}"),
-                         F.max(F.array_max(e)).alias(f"ehi{i}")]
+                         F.min(F.array_min(fe)).alias(f"elo{i}"),
+                         F.max(F.array_max(fe)).alias(f"ehi{i}")]
+                if rules.nonfinite(f):
+                    aggs += _nonfinite_counts(e, i, "e")
             elif f.dtype == "string" and rules.token_array(f):
                 aggs.append(F.max(F.array_max(F.transform(_elements(f, c), F.length)))
                             .alias(f"mc{i}"))
@@ -136,20 +159,35 @@ def _features(r: dict[str, Any], indexed: list[tuple[int, Feature]]) -> dict[str
     for i, f in indexed:
         s: dict[str, Any] = {"rows": int(r["rows"]), "nulls": int(r[f"n{i}"] or 0)}
         if f"c{i}" in r:
-            s.update(count=int(r[f"c{i}"] or 0), min=_num(r[f"lo{i}"]), max=_num(r[f"hi{i}"]),
-                     mean=_num(r[f"m{i}"]), variance=_num(r[f"v{i}"]),
-                     quantiles={"probabilities": rules.QUANTILES,
-                                "values": [_num(q) for q in r[f"q{i}"] or []]})
+            s["count"] = int(r[f"c{i}"] or 0)
+            if f"nan{i}" in r:
+                s.update(nan=int(r[f"nan{i}"] or 0), pos_inf=int(r[f"pinf{i}"] or 0),
+                         neg_inf=int(r[f"ninf{i}"] or 0))
+            finite = int(r[f"fc{i}"] or 0)
+            if finite:
+                s.update(min=_num(r[f"lo{i}"]), max=_num(r[f"hi{i}"]), mean=_num(r[f"m{i}"]),
+                         variance=_num(r[f"v{i}"]),
+                         quantiles={"probabilities": rules.QUANTILES,
+                                    "values": [_num(q) for q in r[f"q{i}"] or []]})
+            model = rules.filled(f, finite, r[f"m{i}"], r[f"v{i}"], s["nulls"])
+            if model is not None:
+                s["filled"] = {k: _num(v) for k, v in model.items()}
         if f"llo{i}" in r:
             s["length"] = {"min": r[f"llo{i}"], "max": r[f"lhi{i}"],
                            "mean": _num(r[f"lm{i}"])}
         if r.get(f"ec{i}"):
-            n = int(r[f"ec{i}"])
-            mean = float(r[f"es{i}"]) / n
-            # E[x^2] - mean^2 in float64, clamped: rounding may leave a tiny negative.
-            variance = max(float(r[f"eq{i}"]) / n - mean * mean, 0.0)
-            s["elements"] = {"count": n, "min": _num(r[f"elo{i}"]), "max": _num(r[f"ehi{i}"]),
-                             "mean": _num(mean), "variance": _num(variance)}
+            e: dict[str, Any] = {"count": int(r[f"ec{i}"])}
+            if f"enan{i}" in r:
+                e.update(nan=int(r[f"enan{i}"] or 0), pos_inf=int(r[f"epinf{i}"] or 0),
+                         neg_inf=int(r[f"eninf{i}"] or 0))
+            n = int(r[f"efc{i}"] or 0)
+            if n:
+                mean = float(r[f"es{i}"]) / n
+                # E[x^2] - mean^2 in float64, clamped: rounding may leave a tiny negative.
+                variance = max(float(r[f"eq{i}"]) / n - mean * mean, 0.0)
+                e.update(min=_num(r[f"elo{i}"]), max=_num(r[f"ehi{i}"]), mean=_num(mean),
+                         variance=_num(variance))
+            s["elements"] = e
         if f"d{i}" in r:
             s["distinct_approx"] = int(r[f"d{i}"] or 0)
         if f"mc{i}" in r:
@@ -158,11 +196,9 @@ def _features(r: dict[str, Any], indexed: list[tuple[int, Feature]]) -> dict[str
     return out
 
 
-def _filled_text(f: Feature, c: Column) -> Column:
-    text = c.cast("int").cast("string") if f.encoding == "bool" else c.cast("string")
-    if f.nullable and f.default is not None:
-        return F.coalesce(text, F.lit(str(f.default)))
-    return text
+def _text(f: Feature, c: Column) -> Column:
+    """A scalar as the text its top values are counted by (booleans as 0 and 1)."""
+    return c.cast("int").cast("string") if f.encoding == "bool" else c.cast("string")
 
 
 def _element_type(f: Feature) -> str:
@@ -191,7 +227,7 @@ def _top_values(keyed: DataFrame, spec: FeatureSpec, split_col: str | None, top_
     def tagger(name: str) -> Any:
         return lambda x: pair(name, x)
 
-    scalars = [pair(f.name, _filled_text(f, F.col(f"x{i}")))
+    scalars = [pair(f.name, _text(f, F.col(f"x{i}")))
                for i, f in cats if not rules.array(f)]
     parts = ([F.array(*scalars)] if scalars else []) + [
         F.transform(F.coalesce(_elements(f, F.col(f"x{i}")),

@@ -2,7 +2,8 @@
 merged on the driver at commit: the data source sees no DataFrame to aggregate, only each
 task's Arrow batches, so every statistic here is one that merges.
 
-    exact       rows, nulls, count, min, max, mean and variance (merged with Chan's formula),
+    exact       rows, nulls, count, NaN and infinities, min, max, mean and variance (of the
+                finite values, merged with Chan's formula), filled (stats_rules.filled),
                 lengths of arrays, the moments of array elements, top values while a task
                 has seen at most CAP_FACTOR * top_k distinct values of a feature (an integer
                 scalar with more is a number, not ids: its counting stops there)
@@ -12,8 +13,8 @@ task's Arrow batches, so every statistic here is one that merges.
                 values than the cap (each count low by at most the recorded top_count_error)
 
 The result has the layout of stats.compute (stats["features"], stats["splits"]), so
-keras_preprocessing, `tfspark stats` and `tfspark train` read either. Null rows count as the
-spec's default, as there. No pyspark here: this runs inside the writer, on Arrow.
+keras_preprocessing, `tfspark stats` and `tfspark train` read either, with the conventions of
+stats_rules.py. No pyspark here: this runs inside the writer, on Arrow.
 """
 
 from __future__ import annotations
@@ -62,8 +63,10 @@ def _add(acc: dict[str, Any], f: Feature, arr: pa.Array, st: PartialStats) -> No
     acc["nulls"] += int(n - valid.sum())
     if rules.numeric(f):
         values = _numbers(f, arr, valid)
-        _moments(acc, values)
-        _sample(acc, values, st.rng)
+        acc["count"] = acc.get("count", 0) + len(values)
+        finite = _count_nonfinite(acc, f, values)
+        _moments(acc, finite)
+        _sample(acc, finite, st.rng)
         if rules.categorical(f) and not acc.get("too_many"):  # integers and booleans
             _count(acc, pa.array(values.astype(np.int64)), st.cap)
             if acc.get("pruned"):  # more distinct ints than the cap: a number, not ids
@@ -71,8 +74,6 @@ def _add(acc: dict[str, Any], f: Feature, arr: pa.Array, st: PartialStats) -> No
                 del acc["counts"]
     elif rules.categorical(f):  # strings
         text = arr.cast(pa.large_string())  # decimals stored as text: their text
-        if f.default is not None:
-            text = pc.fill_null(text, f.default)
         _count(acc, text, st.cap)
         chars = pc.max(pc.utf8_length(text)).as_py() or 0
         acc["max_chars"] = max(acc.get("max_chars", 0), chars)
@@ -81,13 +82,21 @@ def _add(acc: dict[str, Any], f: Feature, arr: pa.Array, st: PartialStats) -> No
 
 
 def _numbers(f: Feature, arr: pa.Array, valid: np.ndarray) -> np.ndarray:
-    """A scalar column as the float64 numbers the Example stores, nulls as the default."""
+    """The present values of a scalar column as the float64 numbers the Example stores."""
     if f.encoding in ("float", "decimal"):
-        out = pc.fill_null(arr, 0).cast(pa.float64()).to_numpy(zero_copy_only=False).copy()
+        out = pc.fill_null(arr, 0).cast(pa.float64()).to_numpy(zero_copy_only=False)
     else:
         out = to_int64(f, arr).astype(np.float64)
-    out[~valid] = float(f.default) if f.default is not None else 0.0
-    return out
+    return out[valid]
+
+
+def _count_nonfinite(acc: dict[str, Any], f: Feature, x: np.ndarray) -> np.ndarray:
+    """Count x's NaN and infinities into acc (floats only); returns its finite values."""
+    if not rules.nonfinite(f):
+        return x
+    for key, hit in (("nan", np.isnan(x)), ("pos_inf", x == np.inf), ("neg_inf", x == -np.inf)):
+        acc[key] = acc.get(key, 0) + int(hit.sum())
+    return x[np.isfinite(x)]
 
 
 def _moments(acc: dict[str, Any], x: np.ndarray) -> None:
@@ -159,8 +168,10 @@ def _array(acc: dict[str, Any], f: Feature, arr: pa.Array, valid: np.ndarray,
         elements = pc.list_flatten(elements)
     elements = elements.drop_null()
     if rules.number_array(f):
-        _moments(acc.setdefault("elements", {}), elements.cast(pa.float64()).to_numpy(
-            zero_copy_only=False))
+        e = acc.setdefault("elements", {})
+        x = elements.cast(pa.float64()).to_numpy(zero_copy_only=False)
+        e["count"] = e.get("count", 0) + len(x)
+        _moments(e, _count_nonfinite(e, f, x))
     if rules.token_array(f) and f.dtype == "string":
         text = elements.cast(pa.large_string())
         _count(acc, text, st.cap)
@@ -196,21 +207,31 @@ def merge(parts: list[dict[str, Any]], spec: FeatureSpec, top_k: int,
     return out
 
 
+# counters that merge by adding
+_SUMMED = ("rows", "nulls", "count", "nan", "pos_inf", "neg_inf", "lengths", "lists", "error")
+
+
 def _merge(a: dict[str, Any] | None, b: dict[str, Any]) -> dict[str, Any]:
     if a is None:
         return {k: (dict(v) if isinstance(v, dict) else v) for k, v in b.items()}
     out = dict(a)
-    for key in ("rows", "nulls", "lengths", "lists", "error"):
+    for key in _SUMMED:
         if key in b:
             out[key] = out.get(key, 0) + b[key]
     for key, pick in (("lmin", min), ("lmax", max), ("max_chars", max)):
         if key in b:
             out[key] = pick(out[key], b[key]) if key in out else b[key]
-    if "n" in b:
+    if b.get("n"):
         out.update(_combine(out, b))
     if "elements" in b:
-        e = out.get("elements") or {}
-        out["elements"] = dict(e, **_combine(e, b["elements"])) if e else dict(b["elements"])
+        e, be = out.get("elements") or {}, b["elements"]
+        if not e:
+            out["elements"] = dict(be)
+        else:
+            both = dict(e, **{k: e.get(k, 0) + be[k] for k in _SUMMED if k in be})
+            if be.get("n"):
+                both.update(_combine(e, be))
+            out["elements"] = both
     if "sample" in b:
         values = np.concatenate([out.get("sample", np.zeros(0)), b["sample"]])
         keys = np.concatenate([out.get("keys", np.zeros(0)), b["keys"]])
@@ -242,19 +263,33 @@ def _num(x: float) -> Any:
 
 def _final(f: Feature, acc: dict[str, Any], top_k: int) -> dict[str, Any]:
     s: dict[str, Any] = {"rows": acc["rows"], "nulls": acc["nulls"]}
-    if acc.get("n") and rules.numeric(f):
-        s.update(count=acc["n"], min=_num(acc["min"]), max=_num(acc["max"]),
-                 mean=_num(acc["mean"]), variance=_num(acc["m2"] / acc["n"]))
-        sample = np.sort(acc["sample"])
-        s["quantiles"] = {"probabilities": rules.QUANTILES, "values": [
-            _num(v) for v in np.quantile(sample, rules.QUANTILES, method="inverted_cdf")]}
+    if rules.numeric(f):
+        s["count"] = acc.get("count", 0)
+        s.update({k: acc.get(k, 0) for k in ("nan", "pos_inf", "neg_inf")
+                  if rules.nonfinite(f)})
+        finite = acc.get("n", 0)
+        mean = variance = None
+        if finite:
+            mean, variance = acc["mean"], acc["m2"] / finite
+            s.update(min=_num(acc["min"]), max=_num(acc["max"]), mean=_num(mean),
+                     variance=_num(variance))
+            sample = np.sort(acc["sample"])
+            s["quantiles"] = {"probabilities": rules.QUANTILES, "values": [
+                _num(v) for v in np.quantile(sample, rules.QUANTILES, method="inverted_cdf")]}
+        model = rules.filled(f, finite, mean, variance, acc["nulls"])
+        if model is not None:
+            s["filled"] = {k: _num(v) for k, v in model.items()}
     if acc.get("lists"):
         s["length"] = {"min": acc["lmin"], "max": acc["lmax"],
                        "mean": acc["lengths"] / acc["lists"]}
     e = acc.get("elements")
-    if e and e.get("n"):
-        s["elements"] = {"count": e["n"], "min": _num(e["min"]), "max": _num(e["max"]),
-                         "mean": _num(e["mean"]), "variance": _num(e["m2"] / e["n"])}
+    if e and e.get("count"):
+        s["elements"] = {"count": e["count"]}
+        s["elements"].update({k: e.get(k, 0) for k in ("nan", "pos_inf", "neg_inf")
+                              if rules.nonfinite(f)})
+        if e.get("n"):
+            s["elements"].update(min=_num(e["min"]), max=_num(e["max"]),
+                                 mean=_num(e["mean"]), variance=_num(e["m2"] / e["n"]))
     table = acc.get("counts")
     if table is not None:
         counts = dict(zip(table.column("value").to_pylist(), table.column("n").to_pylist()))

@@ -1,9 +1,17 @@
 """Which statistics each feature gets: the rules shared by the export's Spark aggregation
 (stats.py) and the data source's task-side statistics (stats_partial.py), so both give the same
 features the same statistics. No pyspark here.
+
+Conventions (Spark describe(), SQL, TFDV): `count` is the number of non-null values; min, max,
+mean, variance and quantiles are over the present, finite values; NaN and infinities of float
+features are counted apart (`nan`, `pos_inf`, `neg_inf`); top values and distinct counts are of
+present values. What the model sees, nulls read as the spec's default, is `filled` (mean and
+variance over the finite values with each null as the default), given where nulls were filled.
 """
 
 from __future__ import annotations
+
+import math
 
 from tfspark.spec.model import Feature
 
@@ -16,6 +24,27 @@ def numeric(f: Feature) -> bool:
     """A scalar number (dates as days, timestamps as micros): moments and deciles."""
     return f.kind == "fixed" and not f.shape and f.dtype in ("int64", "float32") and \
         f.encoding in ("int", "bool", "float", "decimal", "date", "timestamp")
+
+
+def nonfinite(f: Feature) -> bool:
+    """Values may be NaN or infinite (floats and doubles): counted apart from the moments."""
+    return f.encoding == "float"
+
+
+def filled(f: Feature, count: int, mean: float | None, variance: float | None,
+           nulls: int) -> dict[str, float] | None:
+    """{"mean", "variance"} of the finite values with every null as the spec's default (what
+    a reader gives the model), from the moments of the `count` finite present values; None
+    when no null is filled in."""
+    if not nulls or f.default is None or not math.isfinite(float(f.default)):
+        return None  # (a NaN default marks nulls as missing: no finite value fills them)
+    d = float(f.default)
+    if not count or mean is None or variance is None:
+        return {"mean": d, "variance": 0.0}
+    n = count + nulls
+    m = (count * mean + nulls * d) / n
+    m2 = count * variance + (d - mean) ** 2 * count * nulls / n
+    return {"mean": m, "variance": max(m2 / n, 0.0)}
 
 
 def categorical(f: Feature) -> bool:

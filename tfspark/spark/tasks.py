@@ -20,12 +20,17 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from tfspark.options import WriteOptions
+from tfspark.spark.commit import StartedFrom
 from tfspark.spark.write import TaskCommit, plan_write
 
 
-def write_through_tasks(df: DataFrame, opts: WriteOptions, overwrite: bool) -> None:
-    """Write df as the data source would with these options (append unless overwrite)."""
-    writer = plan_write(opts, df.schema, overwrite)
+def write_through_tasks(df: DataFrame, opts: WriteOptions, *, mode: str, base: StartedFrom,
+                        write_id: str) -> dict[str, Any]:
+    """Write df as the data source would with these options, in `mode`, committing against
+    `base` (WriteConflictError if another write committed since); returns the committed
+    manifest."""
+    writer = plan_write(opts, df.schema, mode == "overwrite", mode=mode, base=base,
+                        write_id=write_id)
 
     names = df.columns
 
@@ -42,4 +47,6 @@ def write_through_tasks(df: DataFrame, opts: WriteOptions, overwrite: bool) -> N
     except BaseException:
         writer.abort([])
         raise
-    writer.commit(messages)
+    manifest = writer.commit_manifest(messages)
+    assert manifest is not None  # only mode 'ignore' on an existing path commits nothing
+    return manifest

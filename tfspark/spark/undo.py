@@ -1,31 +1,30 @@
-"""What a failed write_tfrecords leaves: nothing half-written.
+"""What a failed write_tfrecords leaves: nothing of its own, and everything of others.
 
-`undo_on_failure` puts the output path back as it was (a new one removed, files added to an old
-one removed), has the staged backup discarded (backup.py), and raises a tfspark error that came
-back from a Spark task as its own class again (`unwrapped`).
+`undo_on_failure` removes what the failed write added to the output path (its files, named by
+its write id, and the directories it made, once empty); the staged backup is discarded by the
+write itself (backup.py). Files of other writes to the same path, running or committed, are
+never touched, and a write whose manifest committed is left as committed. A tfspark error that
+came back from a Spark task is raised as its own class again (`unwrapped`).
 """
 
 from __future__ import annotations
 
-import functools
+import json
 import logging
 import posixpath
 import re
-from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
 
 import pyarrow.fs as pafs
-from pyspark.sql import DataFrame
 
 from tfspark import errors
 from tfspark import manifest as mf
 from tfspark.errors import TfsparkError
-from tfspark.fs import locate
-from tfspark.options import WriteOptions
+from tfspark.fs import Location, locate
 
 log = logging.getLogger("tfspark")
-R = TypeVar("R")
 
 # A tfspark error raised in a Spark task or in the data source on the driver reaches the caller
 # inside a Spark exception, as the line "tfspark.<module>.<Class>: <message>" of its text.
@@ -48,67 +47,67 @@ def unwrapped(e: BaseException) -> BaseException:
 
 @dataclass
 class _Before:
-    """A path as it was before write_tfrecords: its files and directories, and its manifest."""
+    """A path as it was before write_tfrecords: whether it existed, and its entries."""
 
     path: str
     existed: bool
     entries: set[str]
-    manifest: bytes | None
 
     @classmethod
-    def take(cls, path: Any, mode: str) -> _Before | None:
-        """None when a failure must leave the path alone (overwrite of data) or it is unusable."""
+    def take(cls, path: str) -> _Before | None:
+        """None when the path is unusable (the write itself will say so)."""
         try:
             loc = locate(path)
             if not loc.exists():
-                return cls(path, False, set(), None)
-            if mode == "overwrite" and not loc.is_empty():
-                return None
+                return cls(path, False, set())
             infos = loc.fs.get_file_info(pafs.FileSelector(loc.base, recursive=True))
-            manifest = loc.read_bytes(mf.NAME) if loc.exists(mf.NAME) else None
-            return cls(path, True, {posixpath.relpath(i.path, loc.base) for i in infos},
-                       manifest)
-        except (OSError, ValueError):  # a file, a bad URI: the write itself will say so
+            return cls(path, True, {posixpath.relpath(i.path, loc.base) for i in infos})
+        except (OSError, ValueError):
             return None
 
-    def put_back(self) -> None:
-        """Remove what the failed write added (not after it committed a manifest to old data)."""
+    def put_back(self, write_id: str) -> None:
+        """Remove what write `write_id` added, unless its manifest committed."""
         loc = locate(self.path)
-        if not self.existed:
-            loc.delete_all()
-            return
-        if (loc.read_bytes(mf.NAME) if loc.exists(mf.NAME) else None) != self.manifest:
+        if not loc.exists() or _committed(loc, write_id):
             return
         infos = loc.fs.get_file_info(pafs.FileSelector(loc.base, recursive=True))
         new = [i for i in infos if posixpath.relpath(i.path, loc.base) not in self.entries]
-        for i in sorted(new, key=lambda i: i.path.count("/"), reverse=True):
-            if i.type == pafs.FileType.File:
+        for i in new:  # this write's files carry its id (part files, task markers, staging)
+            if i.type == pafs.FileType.File and write_id in i.path[len(loc.base):]:
                 loc.fs.delete_file(i.path)
-            elif not loc.fs.get_file_info(pafs.FileSelector(i.path)):
-                loc.fs.delete_dir(i.path)
+        dirs = [i.path for i in new if i.type == pafs.FileType.Directory]
+        if not self.existed:
+            dirs.append(loc.base)
+        for d in sorted(dirs, key=lambda p: p.count("/"), reverse=True):  # deepest first
+            if loc.fs.get_file_info(d).type == pafs.FileType.Directory and \
+                    not loc.fs.get_file_info(pafs.FileSelector(d)):
+                loc.fs.delete_dir(d)
 
 
-def undo_on_failure(fn: Callable[..., R]) -> Callable[..., R]:
-    """A failed write_tfrecords leaves nothing half-written: the output path is put back as it
-    was (a new one removed, files added to an old one removed; an overwrite of existing data
-    leaves it to the data source's abort). The backup is staged, so the write discards it
-    itself. A tfspark error raised in a Spark task is raised again as its own class."""
+def _committed(loc: Location, write_id: str) -> bool:
+    """Whether the manifest at loc names write `write_id` (it committed)."""
+    try:
+        doc = json.loads(loc.read_bytes(mf.NAME))
+        return any(w.get("write_id") == write_id for w in doc.get("writes") or [])
+    except (OSError, ValueError, AttributeError):
+        return False
 
-    @functools.wraps(fn)
-    def write(df: DataFrame, opts: WriteOptions) -> R:
-        before = _Before.take(opts.path, str(opts.mode))
+
+@contextmanager
+def undo_on_failure(path: str, write_id: str) -> Iterator[None]:
+    """Around write `write_id` to `path`: on failure, remove what it added there (module
+    docstring) and raise a tfspark error that came back from a Spark task as its own class."""
+    before = _Before.take(path)
+    try:
+        yield
+    except BaseException as e:
         try:
-            return fn(df, opts)
-        except BaseException as e:
-            try:
-                if before is not None:
-                    before.put_back()
-            except Exception as cleanup:  # noqa: BLE001 - report the write's own error
-                log.warning("tfspark: could not remove what the failed write left at %s: %s",
-                            opts.path, cleanup)
-            err = unwrapped(e)
-            if err is e:
-                raise
-            raise err from e
-
-    return write
+            if before is not None:
+                before.put_back(write_id)
+        except Exception as cleanup:  # noqa: BLE001 - report the write's own error
+            log.warning("tfspark: could not remove what the failed write left at %s: %s",
+                        path, cleanup)
+        err = unwrapped(e)
+        if err is e:
+            raise
+        raise err from e

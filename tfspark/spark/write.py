@@ -20,8 +20,10 @@ from tfspark import manifest as mf
 from tfspark.errors import ManifestError, OptionError, SchemaError, WriteConflictError
 from tfspark.fs import Location, locate
 from tfspark.options import WriteOptions
+from tfspark.placement import check_placement
 from tfspark.spark.commit import (
     PART_FILE,
+    StartedFrom,
     TaskGuard,
     commit_lock,
     conflict_message,
@@ -48,20 +50,35 @@ class TaskCommit(WriterCommitMessage):
     stats: dict[str, Any] | None = None  # featureStats: this task's (stats_partial.py)
 
 
-def plan_write(opts: WriteOptions, schema: StructType, overwrite: bool) -> TfrecordWriter:
-    """Everything that can be checked on the driver, before a task runs."""
-    mode = "overwrite" if overwrite else (opts.mode or "append")
-    if overwrite and opts.mode not in (None, "overwrite"):
-        raise OptionError(f"option mode={opts.mode!r} contradicts Spark's .mode('overwrite'); "
-                          f"drop one of them")
+def plan_write(opts: WriteOptions, schema: StructType, overwrite: bool, *,
+               mode: str | None = None, base: StartedFrom | None = None,
+               write_id: str | None = None) -> TfrecordWriter:
+    """Everything that can be checked on the driver, before a task runs.
+
+    The data source passes Spark's save mode (`overwrite`) and the `mode` option; the write
+    starts from the data set as it is now. write_tfrecords passes its own `mode`, the `base`
+    it checked the path against when it began (the write commits against that version or
+    fails with WriteConflictError) and its `write_id`.
+    """
+    if mode is None:
+        mode = "overwrite" if overwrite else (opts.mode or "append")
+        if overwrite and opts.mode not in (None, "overwrite"):
+            raise OptionError(f"option mode={opts.mode!r} contradicts Spark's "
+                              f".mode('overwrite'); drop one of them")
     loc = locate(opts.path)
     skip = False
-    old = _existing(loc, mode)
-    if mode == "errorifexists" and not loc.is_empty():
-        raise OptionError(f"output path {opts.path!r} already exists and is not empty; use mode "
-                          f"'overwrite' to replace it, 'append' to add to it, or another path")
-    if mode == "ignore" and not loc.is_empty():
-        skip = True
+    old = existing_manifest(loc, mode)
+    if base is None:  # the data source: the path as it is now
+        if mode == "errorifexists" and not loc.is_empty():
+            raise OptionError(f"output path {opts.path!r} already exists and is not empty; use "
+                              f"mode 'overwrite' to replace it, 'append' to add to it, or "
+                              f"another path")
+        skip = mode == "ignore" and not loc.is_empty()
+        base = StartedFrom(last_write(old))
+    elif base.write_id != last_write(old):  # committed to since the caller looked
+        raise WriteConflictError(conflict_message(opts.path, mode))
+    if not skip:
+        check_placement(loc, mode)
     created = not loc.exists()  # abort removes the directory again when it made it
     names = schema.names
     extra_cols = list(opts.partition_by) + ([opts.split_column] if opts.split_column else [])
@@ -92,9 +109,10 @@ def plan_write(opts: WriteOptions, schema: StructType, overwrite: bool) -> Tfrec
                       {w for w in map(marker_write_id, listed) if w} |
                       {w["write_id"] for w in (old or {}).get("writes", [])}) \
         if mode == "overwrite" else []
-    return TfrecordWriter(uri=opts.path, mode=mode, skip=skip, write_id=new_write_id(),
-                          base_write=_last_write(old), spec=spec, opts=opts, keep=keep,
-                          schema=written, created=created and not skip, replaces=replaces)
+    return TfrecordWriter(uri=opts.path, mode=mode, skip=skip,
+                          write_id=write_id or new_write_id(), base_write=base.write_id,
+                          spec=spec, opts=opts, keep=keep, schema=written,
+                          created=created and not skip, replaces=replaces)
 
 
 def _spec(opts: WriteOptions, data_schema: StructType) -> FeatureSpec | None:
@@ -151,7 +169,7 @@ def _check_spec_fits(spec: FeatureSpec, data_schema: StructType) -> None:
         raise SchemaError(f"the given spec does not fit the DataFrame: {e}") from None
 
 
-def _existing(loc: Location, mode: str) -> dict[str, Any] | None:
+def existing_manifest(loc: Location, mode: str) -> dict[str, Any] | None:
     """The manifest at loc, if any. A damaged one fails every mode but overwrite, which is
     how the data set is repaired."""
     if not loc.exists(mf.NAME):
@@ -165,7 +183,8 @@ def _existing(loc: Location, mode: str) -> dict[str, Any] | None:
         return None
 
 
-def _last_write(old: dict[str, Any] | None) -> str | None:
+def last_write(old: dict[str, Any] | None) -> str | None:
+    """The id of the last write a manifest names; None for no manifest (or no write)."""
     return old["writes"][-1]["write_id"] if old and old.get("writes") else None
 
 
@@ -301,21 +320,28 @@ class TfrecordWriter(DataSourceArrowWriter):
             raise
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        """On the driver, after every task succeeded: write the manifest (the commit point), then
-        sweep files of failed attempts and, on overwrite, the old data set's.
+        """Spark's commit: commit_manifest."""
+        self.commit_manifest(messages)
 
-        Raises WriteConflictError when another write committed to the path since this one was
-        planned (any mode); the check and the manifest write hold the commit lock.
+    def commit_manifest(self, messages: list[WriterCommitMessage | None]
+                        ) -> dict[str, Any] | None:
+        """On the driver, after every task succeeded: write the manifest (the commit point), then
+        sweep files of failed attempts and, on overwrite, the old data set's. Returns the
+        manifest this write committed (None for mode 'ignore' on an existing path).
+
+        Raises WriteConflictError when another write committed to the path since the version
+        this write started from (any mode); the check and the manifest write hold the commit
+        lock.
         """
         if self.skip:
             log.info("tfspark: %s exists; mode 'ignore' wrote nothing", self.uri)
-            return
+            return None
         loc = locate(self.uri)
         files = [f for m in messages if isinstance(m, TaskCommit) for f in m.files]
         try:
             with commit_lock(loc, self.write_id):  # check and write as one step
-                old = _existing(loc, self.mode)
-                if _last_write(old) != self.base_write:  # a write committed since planning
+                old = existing_manifest(loc, self.mode)
+                if last_write(old) != self.base_write:  # a write committed since planning
                     raise WriteConflictError(conflict_message(self.uri, self.mode))
                 manifest = old if (self.mode == "append" and old is not None) else \
                     mf.new_manifest(spec=self.spec.to_dict() if self.spec else None,
@@ -339,7 +365,8 @@ class TfrecordWriter(DataSourceArrowWriter):
         except BaseException:
             self._remove_ours(loc)
             raise
-        self._sweep(loc, {f["path"] for f in manifest["files"]})
+        self._sweep(loc, manifest)
+        return manifest
 
     def _task_stats(self, messages: list[WriterCommitMessage | None],
                     appended: bool) -> dict[str, Any]:
@@ -374,10 +401,11 @@ class TfrecordWriter(DataSourceArrowWriter):
         if self.created and not left:  # nothing else there: take back the directory we made
             loc.delete_all()
 
-    def _sweep(self, loc: Location, keep: set[str]) -> None:
+    def _sweep(self, loc: Location, manifest: dict[str, Any]) -> None:
         """After commit: drop failed attempts' files, and on overwrite those of the writes it
         replaces (the old data set, leftovers there when it was planned; files of no tfspark
         write too), never those of a write begun since, which commits or cleans up itself."""
+        keep = {f["path"] for f in manifest["files"]}
         for rel in loc.list_files(recursive=False):  # tasks killed without deregistering
             wid = marker_write_id(rel)
             if wid == self.write_id or (self.mode == "overwrite" and wid in self.replaces):
@@ -390,7 +418,7 @@ class TfrecordWriter(DataSourceArrowWriter):
                                         (wid is None or wid in self.replaces)):
                 loc.delete(rel)
         if self.mode == "overwrite":
-            splits = set(mf.read_manifest(loc).get("splits", []))
+            splits = set(manifest.get("splits", []))
             for rel in loc.list_files():
                 top = rel.split("/")[0]
                 if rel.endswith("/" + mf.NAME) and top not in splits and "=" not in top:

@@ -42,6 +42,12 @@ class Feature:
     label: bool = False
 
     @property
+    def required(self) -> bool:
+        """Every record must hold it: a fixed feature with no default to fill in (what
+        tf.io.FixedLenFeature without default_value means); readers refuse a record without."""
+        return self.kind == "fixed" and self.default is None
+
+    @property
     def keys(self) -> tuple[str, ...]:
         """The Example feature keys this feature is stored under."""
         if self.kind == "ragged":

@@ -105,7 +105,11 @@ def build_pipeline(plan: ReadPlan, batch_size: int, *, shuffle_buffer: int | Non
     # Blocks: parse_example on several blocks per call is ~2x cheaper per row than on one
     # (measured at N=1024), so a read carries at least _PARSE_ROWS rows.
     per_read = batch_size if block == 1 else -(-max(batch_size, _PARSE_ROWS) // block)
-    ds = _records(part, per_read, shuffle_files, seed, num_parallel_reads, deterministic)
+    # A spec given by the caller may require features the files lack: each file's records are
+    # checked for them, so the error names the file and record (the manifest's spec fits).
+    required = [f for f in plan.spec.features if f.required] if plan.spec_given else []
+    ds = _records(part, per_read, shuffle_files, seed, num_parallel_reads, deterministic,
+                  _required_check(plan.spec, required, per_read), block)
     if cache is True:
         ds = ds.cache()
     elif isinstance(cache, str):
@@ -128,17 +132,18 @@ def build_pipeline(plan: ReadPlan, batch_size: int, *, shuffle_buffer: int | Non
         ds = tf.data.Dataset.zip(ds.rebatch(buffer), seeds).map(
             tf.random.experimental.stateless_shuffle, num_parallel_calls=AUTOTUNE,
             deterministic=deterministic)
-    steps = _steps(part.total, batch_size, drop_remainder)
-    if part.take is not None:  # every worker the same steps: batches end with the epoch
-        ds = ds.rebatch(batch_size, drop_remainder=drop_remainder).take(steps)
+    if part.keep is not None:  # even shards: each epoch its rows exactly, batches end with it
+        if block > 1:
+            ds = _with_cut_blocks(ds, part, plan.spec, block)
+        ds = ds.rebatch(batch_size, drop_remainder=drop_remainder)
     ds = ds.repeat() if epochs is None else ds.repeat(epochs) if epochs > 1 else ds
-    if part.take is None:
+    if part.keep is None:
         ds = ds.rebatch(batch_size, drop_remainder=drop_remainder)
     known = part.total
     if known is not None and epochs is not None and (shard is not None or _num_workers() == 1):
         # Keras learns the steps per epoch (progress bars with a total, no "ran out of data"
         # warning). Not with several workers auto-sharding: that changes the count after this.
-        every = _steps(known, batch_size, drop_remainder) if part.take is not None else None
+        every = _steps(known, batch_size, drop_remainder) if part.keep is not None else None
         total = every * epochs if every is not None else _steps(known * epochs, batch_size,
                                                                 drop_remainder)
         ds = ds.apply(tf.data.experimental.assert_cardinality(total))
@@ -159,27 +164,37 @@ def _steps(records: int | None, batch_size: int, drop_remainder: bool) -> int | 
 
 
 def _records(part: Shard, batch_size: int, shuffle_files: bool, seed: int | None,
-             num_parallel_reads: int, deterministic: bool) -> Any:
+             num_parallel_reads: int, deterministic: bool, check: Any = None,
+             block: int = 1) -> Any:
     """Blocks of up to batch_size serialized records, files read in parallel, each file's
-    records checked: a corrupt, truncated or miscounted file fails naming itself."""
+    records checked: a corrupt, truncated or miscounted file fails naming itself; `check`
+    (name, block index, block) -> block, when given, looks at every block of a file."""
     import tensorflow as tf
 
-    counts = part.records if part.records is not None else (-1,) * len(part.files)
+    counts = list(part.records if part.records is not None else (-1,) * len(part.files))
+    if part.keep is not None:  # even shards: the records whose rows are all kept
+        counts = [_whole_records(part, f, block) for f in range(len(part.files))]
     comps = ["GZIP" if c == "gzip" else "" for c in part.compressions]
+    strides = [part.stride(f) for f in range(len(part.files))]
 
-    def read_file(name: Any, comp: Any, count: Any) -> Any:
+    def read_file(name: Any, comp: Any, count: Any, stride: Any) -> Any:
         records = tf.data.TFRecordDataset(name, compression_type=comp)
         if part.every:
-            records = records.shard(*part.every)
+            records = records.skip(stride[1]).shard(stride[0], 0)
+        if part.keep is not None:
+            records = records.take(count)
         # TensorFlow's own read errors name no file: they end the file's blocks here (per
         # block, not per record: cheaper), and the count check at its end says which file
         # failed, and where.
         blocks = records.batch(batch_size).ignore_errors()
-        return _checked(blocks, name, comp, count, part.every)
+        if check is not None:
+            blocks = blocks.enumerate().map(lambda i, block: check(name, i, block, stride))
+        return _checked(blocks, name, comp, count, stride)
 
     ds = tf.data.Dataset.from_tensor_slices((tf.constant(list(part.files), dtype=tf.string),
                                              tf.constant(comps, dtype=tf.string),
-                                             tf.constant(counts, dtype=tf.int64)))
+                                             tf.constant(counts, dtype=tf.int64),
+                                             tf.constant(strides, dtype=tf.int64)))
     if shuffle_files and len(part.files) > 1:
         ds = ds.shuffle(len(part.files), seed=seed, reshuffle_each_iteration=True)
     # Blocks of records, not single records, travel on: ~2x faster (cost per element).
@@ -187,8 +202,69 @@ def _records(part: Shard, batch_size: int, shuffle_files: bool, seed: int | None
                          num_parallel_calls=num_parallel_reads, deterministic=deterministic)
 
 
-def _checked(blocks: Any, name: Any, comp: Any, count: Any,
-             every: tuple[int, int] | None) -> Any:
+def _whole_records(part: Shard, f: int, block: int) -> int:
+    """Even shards: how many of this shard's records of file f have all their rows kept."""
+    assert part.keep is not None and part.records is not None
+    rows = part.file_rows()
+    if rows is not None and part.keep[f] == rows[f]:
+        return part.records[f]
+    return part.keep[f] // block
+
+
+def _with_cut_blocks(ds: Any, part: Shard, spec: FeatureSpec, block: int) -> Any:
+    """Even shards, block layout: the parsed rows, then the kept rows of each block the cut
+    goes through (at most one per file: the first rows of the block after the whole ones)."""
+    import tensorflow as tf
+
+    parse = make_block_parser(spec)
+    rows = part.file_rows() or ()
+    for f, (name, comp) in enumerate(zip(part.files, part.compressions)):
+        assert part.keep is not None
+        whole, kept = divmod(part.keep[f], block)
+        if not kept or part.keep[f] == rows[f]:
+            continue
+        n, start = part.stride(f)
+        one = tf.data.TFRecordDataset(name, compression_type="GZIP" if comp == "gzip" else "")
+        one = one.skip(start + n * whole).take(1).batch(1).map(parse)
+        ds = ds.concatenate(one.map(lambda r, k=kept: {key: v[:k] for key, v in r.items()}))
+    return ds
+
+
+def _required_check(spec: FeatureSpec, required: list[Any], per_read: int) -> Any:
+    """None without required features, else (file name, block index, block, (n, start)) ->
+    block that fails naming the file, the record and the first required feature a record
+    lacks."""
+    if not required:
+        return None
+    import tensorflow as tf
+
+    from tfspark.tf.parsing import DTYPES
+
+    lists = {f.name: tf.io.RaggedFeature(DTYPES[f.dtype], row_splits_dtype=tf.int64)
+             for f in required}
+    def check(name: Any, i: Any, block: Any, stride: Any) -> Any:
+        if spec.is_sequence:
+            parsed = tf.io.parse_sequence_example(block, context_features=lists)[0]
+        else:
+            parsed = tf.io.parse_example(block, lists)
+        asserts = []
+        for f in required:
+            missing = tf.equal(parsed[f.name].row_lengths(), 0)
+            rec = stride[1] + stride[0] * (i * per_read + tf.argmax(tf.cast(missing, tf.int64)))
+            # (Assert quotes its data and escapes quotes: the feature name goes in bare.)
+            problem = tf.strings.join([
+                name, ": record ", tf.strings.as_string(rec), " has no required feature "
+                f"{f.name} (the spec has it not nullable and without a default); give the spec "
+                f"a default for it, or read without it"])
+            asserts.append(tf.debugging.Assert(tf.logical_not(tf.reduce_any(missing)),
+                                               [problem]))
+        with tf.control_dependencies(asserts):
+            return tf.identity(block)
+
+    return check
+
+
+def _checked(blocks: Any, name: Any, comp: Any, count: Any, stride: Any) -> Any:
     """blocks, then a check at the file's end: it held `count` records (-1: as many as our own
     reader finds in it), else an error naming the file and what is wrong with it. The check
     rides on an empty block after the file's last (it flows on: later stages skip it)."""
@@ -199,7 +275,7 @@ def _checked(blocks: Any, name: Any, comp: Any, count: Any,
     def check(seen: Any, block: Any) -> Any:
         fine = tf.logical_and(tf.greater_equal(count, 0), tf.equal(seen, count))
         problem = tf.cond(fine, lambda: tf.constant(""), lambda: tf.py_function(
-            _diagnose, [name, comp, seen, count, every or (1, 0)], tf.string))
+            _diagnose, [name, comp, seen, count, stride], tf.string))
         with tf.control_dependencies([tf.debugging.Assert(tf.equal(problem, ""), [problem])]):
             return tf.identity(block)
 
@@ -211,14 +287,14 @@ def _checked(blocks: Any, name: Any, comp: Any, count: Any,
     return blocks.concatenate(end).scan(tf.constant(0, tf.int64), step)
 
 
-def _diagnose(name: Any, comp: Any, seen: Any, count: Any, every: Any) -> str:
+def _diagnose(name: Any, comp: Any, seen: Any, count: Any, stride: Any) -> str:
     """What is wrong with a file TensorFlow read `seen` records of ("" when nothing is)."""
     from tfspark.errors import CorruptRecordError
     from tfspark.fs import locate
     from tfspark.wire.stream import read_records
 
     path = name.numpy().decode()
-    n, i = (int(v) for v in every.numpy())
+    n, i = (int(v) for v in stride.numpy())
     loc = locate(path)
     total = 0
     try:

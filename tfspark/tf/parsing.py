@@ -13,7 +13,7 @@ from tfspark.errors import SchemaError
 from tfspark.spec.layout import ROWS_KEY, value_keys
 from tfspark.spec.model import Feature, FeatureSpec
 
-_DTYPES = {"int64": tf.int64, "float32": tf.float32, "string": tf.string}
+DTYPES = {"int64": tf.int64, "float32": tf.float32, "string": tf.string}
 
 
 def parsing_spec(spec: FeatureSpec) -> dict[str, Any]:
@@ -29,7 +29,7 @@ def sequence_parsing_spec(spec: FeatureSpec) -> tuple[dict[str, Any], dict[str, 
     """(context_features, sequence_features) for tf.io.parse_sequence_example: each feature
     list is a RaggedFeature, parsed to a RaggedTensor [batch, steps, values]."""
     context = _features([f for f in spec.features if f.kind != "sequence"])
-    sequence = {f.name: tf.io.RaggedFeature(_DTYPES[f.dtype], row_splits_dtype=tf.int64)
+    sequence = {f.name: tf.io.RaggedFeature(DTYPES[f.dtype], row_splits_dtype=tf.int64)
                 for f in spec.features if f.kind == "sequence"}
     return context, sequence
 
@@ -37,7 +37,7 @@ def sequence_parsing_spec(spec: FeatureSpec) -> tuple[dict[str, Any], dict[str, 
 def _features(features: list[Feature] | tuple[Feature, ...]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in features:
-        dt = _DTYPES[f.dtype]
+        dt = DTYPES[f.dtype]
         if f.kind == "fixed":
             if f.default is None:
                 out[f.name] = tf.io.FixedLenFeature(f.shape, dt)
@@ -73,7 +73,7 @@ def block_parsing_spec(spec: FeatureSpec) -> dict[str, Any]:
     for f in spec.features:
         keys = value_keys(f)
         out[f.name] = tf.io.RaggedFeature(
-            _DTYPES[f.dtype], value_key=keys[0], row_splits_dtype=tf.int64,
+            DTYPES[f.dtype], value_key=keys[0], row_splits_dtype=tf.int64,
             partitions=[tf.io.RaggedFeature.RowLengths(k) for k in keys[1:]])
     return out
 

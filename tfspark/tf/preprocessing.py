@@ -19,6 +19,7 @@ on every Keras backend (the NumPy reader's batches included).
 
 from __future__ import annotations
 
+import math
 import os
 import warnings
 from collections.abc import Iterable
@@ -41,13 +42,18 @@ def keras_preprocessing(path_or_manifest: str | os.PathLike | dict, *, split: st
     integer arrays; ragged input needs the TensorFlow backend). Labels and `skip` names are
     left out, and so are binary and date/timestamp arrays and ml Vectors.
 
-    split: the statistics of that split (default: all rows; use the training split's to
-    avoid looking at validation data). max_tokens: the most frequent values kept by lookups.
-    Raises SchemaError when the data set has no statistics (written with stats=False or
-    through the data source) or names are not its features.
-    """
-    import keras
+    The layers fit what the readers give the model: Normalization uses the statistics of the
+    values with each null as the spec's default (`filled` in the statistics; the same as
+    adapt() on the parsed rows), lookups count that default as often as there were nulls;
+    deciles are of the present values. Every layer is built from finite statistics: NaN and
+    infinities are counted apart. A feature whose statistics give no usable layer (no finite
+    value, no value at all) is left out with a warning naming it.
 
+    split: the statistics of that split (default: all rows; use the training split's to
+    avoid looking at validation data). max_tokens: the most frequent values kept by lookups
+    (at least 1). Raises SchemaError when the data set has no statistics (written with
+    stats=False or through the data source) or names are not its features.
+    """
     m = path_or_manifest if isinstance(path_or_manifest, dict) else \
         mf.read_manifest(os.fspath(path_or_manifest))
     spec = FeatureSpec.from_dict(m["spec"])
@@ -62,31 +68,92 @@ def keras_preprocessing(path_or_manifest: str | os.PathLike | dict, *, split: st
     if arrays not in ("multi_hot", "ids"):
         raise SchemaError(f"arrays={arrays!r}: use 'multi_hot' (pooled lookups) or 'ids' (ids "
                           f"for tfspark.PooledEmbedding)")
+    if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+        raise SchemaError(f"max_tokens={max_tokens!r}: a lookup keeps at least 1 value; give a "
+                          f"positive int, or None for all the top values")
     categorical, bucketize, skip = set(categorical), set(bucketize), set(skip)
     unknown = sorted((categorical | bucketize | skip) - set(spec.names))
     if unknown:
         raise SchemaError(f"{unknown} are not features of the data set; features are "
                           f"{spec.names}")
     layers: dict[str, Any] = {}
+    left_out: dict[str, str] = {}
     for f in spec.features:
         s = per.get(f.name)
         if f.label or f.name in skip or s is None:
             continue
-        name = f"{f.name}_preprocessing"
-        if f.kind != "fixed" or f.shape:
-            layer = array_layer(f, s, max_tokens, arrays, name)
-            if layer is not None:
-                layers[f.name] = layer
-            continue
-        if f.name in bucketize:
-            bounds = sorted({_num(v) for v in s.get("quantiles", {}).get("values", [])})
-            layers[f.name] = keras.layers.Discretization(bin_boundaries=bounds, name=name)
-        elif f.dtype == "string" or f.name in categorical:
-            layers[f.name] = lookup(f, _vocabulary(s, max_tokens), "int", name)
-        elif "mean" in s and s.get("count"):
-            layers[f.name] = keras.layers.Normalization(
-                mean=_num(s["mean"]), variance=_num(s["variance"]), name=name)
+        made = _layer(f, s, f.name in bucketize, f.name in categorical, max_tokens, arrays)
+        if isinstance(made, str):
+            left_out[f.name] = made
+        elif made is not None:
+            layers[f.name] = made
+    if left_out:
+        warnings.warn("keras_preprocessing left out " + "; ".join(
+            f"{name!r} ({why})" for name, why in left_out.items())
+            + ": skip them (skip=[...]) or fix their values", stacklevel=2)
     return layers
+
+
+def _layer(f: Feature, s: dict[str, Any], bucketize: bool, categorical: bool,
+           max_tokens: int | None, arrays: str) -> Any:
+    """The layer for one feature, None when its kind gets none, or why it cannot be built."""
+    import keras
+
+    name = f"{f.name}_preprocessing"
+    if f.kind != "fixed" or f.shape:
+        return array_layer(f, s, max_tokens, arrays, name)
+    if bucketize:
+        bounds = sorted({v for v in map(_num, s.get("quantiles", {}).get("values", []))
+                         if math.isfinite(v)})
+        if not bounds:
+            return "no finite values to take deciles of"
+        return keras.layers.Discretization(bin_boundaries=bounds, name=name)
+    if f.dtype == "string" or categorical:
+        if not s.get("top"):
+            return _no_vocabulary(s)
+        return lookup(f, vocabulary(f, s, max_tokens), "int", name)
+    if "count" not in s:  # not a number (binary strings, ...)
+        return None
+    moments = normalization(s)
+    if moments is None:
+        return "no finite values to normalize with"
+    return keras.layers.Normalization(mean=moments[0], variance=moments[1], name=name)
+
+
+def _no_vocabulary(s: dict[str, Any]) -> str:
+    """Why a string or integer feature's statistics have no top values."""
+    if s.get("rows", 0) == s.get("nulls", 0):
+        return f"no values to build a vocabulary from: all {s.get('rows', 0)} rows are null"
+    if s.get("max_chars", 0) > 256:
+        return "values of more than 256 characters: text, not a vocabulary"
+    return "more distinct values than the statistics' top_k: a number or an id, not a category"
+
+
+def normalization(s: dict[str, Any]) -> tuple[float, float] | None:
+    """(mean, variance) that normalize a feature as the readers give it (nulls as the spec's
+    default: the `filled` statistics where there were nulls); None without finite ones."""
+    src = s.get("filled") or s
+    if src.get("mean") is None or src.get("variance") is None:
+        return None
+    mean, variance = _num(src["mean"]), _num(src["variance"])
+    if not (math.isfinite(mean) and math.isfinite(variance)):
+        return None
+    return mean, variance
+
+
+def vocabulary(f: Feature, s: dict[str, Any], max_tokens: int | None) -> list[Any]:
+    """The values a lookup keeps, most frequent first, at most max_tokens: the top present
+    values, and the spec's default counted once per null (what the readers give for them)."""
+    top = [(v, n) for v, n in s.get("top") or []]
+    nulls = s.get("nulls", 0) if f.kind == "fixed" and not f.shape else 0
+    if nulls and f.default is not None:
+        default = f.default if f.dtype == "string" else int(f.default)
+        have = dict(top)
+        have[default] = have.get(default, 0) + nulls
+        top = sorted(have.items(), key=lambda vn: (-vn[1], str(vn[0])))
+    if max_tokens is not None:
+        top = top[:max_tokens]
+    return [v for v, _ in top]
 
 
 def lookup(f: Feature, vocabulary: list[Any], output_mode: str, name: str) -> Any:
@@ -102,27 +169,23 @@ def lookup(f: Feature, vocabulary: list[Any], output_mode: str, name: str) -> An
 
 def array_layer(f: Feature, s: dict[str, Any], max_tokens: int | None, arrays: str,
                 name: str) -> Any:
-    """The pooling layer of an array feature (module docstring), or None when its
-    statistics give none; arrays: "multi_hot" or "ids", what lookups give."""
+    """The pooling layer of an array feature (module docstring), None when its kind gets
+    none, or why its statistics give none; arrays: "multi_hot" or "ids", what lookups give."""
     import keras
 
     from tfspark.tf.layers import PooledMean
 
     if "top" in s:
-        return lookup(f, _vocabulary(s, max_tokens),
+        if not s["top"]:
+            return "no elements to build a vocabulary from"
+        return lookup(f, vocabulary(f, s, max_tokens),
                       "multi_hot" if arrays == "multi_hot" else "int", name)
     e = s.get("elements")
     if not e:
         return None
+    moments = normalization(e)
+    if moments is None:
+        return "no finite elements to normalize with"
     if f.kind == "fixed":  # [n]: every row has n values, normalized one by one
-        return keras.layers.Normalization(mean=_num(e["mean"]), variance=_num(e["variance"]),
-                                          name=name)
-    return PooledMean(mean=_num(e["mean"]), variance=_num(e["variance"]), name=name)
-
-
-def _vocabulary(s: dict[str, Any], max_tokens: int | None) -> list[Any]:
-    """The top values, most frequent first, at most max_tokens of them."""
-    top = s.get("top") or []
-    if max_tokens is not None:
-        top = top[:max_tokens]
-    return [v for v, _ in top]
+        return keras.layers.Normalization(mean=moments[0], variance=moments[1], name=name)
+    return PooledMean(mean=moments[0], variance=moments[1], name=name)

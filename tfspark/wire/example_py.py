@@ -50,6 +50,13 @@ def _text_keys(raw: dict[tuple[bytes, int], Any]) -> dict[str, Any]:
     return out
 
 
+def record_keys(data: bytes | bytearray | memoryview) -> set[str]:
+    """The keys of an Example's features, or of a SequenceExample's context and feature lists
+    (undecodable keys as escaped text)."""
+    features, lists = _raw_record(data, sequence=True)
+    return {k.decode("utf-8", "backslashreplace") for k, _ in (*features, *lists)}
+
+
 def _raw_example(data: bytes | bytearray | memoryview) -> dict[tuple[bytes, int], list]:
     """{(raw key, entry position): values}; a later entry for a key replaces an earlier one."""
     return _raw_record(data, sequence=False)[0]

@@ -1,0 +1,77 @@
+"""Where a data set may be written: never inside another tfspark data set (a split directory
+or any directory below one), nor around one (an overwrite of the parent would sweep it).
+
+Both would leave the other data set's manifest naming files that are gone or adding files it
+does not name; refused before anything is written, naming the other data set.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+
+from tfspark import manifest as mf
+from tfspark.errors import OptionError
+from tfspark.fs import Location
+
+
+def check_placement(loc: Location, mode: str) -> None:
+    """OptionError when `loc` is inside another data set, or (unless it is empty) holds one
+    that is not its own split."""
+    outer = enclosing_data_set(loc)
+    if outer is not None:
+        where, split = outer
+        what = f" (its split {split!r})" if split else ""
+        raise OptionError(f"{loc.uri!r} is inside the tfspark data set at {where!r}{what}; writing "
+                          f"there would break that data set (its manifest names its files): "
+                          f"write to a path outside it")
+    if mode in ("errorifexists", "ignore"):
+        return  # an empty directory holds nothing; a non-empty one is refused or skipped
+    inner = nested_data_set(loc)
+    if inner is not None:
+        raise OptionError(f"{loc.uri!r} holds the tfspark data set {inner!r}; a {mode} of "
+                          f"{loc.uri!r} would sweep its files: write to another path (or "
+                          f"remove that data set first)")
+
+
+def enclosing_data_set(loc: Location) -> tuple[str, str | None] | None:
+    """(where, split name or None) of the outermost directory above `loc` holding a manifest
+    (a split directory's manifest is its data set's, above it), or None."""
+    found = None
+    child, parent = loc, loc.parent()
+    while parent is not None:
+        if parent.exists(mf.NAME):
+            name = posixpath.basename(child.base)
+            found = parent.uri, (name if name in _splits(parent) else None)
+        child, parent = parent, parent.parent()
+    return found
+
+
+def nested_data_set(loc: Location) -> str | None:
+    """The first data set below `loc` that is not one of its own splits (a split manifest
+    names its split), or None."""
+    if not loc.is_dir():
+        return None
+    own = _splits(loc)
+    for rel in loc.list_files():
+        if not rel.endswith("/" + mf.NAME):
+            continue
+        top = rel.split("/")[0]
+        if rel == f"{top}/{mf.NAME}" and (top in own or _is_split_manifest(loc, rel, top)):
+            continue
+        return loc.child_uri(posixpath.dirname(rel))
+    return None
+
+
+def _splits(loc: Location) -> list[str]:
+    try:
+        return list(json.loads(loc.read_bytes(mf.NAME)).get("splits") or [])
+    except (OSError, ValueError, AttributeError):
+        return []
+
+
+def _is_split_manifest(loc: Location, rel: str, split: str) -> bool:
+    try:
+        return json.loads(loc.read_bytes(rel)).get("split") == split
+    except (OSError, ValueError, AttributeError):
+        return False
