@@ -36,7 +36,7 @@ if TYPE_CHECKING:  # what IDEs and type checkers see; at run time __getattr__ lo
     from tfspark.spec import Feature, FeatureSpec, infer_spec
     from tfspark.tf.dataset import make_dataset
     from tfspark.tf.keras import keras_inputs
-    from tfspark.tf.layers import PooledEmbedding, PooledMean
+    from tfspark.tf.layers import MeanImputation, PooledEmbedding, PooledMean
     from tfspark.tf.preprocessing import keras_preprocessing
 
 _API = {
@@ -51,6 +51,7 @@ _API = {
     "keras_preprocessing": "tfspark.tf.preprocessing",
     "PooledEmbedding": "tfspark.tf.layers",
     "PooledMean": "tfspark.tf.layers",
+    "MeanImputation": "tfspark.tf.layers",
     "register": "tfspark.spark.source",
     "write_tfrecords": "tfspark.spark.export",
     "train_on_spark": "tfspark.spark.distributed",
@@ -67,7 +68,8 @@ _API = {
 
 __all__ = [  # a literal list, so linters and IDEs see the TYPE_CHECKING imports as the API
     "CorruptRecordError", "CountMismatchError", "EncodeError", "Feature", "FeatureSpec",
-    "ManifestError", "MissingExtraError", "OptionError", "PooledEmbedding", "PooledMean",
+    "ManifestError", "MeanImputation", "MissingExtraError", "OptionError", "PooledEmbedding",
+    "PooledMean",
     "Ragged", "ReadOptions", "Report", "SchemaError", "TfsparkError", "TrainingError",
     "WriteConflictError", "WriteOptions", "WriteResult",
     "encode_batch", "infer_spec", "keras_inputs", "keras_preprocessing", "make_dataset",

@@ -73,7 +73,9 @@ def _recount(manifest: dict[str, Any]) -> None:
     if "layout" in manifest:
         manifest["rows"] = sum(rows_of(f) for f in files)
     manifest["bytes"] = sum(f["bytes"] for f in files)
-    manifest["splits"] = sorted({f["split"] for f in files if f.get("split")})
+    # Declared splits stay even without files (a split that got no rows reads as empty).
+    manifest["splits"] = sorted(set(manifest.get("splits") or ()) |
+                                {f["split"] for f in files if f.get("split")})
 
 
 def split_manifest(manifest: dict[str, Any], split: str) -> dict[str, Any]:

@@ -174,8 +174,8 @@ def _split(name: str, value: Any) -> dict[str, float] | None:
         if not isinstance(split, str) or not _SPLIT_NAME.match(split):
             raise OptionError(f"split name {split!r} must use letters, digits, '_' or '-' (it "
                               f"becomes a directory name)")
-        if not isinstance(frac, (int, float)) or isinstance(frac, bool) or not 0 < frac <= 1:
-            raise OptionError(f"split fraction for {split!r} must be in (0, 1], got {frac!r}")
+        if not isinstance(frac, (int, float)) or isinstance(frac, bool) or not 0 <= frac <= 1:
+            raise OptionError(f"split fraction for {split!r} must be in [0, 1], got {frac!r}")
     total = sum(value.values())
     if abs(total - 1.0) > 1e-6:
         raise OptionError(f"split fractions must sum to 1, got {total:g} for {dict(value)}")

@@ -29,8 +29,8 @@ def check_placement(loc: Location, mode: str) -> None:
         return  # an empty directory holds nothing; a non-empty one is refused or skipped
     inner = nested_data_set(loc)
     if inner is not None:
-        raise OptionError(f"{loc.uri!r} holds the tfspark data set {inner!r}; a {mode} of "
-                          f"{loc.uri!r} would sweep its files: write to another path (or "
+        raise OptionError(f"{loc.uri!r} holds the tfspark data set {inner!r}; writing there "
+                          f"in mode {mode!r} would sweep its files: write to another path (or "
                           f"remove that data set first)")
 
 

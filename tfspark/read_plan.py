@@ -467,9 +467,9 @@ def _labels(spec: FeatureSpec, label_cols: Iterable[str] | str | None) -> tuple[
 
 
 def check_read_args(batch_size: Any, shuffle_buffer: Any, epochs: Any, num_parallel_reads: Any,
-                     shard: Any, cache: Any) -> None:
-    """OptionError for a bad batch_size, shuffle_buffer, epochs, num_parallel_reads, shard or
-    cache argument of a reader (make_dataset, read_batches)."""
+                    shard: Any, cache: Any, seed: Any = None) -> None:
+    """OptionError for a bad batch_size, shuffle_buffer, epochs, num_parallel_reads, shard,
+    cache or seed argument of a reader (make_dataset, read_batches)."""
 
     def is_int(v: Any) -> bool:
         return isinstance(v, int) and not isinstance(v, bool)
@@ -492,5 +492,7 @@ def check_read_args(batch_size: Any, shuffle_buffer: Any, epochs: Any, num_paral
         if not ok:
             raise OptionError(f"shard must be (num_workers, index) with 0 <= index < "
                               f"num_workers, got {shard!r}")
+    if seed is not None and not is_int(seed):
+        raise OptionError(f"seed must be an int or None, got {seed!r}")
     if not isinstance(cache, (bool, str)):
         raise OptionError(f"cache must be True/False or a file path, got {cache!r}")

@@ -313,7 +313,7 @@ BAD = [
     Bad("split-sum-below-one", WT, OptionError, r"must sum to 1, got 0\.9",
         kw={"split": {"train": 0.5, "test": 0.4}}),
     Bad("split-fraction-out-of-range", WT, OptionError,
-        r"split fraction for 'train' must be in \(0, 1\], got 1\.2",
+        r"split fraction for 'train' must be in \[0, 1\], got 1\.2",
         kw={"split": {"train": 1.2, "test": -0.2}}),
     Bad("split-fraction-string", WT, OptionError, r"split fraction for 'train' .*got '0\.5'",
         kw={"split": {"train": "0.5", "test": 0.5}}),

@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd  # module level: pandas_udf resolves the type hints in these globals
 import pyarrow.parquet as pq
 import pytest
+from faultcheck import report  # this directory is on sys.path
 
 import tfspark
 from tfspark.errors import OptionError, WriteConflictError
@@ -122,8 +123,13 @@ def test_two_threads_one_path(spark, tmp_path, engine, case, base, modes):
     assert _ids(path) == want, f"{case}: the data set does not hold the winner's rows"
     if engine == "workflow":
         assert _backup_ids(path) == want, f"{case}: the backup disagrees with the TFRecords"
-    report = tfspark.verify(path)
-    assert report.ok, report.render()
+    checked = tfspark.verify(path)
+    assert checked.ok, checked.render()
+    report({"test": "thread-race", "engine": engine, "mode": "+".join(modes.values()),
+            "winners": winners, "loser_errors": {n: str(e).splitlines()[0][:300]
+                                                 for n, e in losers.items()},
+            "rows": len(want), "backup_rows": len(_backup_ids(path))
+            if engine == "workflow" else None})
 
 
 @pytest.mark.slow
@@ -159,8 +165,8 @@ def test_a_write_inside_another_data_set_is_refused(spark, tmp_path):
     with pytest.raises(Exception, match=f"holds the tfspark data set '{ds}'"):
         _write(spark, "datasource", _frame(spark, 0, 10), str(tmp_path), "overwrite")
     assert sorted(p.relative_to(ds).as_posix() for p in ds.rglob("*")) == before
-    report = tfspark.verify(str(ds))
-    assert report.ok, report.render()
+    checked = tfspark.verify(str(ds))
+    assert checked.ok, checked.render()
 
 
 def test_backup_path_clashing_with_the_output_is_named(spark, tmp_path):

@@ -270,11 +270,41 @@ def test_nan_infinity_and_nulls_follow_describe_and_sql(spark, tmp_path):
                                                r"5000 rows are null"):
             layers = tfspark.keras_preprocessing(path)
         assert "s" not in layers
-        probe = np.array([0.0, 50.0, 100.0], np.float32)
-        assert np.isfinite(np.asarray(layers["x"](probe))).all()
+        probe = np.array([0.0, 50.0, 100.0, np.nan, np.inf], np.float32)
+        assert isinstance(layers["x"], tfspark.MeanImputation)  # NaN and inf reach the model
+        got = np.asarray(layers["x"](probe))
+        assert np.isfinite(got).all() and got[:, 1].tolist() == [0, 0, 0, 1, 1]
         adapted = keras.layers.Normalization(axis=None)
         adapted.adapt(filled.astype(np.float32))  # what make_dataset gives, NaN/inf aside
-        np.testing.assert_allclose(np.asarray(layers["x"](probe)), np.asarray(adapted(probe)),
+        np.testing.assert_allclose(got[:3, 0], np.asarray(adapted(probe[:3])),
                                    rtol=1e-4, atol=1e-4)
         with pytest.raises(tfspark.SchemaError, match="max_tokens=0"):
             tfspark.keras_preprocessing(path, max_tokens=0)
+
+
+def test_impute_and_indicate_a_nullable_number(spark, tmp_path):
+    """Nulls written with a NaN default, and NaN values: keras_preprocessing's MeanImputation
+    gives the model finite values and an is-missing input, from make_dataset's batches."""
+    pytest.importorskip("tensorflow")
+    rows = [(i, None if i % 4 == 0 else float("nan") if i % 9 == 0 else float(i % 10))
+            for i in range(400)]
+    df = spark.createDataFrame(rows, "id long, x double")
+    out = str(tmp_path / "ds")
+    tfspark.write_tfrecords(df, out, defaults={"x": float("nan")},
+                            backup_path=str(tmp_path / "bk"))
+    s = manifest(out)["stats"]["features"]["x"]
+    assert "filled" not in s  # no finite value fills the nulls in
+    layer = tfspark.keras_preprocessing(out)["x"]
+    assert isinstance(layer, tfspark.MeanImputation)
+    present = np.array([x for _, x in rows if x is not None and not np.isnan(x)])
+    for batch in tfspark.make_dataset(out, 64, shuffle_buffer=0, label_cols=[]):
+        got = np.asarray(layer(batch["x"]))
+        x = batch["x"].numpy()
+        assert np.isfinite(got).all()
+        np.testing.assert_array_equal(got[:, 1], np.isnan(x).astype(np.float32))
+        fine = ~np.isnan(x)
+        np.testing.assert_allclose(got[fine, 0], (x[fine] - present.mean()) / present.std(),
+                                   rtol=1e-4, atol=1e-5)
+    with pytest.warns(UserWarning, match=r"feature 'x': 133 rows are NaN or infinite"):
+        plain = tfspark.keras_preprocessing(out, impute=False)["x"]  # 100 nulls + 33 NaN
+    assert type(plain).__name__ == "Normalization"

@@ -46,6 +46,13 @@ def encode_batch(batch: pa.RecordBatch | pa.Table, spec: FeatureSpec, *,
     "drop" leaves such elements out. Raises EncodeError for a missing column, a type that does
     not fit the spec or a refused null.
     """
+    if not isinstance(batch, (pa.RecordBatch, pa.Table)):
+        raise EncodeError(f"encode_batch needs a pyarrow RecordBatch or Table, got "
+                          f"{type(batch).__name__}; build one with pa.RecordBatch.from_pydict "
+                          f"or pa.Table.from_pandas")
+    if not isinstance(spec, FeatureSpec):
+        raise EncodeError(f"encode_batch needs a tfspark.FeatureSpec, got "
+                          f"{type(spec).__name__}; see tfspark.infer_spec")
     buf, offsets = BatchEncoder(spec, null_elements=null_elements).encode(batch)
     raw = buf.tobytes()
     offs = offsets.tolist()

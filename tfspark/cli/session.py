@@ -43,6 +43,8 @@ def local_session(cfg: ExportConfig) -> Any:
                .config("spark.pyspark.python", python)
                .config("spark.sql.warehouse.dir", str(warehouse))
                .config("spark.ui.showConsoleProgress", "true")
+               # errors of the data source's planner: tfspark's own line, no traceback
+               .config("spark.sql.execution.pyspark.udf.hideTraceback.enabled", "true")
                # Spark splits these as a shell would: quoted, a path may hold spaces.
                .config("spark.driver.extraJavaOptions", " ".join(map(_quoted, java_opts))))
     if _hive_available():

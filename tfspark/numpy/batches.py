@@ -28,7 +28,7 @@ from tfspark.numpy.decode import STRING_FORMS, NumpyDecoder
 from tfspark.read_plan import ReadPlan, Shard, check_read_args, plan_read, split_shard
 from tfspark.read_plan import shard as shard_plan
 from tfspark.spec.model import FeatureSpec
-from tfspark.wire.stream import stream_framed
+from tfspark.wire.stream import first_damage, stream_framed
 
 _CHUNK_ROWS = 65536  # rows decoded per kernel pass (blocks: at least one block); measured
 _DONE = object()
@@ -63,7 +63,7 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
     Raises as make_dataset does, before reading; while iterating, CorruptRecordError names the
     file and byte offset of a damaged record, or the file whose count disagrees.
     """
-    check_read_args(batch_size, shuffle_buffer, epochs, 1, shard, False)
+    check_read_args(batch_size, shuffle_buffer, epochs, 1, shard, False, seed)
     if num_threads is not None and (not isinstance(num_threads, int) or
                                     isinstance(num_threads, bool) or num_threads < 1):
         raise OptionError(f"num_threads must be a positive int or None, got {num_threads!r}")
@@ -268,15 +268,22 @@ class BatchReader:
         counts = part.file_rows()
         whole = counts[f] if counts is not None else None
         limit = part.keep[f] if part.keep is not None and part.keep[f] != whole else None
-        with opened as raw:
-            gz = part.compressions[f] == "gzip"  # the manifest's, or sniffed when planning
-            stream = pa.CompressedInputStream(raw, "gzip") if gz else raw
-            for table in stream_framed(stream, name, True, decode, gz, batch_records=per_chunk):
-                if limit is not None and rows + num_rows(table) >= limit:
-                    yield slice_table(table, 0, limit - rows)
-                    return  # even shards: the rest of the file is cut (not read, not counted)
-                rows += num_rows(table)
-                yield table
+        gz = part.compressions[f] == "gzip"  # the manifest's, or sniffed when planning
+        try:
+            with opened as raw:
+                stream = pa.CompressedInputStream(raw, "gzip") if gz else raw
+                for table in stream_framed(stream, name, True, decode, gz,
+                                           batch_records=per_chunk):
+                    if limit is not None and rows + num_rows(table) >= limit:
+                        yield slice_table(table, 0, limit - rows)
+                        return  # even shards: the rest of the file is cut (not read)
+                    rows += num_rows(table)
+                    yield table
+        except CorruptRecordError as e:
+            if not gz:
+                raise
+            with loc.fs.open_input_stream(loc.base, compression=None) as again:
+                raise (first_damage(again, "gzip", name) or e) from None
         want = whole if part.rows is not None or self.plan.rows_per_record == 1 else None
         if want is not None and rows != want:
             raise CorruptRecordError(f"{name}: holds {rows} rows for this reader but the "

@@ -229,7 +229,11 @@ def _publish_path(target: str, pending: dict[str, Any]) -> str:
         src = staging.join(rel)
         if loc.fs.get_file_info(src).type == pafs.FileType.File:  # not moved yet
             loc.fs.create_dir(posixpath.dirname(loc.join(rel)), recursive=True)
-            loc.fs.move(src, loc.join(rel))
+            try:
+                loc.fs.move(src, loc.join(rel))
+            except FileNotFoundError:  # moved meanwhile (a next write's roll_forward)
+                if loc.fs.get_file_info(loc.join(rel)).type != pafs.FileType.File:
+                    raise
     staging.delete_all()
     return target
 

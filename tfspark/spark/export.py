@@ -29,9 +29,15 @@ from tfspark.spark import backup as bk
 from tfspark.spark import observe, sizing
 from tfspark.spark import stats as feature_stats
 from tfspark.spark.commit import StartedFrom, new_write_id
+from tfspark.spark.source import register
 from tfspark.spark.tasks import write_through_tasks
 from tfspark.spark.undo import undo_on_failure
-from tfspark.spark.write import PARTITION_TYPES, existing_manifest, last_write
+from tfspark.spark.write import (
+    PARTITION_TYPES,
+    existing_manifest,
+    last_write,
+    refuse_label_partitions,
+)
 from tfspark.spec import FeatureSpec, infer_spec
 from tfspark.spec.layout import rows_of
 
@@ -112,7 +118,13 @@ def write_tfrecords(df: DataFrame, path: str, *, label_cols: Iterable[str] = (),
     WriteResult; the manifest holds the same counts. Raises OptionError for bad options or an
     existing path under errorifexists, SchemaError for columns that cannot be stored,
     CountMismatchError when the row counts of source, backup and TFRecords disagree.
+    Registers the data source in df's session (spark.read.format("tfrecord") works after).
     """
+    if not hasattr(df, "sparkSession") or not hasattr(df, "mapInArrow"):
+        raise OptionError(f"write_tfrecords needs a Spark DataFrame, got {type(df).__name__}"
+                          + ("; make one with spark.createDataFrame(pandas_df)"
+                             if type(df).__module__.startswith("pandas") else ""))
+    register(df.sparkSession)
     opts = WriteOptions.from_arguments(
         path, label_cols=label_cols, compression=compression, gzip_level=gzip_level, mode=mode,
         backup_table=backup_table, backup_path=backup_path, split=split, split_key=split_key,
@@ -265,6 +277,7 @@ def _check_columns(df: DataFrame, opts: WriteOptions) -> tuple[list[str], Featur
     """(data columns, spec from the schema alone): names Spark cannot tell apart, partition,
     split and label columns, and unsupported types, refused before anything is written."""
     _check_names(df.columns, df.sparkSession.conf.get("spark.sql.caseSensitive", "false"))
+    refuse_label_partitions(opts.partition_by, opts.label_cols, "partition_by", "label_cols")
     for col in opts.partition_by:
         if col not in df.columns:
             raise OptionError(f"partition_by column {col!r} is not in the DataFrame; columns "
@@ -336,7 +349,8 @@ def _write(spark: Any, backup_df: DataFrame, backup_rows: int, spec: FeatureSpec
                               null_elements=opts.null_elements, decimal_as=opts.decimal_as,
                               split_column=split_col, stats=stats, backup_entry=entry)
         mode = "errorifexists" if opts.mode == "ignore" else str(opts.mode)  # ignore: empty
-        return write_through_tasks(out_df, source, mode=mode, base=base, write_id=write_id)
+        return write_through_tasks(out_df, source, mode=mode, base=base, write_id=write_id,
+                                   splits=tuple(opts.split or ()))
 
 
 def _result(path: str, spec: FeatureSpec, manifest: dict[str, Any], write_id: str, backup: str,
@@ -347,7 +361,8 @@ def _result(path: str, spec: FeatureSpec, manifest: dict[str, Any], write_id: st
         raise CountMismatchError(f"the TFRecords at {path} hold {rows} rows but the backup "
                                  f"{backup} holds {backup_rows}; the data set is inconsistent: "
                                  f"rewrite it with mode='overwrite'")
-    splits: dict[str, dict[str, int]] = {}
+    splits: dict[str, dict[str, int]] = {name: {"rows": 0, "files": 0, "bytes": 0}
+                                         for name in manifest.get("splits", [])}
     for f in files:
         if f.get("split"):
             s = splits.setdefault(f["split"], {"rows": 0, "files": 0, "bytes": 0})

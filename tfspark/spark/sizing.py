@@ -95,7 +95,7 @@ def arrange(df: DataFrame, splits: dict[str, float], split_key: str | None, seed
         u = F.rand(seed)
     bound = 0.0
     expr = None
-    names = list(splits)
+    names = [n for n in splits if splits[n] > 0]  # a split of 0 gets no rows (and a manifest)
     for name in names[:-1]:
         bound += splits[name]
         expr = (F.when(u < bound, name) if expr is None else expr.when(u < bound, name))

@@ -14,6 +14,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
+from tfspark.errors import OptionError
 from tfspark.options import ReadOptions, WriteOptions
 from tfspark.spark.write import TfrecordWriter, plan_write
 
@@ -70,6 +71,9 @@ def register(spark: Any) -> list[str]:
     this also makes `spark` the active session of the calling thread: call it in each thread
     that writes. (Spark Connect sessions have no JVM here and need nothing.)
     """
+    if not hasattr(spark, "dataSource"):
+        raise OptionError(f"tfspark.register needs a SparkSession (Spark 4 or newer), got "
+                          f"{type(spark).__name__}")
     jvm_session = getattr(spark, "_jsparkSession", None)
     if jvm_session is not None:
         spark._jvm.SparkSession.setActiveSession(jvm_session)

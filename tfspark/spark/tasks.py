@@ -25,12 +25,12 @@ from tfspark.spark.write import TaskCommit, plan_write
 
 
 def write_through_tasks(df: DataFrame, opts: WriteOptions, *, mode: str, base: StartedFrom,
-                        write_id: str) -> dict[str, Any]:
+                        write_id: str, splits: tuple[str, ...] = ()) -> dict[str, Any]:
     """Write df as the data source would with these options, in `mode`, committing against
-    `base` (WriteConflictError if another write committed since); returns the committed
-    manifest."""
+    `base` (WriteConflictError if another write committed since), declaring `splits`; returns
+    the committed manifest."""
     writer = plan_write(opts, df.schema, mode == "overwrite", mode=mode, base=base,
-                        write_id=write_id)
+                        write_id=write_id, splits=splits)
 
     names = df.columns
 

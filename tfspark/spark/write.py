@@ -52,13 +52,14 @@ class TaskCommit(WriterCommitMessage):
 
 def plan_write(opts: WriteOptions, schema: StructType, overwrite: bool, *,
                mode: str | None = None, base: StartedFrom | None = None,
-               write_id: str | None = None) -> TfrecordWriter:
+               write_id: str | None = None, splits: tuple[str, ...] = ()) -> TfrecordWriter:
     """Everything that can be checked on the driver, before a task runs.
 
     The data source passes Spark's save mode (`overwrite`) and the `mode` option; the write
     starts from the data set as it is now. write_tfrecords passes its own `mode`, the `base`
     it checked the path against when it began (the write commits against that version or
-    fails with WriteConflictError) and its `write_id`.
+    fails with WriteConflictError), its `write_id` and the `splits` it declares (each gets a
+    manifest, even one that receives no rows).
     """
     if mode is None:
         mode = "overwrite" if overwrite else (opts.mode or "append")
@@ -90,6 +91,7 @@ def plan_write(opts: WriteOptions, schema: StructType, overwrite: bool, *,
         if tname not in PARTITION_TYPES:
             raise OptionError(f"cannot partition by column {col!r} of type {tname}; use a "
                               f"string, integer, boolean or date column")
+    refuse_label_partitions(extra_cols, opts.label_cols, "partitionBy", "labelCols")
     keep = [n for n in names if n not in extra_cols]
     data_schema = StructType([schema[n] for n in keep])
     spec = _spec(opts, data_schema)
@@ -112,7 +114,19 @@ def plan_write(opts: WriteOptions, schema: StructType, overwrite: bool, *,
     return TfrecordWriter(uri=opts.path, mode=mode, skip=skip,
                           write_id=write_id or new_write_id(), base_write=base.write_id,
                           spec=spec, opts=opts, keep=keep, schema=written,
-                          created=created and not skip, replaces=replaces)
+                          created=created and not skip, replaces=replaces,
+                          splits=list(splits))
+
+
+def refuse_label_partitions(partition_cols: Any, label_cols: Any, partition_name: str,
+                            label_name: str) -> None:
+    """A label cannot be a partition column: those become directory names, not features."""
+    both = sorted(set(partition_cols) & set(label_cols))
+    if both:
+        raise OptionError(f"column(s) {both} are both labels and partition columns; a partition "
+                          f"column becomes directory names, not a feature of the records, so "
+                          f"it cannot be a label: drop it from {partition_name} or "
+                          f"{label_name}")
 
 
 def _spec(opts: WriteOptions, data_schema: StructType) -> FeatureSpec | None:
@@ -267,6 +281,7 @@ class TfrecordWriter(DataSourceArrowWriter):
     schema: dict[str, Any] | None = None
     created: bool = False  # the output directory did not exist before this write
     replaces: list[str] = field(default_factory=list)  # overwrite: write ids it sweeps
+    splits: list[str] = field(default_factory=list)  # declared: a manifest each, rows or not
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskCommit:
         """On an executor: encode and frame one task's Arrow batches into its own part files.
@@ -349,6 +364,7 @@ class TfrecordWriter(DataSourceArrowWriter):
                                     record_type=self.opts.record_type,
                                     partition_by=self.opts.partition_by,
                                     rows_per_record=self.opts.rows_per_record)
+                manifest["splits"] = sorted(set(manifest["splits"]) | set(self.splits))
                 mf.add_files(manifest, sorted(files, key=lambda f: f["path"]), self.write_id)
                 if self.schema is not None:
                     manifest["schema"] = self.schema

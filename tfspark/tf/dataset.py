@@ -83,7 +83,7 @@ def make_dataset(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
     truncated or miscounted file raises tf.errors.InvalidArgumentError whose message names the
     file and, for a bad record, its byte offset.
     """
-    check_read_args(batch_size, shuffle_buffer, epochs, num_parallel_reads, shard, cache)
+    check_read_args(batch_size, shuffle_buffer, epochs, num_parallel_reads, shard, cache, seed)
     plan = plan_read(path_or_files, split=split, spec=spec, label_cols=label_cols,
                      compression=compression)
     return build_pipeline(plan, batch_size, shuffle_buffer=shuffle_buffer, seed=seed,
@@ -194,7 +194,8 @@ def _records(part: Shard, batch_size: int, shuffle_files: bool, seed: int | None
     ds = tf.data.Dataset.from_tensor_slices((tf.constant(list(part.files), dtype=tf.string),
                                              tf.constant(comps, dtype=tf.string),
                                              tf.constant(counts, dtype=tf.int64),
-                                             tf.constant(strides, dtype=tf.int64)))
+                                             tf.constant(strides, dtype=tf.int64,
+                                                         shape=[len(strides), 2])))
     if shuffle_files and len(part.files) > 1:
         ds = ds.shuffle(len(part.files), seed=seed, reshuffle_each_iteration=True)
     # Blocks of records, not single records, travel on: ~2x faster (cost per element).

@@ -7,9 +7,12 @@ is imported inside the function.
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
+from tfspark.errors import SchemaError
+from tfspark.manifest import read_manifest
 from tfspark.spec.model import Feature, FeatureSpec
 
 _KERAS_DTYPES = {"int64": "int64", "float32": "float32", "string": "string"}
@@ -18,9 +21,10 @@ _KERAS_DTYPES = {"int64": "int64", "float32": "float32", "string": "string"}
 _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]")
 
 
-def keras_inputs(spec: FeatureSpec, *, include_labels: bool = False,
+def keras_inputs(spec: FeatureSpec | str | os.PathLike, *, include_labels: bool = False,
                  names: list[str] | None = None) -> dict[str, Any]:
-    """{feature name: keras.Input} for the features of `spec`, in spec order.
+    """{feature name: keras.Input} for the features of `spec` (a FeatureSpec, or the path of a
+    tfspark data set: its manifest's spec), in spec order.
 
     Labels are left out unless include_labels. names: only these features (in this order).
     The dict is keyed by the feature name, which is what make_dataset's feature dicts use, so
@@ -29,6 +33,11 @@ def keras_inputs(spec: FeatureSpec, *, include_labels: bool = False,
     """
     import keras
 
+    if isinstance(spec, (str, os.PathLike)):
+        spec = FeatureSpec.from_dict(read_manifest(os.fspath(spec))["spec"] or {})
+    if not isinstance(spec, FeatureSpec):
+        raise SchemaError(f"keras_inputs needs a tfspark.FeatureSpec or a data set's path, got "
+                          f"{type(spec).__name__}")
     if names is None:
         features = [f for f in spec.features if include_labels or not f.label]
     else:

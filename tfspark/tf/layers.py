@@ -1,10 +1,13 @@
 """Keras layers that pool variable-length and ragged features (what make_dataset yields as
-tf.RaggedTensor [batch, None] or [batch, None, None]) into one fixed-size vector per row.
+tf.RaggedTensor [batch, None] or [batch, None, None]) into one fixed-size vector per row, and
+one that imputes missing numbers.
 
     PooledEmbedding   integer ids (a lookup layer's output) -> the mean of their embeddings
     PooledMean        numbers -> the mean of the normalized values (and how many there were)
+    MeanImputation    a number, NaN where missing -> its normalized value (the mean where
+                      missing) and an is-missing indicator
 
-Both take ragged or dense input; ragged input needs the TensorFlow backend (Keras 3 has ragged
+The pooling layers take ragged or dense input; ragged input needs the TensorFlow backend (Keras 3 has ragged
 tensors only there). Empty and absent rows pool to zeros. Registered with Keras, so a saved
 model loads with `keras.saving.load_model` once tfspark is imported.
 """
@@ -88,6 +91,35 @@ class PooledMean(keras.layers.Layer):
         n = _counts(x, "float32")
         pooled = tf.reduce_sum(z, axis=1)[:, None] / tf.maximum(n, 1.0)
         return tf.concat([pooled, tf.math.log1p(n)], axis=1)
+
+    def compute_output_shape(self, input_shape: Any) -> tuple:
+        """(batch, 2)."""
+        return (input_shape[0], 2)
+
+    def get_config(self) -> dict[str, Any]:
+        """What load_model needs to build the layer again."""
+        return {**super().get_config(), "mean": self.mean, "variance": self.variance}
+
+
+@keras.saving.register_keras_serializable(package="tfspark")
+class MeanImputation(keras.layers.Layer):
+    """A number per row, NaN or infinite where it is missing -> [batch, 2]: the normalized
+    value ((x - mean) / std, the mean where missing, so 0) and 1.0 where it was missing (the
+    impute-and-indicate practice). mean and variance are of the finite values. Keras ops only:
+    every backend."""
+
+    def __init__(self, mean: float = 0.0, variance: float = 1.0, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.mean, self.variance = float(mean), float(variance)
+
+    def call(self, x: Any) -> Any:
+        """[batch, 2]: the imputed normalized value and the is-missing indicator."""
+        ops = keras.ops
+        x = ops.reshape(ops.cast(x, "float32"), (-1,))
+        missing = ops.logical_not(ops.isfinite(x))
+        std = max(self.variance, 1e-12) ** 0.5
+        z = ops.where(missing, ops.zeros_like(x), (x - self.mean) / std)
+        return ops.stack([z, ops.cast(missing, "float32")], axis=-1)
 
     def compute_output_shape(self, input_shape: Any) -> tuple:
         """(batch, 2)."""

@@ -34,7 +34,7 @@ from tfspark.spec.model import Feature, FeatureSpec
 def keras_preprocessing(path_or_manifest: str | os.PathLike | dict, *, split: str | None = None,
                         categorical: Iterable[str] = (), bucketize: Iterable[str] = (),
                         max_tokens: int | None = None, skip: Iterable[str] = (),
-                        arrays: str = "multi_hot") -> dict[str, Any]:
+                        arrays: str = "multi_hot", impute: bool = True) -> dict[str, Any]:
     """{feature name: Keras layer} for the features of a data set, from its stored
     statistics: Normalization for numbers, StringLookup for strings, IntegerLookup for the
     integer features named in `categorical`, Discretization (deciles) for those in
@@ -48,6 +48,13 @@ def keras_preprocessing(path_or_manifest: str | os.PathLike | dict, *, split: st
     deciles are of the present values. Every layer is built from finite statistics: NaN and
     infinities are counted apart. A feature whose statistics give no usable layer (no finite
     value, no value at all) is left out with a warning naming it.
+
+    Missing numbers: a number feature the model can see as NaN or infinite (such values in
+    the data, or nulls written with defaults={"x": float("nan")}) gets, with impute=True,
+    tfspark.MeanImputation: its normalized value, the mean where missing, and an is-missing
+    input ([batch, 2]: impute-and-indicate). To impute a nullable column's nulls that way,
+    write it with a NaN default; with its type's default (0) the model cannot tell a null
+    from a real 0. impute=False: a Normalization, through which NaN stays NaN (warned).
 
     split: the statistics of that split (default: all rows; use the training split's to
     avoid looking at validation data). max_tokens: the most frequent values kept by lookups
@@ -82,7 +89,8 @@ def keras_preprocessing(path_or_manifest: str | os.PathLike | dict, *, split: st
         s = per.get(f.name)
         if f.label or f.name in skip or s is None:
             continue
-        made = _layer(f, s, f.name in bucketize, f.name in categorical, max_tokens, arrays)
+        made = _layer(f, s, f.name in bucketize, f.name in categorical, max_tokens, arrays,
+                      impute)
         if isinstance(made, str):
             left_out[f.name] = made
         elif made is not None:
@@ -95,9 +103,11 @@ def keras_preprocessing(path_or_manifest: str | os.PathLike | dict, *, split: st
 
 
 def _layer(f: Feature, s: dict[str, Any], bucketize: bool, categorical: bool,
-           max_tokens: int | None, arrays: str) -> Any:
+           max_tokens: int | None, arrays: str, impute: bool) -> Any:
     """The layer for one feature, None when its kind gets none, or why it cannot be built."""
     import keras
+
+    from tfspark.tf.layers import MeanImputation
 
     name = f"{f.name}_preprocessing"
     if f.kind != "fixed" or f.shape:
@@ -117,7 +127,22 @@ def _layer(f: Feature, s: dict[str, Any], bucketize: bool, categorical: bool,
     moments = normalization(s)
     if moments is None:
         return "no finite values to normalize with"
+    missing = _nonfinite_rows(f, s)
+    if missing and impute:
+        return MeanImputation(mean=moments[0], variance=moments[1], name=name)
+    if missing:
+        warnings.warn(f"feature {f.name!r}: {missing} rows are NaN or infinite to the model and "
+                      f"stay so through its Normalization; impute=True replaces them with the "
+                      f"mean and adds an is-missing input", stacklevel=3)
     return keras.layers.Normalization(mean=moments[0], variance=moments[1], name=name)
+
+
+def _nonfinite_rows(f: Feature, s: dict[str, Any]) -> int:
+    """Rows the readers give as NaN or infinite: such values, and nulls whose default is."""
+    n = sum(s.get(k, 0) for k in ("nan", "pos_inf", "neg_inf"))
+    if f.default is not None and not math.isfinite(float(f.default)):
+        n += s.get("nulls", 0)
+    return n
 
 
 def _no_vocabulary(s: dict[str, Any]) -> str:

@@ -212,6 +212,18 @@ def read_records(source, compression: str | None = None, verify: bool = True,
     return _records(source, gz, verify, path)
 
 
+def first_damage(source, compression: str | None, path: str) -> CorruptRecordError | None:
+    """The error naming the first damaged record of a stream (for gzip: its offset in the
+    uncompressed stream, which a chunked reader that fails inside a chunk cannot tell), or
+    None when every record reads."""
+    try:
+        for _ in read_records(source, compression, path=path):
+            pass
+    except CorruptRecordError as e:
+        return e
+    return None
+
+
 def count_records(source, compression: str | None = None) -> int:
     """Number of records in a file or stream, verifying every CRC on the way."""
     return sum(1 for _ in read_records(source, compression=compression, verify=True))
