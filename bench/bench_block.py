@@ -53,10 +53,10 @@ def _size(path: str) -> int:
 def write_files(rows: int, out: str, block: int, compression: str | None = None) -> str:
     """8 TFRecord files + manifest of the standard table, row (block=1) or block layout."""
     import tfspark
-    from tfspark import manifest as mf
     from tfspark.arrow.encode import BatchEncoder
     from tfspark.arrow.encode_block import BlockEncoder
-    from tfspark.fs import locate
+    from tfspark.store import manifest as mf
+    from tfspark.store.fs import locate
     from tfspark.wire.stream import RecordWriter
 
     data = table(rows)

@@ -40,9 +40,9 @@ def write_data(rows: int, out: str) -> tuple[list[str], list[str]]:
     import pyarrow.csv as pacsv
 
     import tfspark
-    from tfspark import manifest as mf
     from tfspark.arrow.encode import encode_records
-    from tfspark.fs import locate
+    from tfspark.store import manifest as mf
+    from tfspark.store.fs import locate
     from tfspark.wire.stream import RecordWriter
 
     tf_dir, csv_dir = os.path.join(out, f"tfrecord-{rows}"), os.path.join(out, f"csv-{rows}")

@@ -35,8 +35,8 @@ def fit_both(ctx: Any, data: str, batch: int, epochs: int) -> dict[str, Any]:
     import keras
 
     import tfspark
-    from tfspark.fs import locate
-    from tfspark.manifest import read_manifest
+    from tfspark.store.fs import locate
+    from tfspark.store.manifest import read_manifest
 
     n = ctx.num_workers
 

@@ -27,13 +27,13 @@ if TYPE_CHECKING:  # what IDEs and type checkers see; at run time __getattr__ lo
         TrainingError,
         WriteConflictError,
     )
-    from tfspark.integrity import Report, verify
     from tfspark.numpy import Ragged, read_batches
-    from tfspark.options import ReadOptions, WriteOptions
     from tfspark.spark.distributed import train_on_spark
     from tfspark.spark.export import WriteResult, write_tfrecords
     from tfspark.spark.source import register
     from tfspark.spec import Feature, FeatureSpec, infer_spec
+    from tfspark.store.integrity import Report, verify
+    from tfspark.store.options import ReadOptions, WriteOptions
     from tfspark.tf.dataset import make_dataset
     from tfspark.tf.keras import keras_inputs
     from tfspark.tf.layers import MeanImputation, PooledEmbedding, PooledMean
@@ -56,10 +56,10 @@ _API = {
     "write_tfrecords": "tfspark.spark.export",
     "train_on_spark": "tfspark.spark.distributed",
     "WriteResult": "tfspark.spark.export",
-    "WriteOptions": "tfspark.options",
-    "ReadOptions": "tfspark.options",
-    "verify": "tfspark.integrity",
-    "Report": "tfspark.integrity",
+    "WriteOptions": "tfspark.store.options",
+    "ReadOptions": "tfspark.store.options",
+    "verify": "tfspark.store.integrity",
+    "Report": "tfspark.store.integrity",
     **{name: "tfspark.errors" for name in (
         "TfsparkError", "SchemaError", "EncodeError", "OptionError", "CorruptRecordError",
         "ManifestError", "WriteConflictError", "CountMismatchError", "MissingExtraError",
@@ -74,14 +74,16 @@ __all__ = [  # a literal list, so linters and IDEs see the TYPE_CHECKING imports
     "WriteConflictError", "WriteOptions", "WriteResult",
     "encode_batch", "infer_spec", "keras_inputs", "keras_preprocessing", "make_dataset",
     "read_batches", "register", "train_on_spark", "verify", "write_tfrecords"]
-# Submodules reachable as attributes without an import (tfspark.manifest.read_manifest(...)).
+# Submodules reachable as attributes without an import (tfspark.store.manifest.read_manifest(...)).
 # None is named like a function above: importing it would shadow that function.
-_MODULES = {"spec", "manifest", "errors", "options", "integrity", "read_plan"}
+_MODULES = {"spec": "tfspark.spec", "errors": "tfspark.errors", "store": "tfspark.store",
+            **{name: f"tfspark.store.{name}" for name in (
+                "manifest", "options", "integrity", "read_plan")}}
 
 
 def __getattr__(name: str) -> Any:
     if name in _MODULES:
-        return import_module(f"tfspark.{name}")
+        return import_module(_MODULES[name])
     module = _API.get(name)
     if module is None:
         raise AttributeError(f"module 'tfspark' has no attribute {name!r}")

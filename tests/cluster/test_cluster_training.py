@@ -21,8 +21,8 @@ import tfspark
 from tfspark.cli.config import TrainConfig
 from tfspark.cli.train import train
 from tfspark.cli.train_cluster import train_distributed
-from tfspark.fs import locate
-from tfspark.manifest import read_manifest
+from tfspark.store.fs import locate
+from tfspark.store.manifest import read_manifest
 
 pytestmark = [pytest.mark.spark, pytest.mark.cluster, pytest.mark.tf, pytest.mark.slow]
 

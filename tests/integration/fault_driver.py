@@ -225,7 +225,7 @@ def _started(pid: int) -> int:
 
 
 def _part_objects(uri: str) -> list[str]:
-    from tfspark.fs import locate
+    from tfspark.store.fs import locate
 
     return [r for r in locate(uri).list_files() if "part-" in r and ".tfrecord" in r]
 

@@ -136,10 +136,10 @@ def kinds(pids: Iterable[int]) -> dict[str, int]:
 
 def read_committed(uri: str) -> dict[str, np.ndarray]:
     """The columns of every record of the files the manifest at `uri` names (CRCs checked)."""
-    from tfspark import manifest as mf
     from tfspark.arrow.decode import decode_records
-    from tfspark.fs import locate
     from tfspark.spec import FeatureSpec
+    from tfspark.store import manifest as mf
+    from tfspark.store.fs import locate
     from tfspark.wire.tfrecord import frame_offsets
 
     loc = locate(uri)

@@ -13,9 +13,9 @@ import time
 import pyarrow as pa
 import pytest
 
-from tfspark.options import WriteOptions
-from tfspark.spark.commit import WriteAborted
 from tfspark.spark.write import TfrecordWriter, plan_write
+from tfspark.store.commit import WriteAborted
+from tfspark.store.options import WriteOptions
 
 pytestmark = [pytest.mark.spark]
 

@@ -35,8 +35,8 @@ from tfcheck import read_with_tf
 
 import tfspark
 from tfspark.errors import CorruptRecordError, EncodeError, OptionError, SchemaError
-from tfspark.integrity import verify
-from tfspark.manifest import ManifestError
+from tfspark.store.integrity import verify
+from tfspark.store.manifest import ManifestError
 
 pytestmark = [pytest.mark.spark, pytest.mark.tf]
 

@@ -19,9 +19,9 @@ from tfcheck import check_rich_row, f32, rich_fields
 
 import tfspark
 from tfspark.errors import OptionError, SchemaError
-from tfspark.manifest import ManifestError
-from tfspark.read_plan import plan_read
 from tfspark.spec import FeatureSpec
+from tfspark.store.manifest import ManifestError
+from tfspark.store.read_plan import plan_read
 from tfspark.tf.dataset import make_dataset
 from tfspark.tf.keras import keras_inputs
 
@@ -243,7 +243,7 @@ def test_missing_manifest_missing_file_wrong_count(tf, data, tmp_path):
     bad = tmp_path / "raw"
     bad.mkdir()
     (bad / "_tfspark.json").write_text(json.dumps(
-        {"format": "tfspark.manifest", "version": 1, "record_type": "ByteArray", "spec": None,
+        {"format": "tfspark.store.manifest", "version": 1, "record_type": "ByteArray", "spec": None,
          "files": [], "splits": []}))
     with pytest.raises(SchemaError, match="ByteArray"):
         make_dataset(str(bad), 64)

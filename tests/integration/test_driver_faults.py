@@ -50,7 +50,7 @@ from faultcheck import (
 
 import tfspark
 from tfspark.errors import TfsparkError
-from tfspark.integrity import verify
+from tfspark.store.integrity import verify
 
 needs_proc = pytest.mark.skipif(not os.path.isdir("/proc"), reason="the tests find processes "
                                 "and their children through Linux's /proc")

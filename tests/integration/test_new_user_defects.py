@@ -15,7 +15,7 @@ import pytest
 
 import tfspark
 from tfspark.errors import EncodeError
-from tfspark.integrity import verify
+from tfspark.store.integrity import verify
 
 pytestmark = [pytest.mark.spark, pytest.mark.tf]
 ROOT = Path(__file__).resolve().parents[2]

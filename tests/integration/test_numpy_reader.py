@@ -13,12 +13,12 @@ from pyspark.sql import types as T
 from test_roundtrip_tf import BLOCK_CASES, Case, case_batch, same
 
 import tfspark
-from tfspark import manifest as mf
 from tfspark.arrow.encode import BatchEncoder
 from tfspark.arrow.encode_block import BlockEncoder
 from tfspark.errors import CorruptRecordError
-from tfspark.fs import locate
 from tfspark.numpy import Ragged
+from tfspark.store import manifest as mf
+from tfspark.store.fs import locate
 from tfspark.wire.stream import RecordWriter
 
 CASES = [c for c in BLOCK_CASES if c.error is None]

@@ -10,11 +10,11 @@ import sys
 import pytest
 from pyspark.sql import types as T
 
-from tfspark import manifest as mf
 from tfspark.errors import OptionError, SchemaError
-from tfspark.fs import locate
-from tfspark.read_plan import plan_read
 from tfspark.spec import infer_spec
+from tfspark.store import manifest as mf
+from tfspark.store.fs import locate
+from tfspark.store.read_plan import plan_read
 from tfspark.tf.dataset import make_dataset
 
 SPEC = infer_spec(T.StructType([T.StructField("x", T.FloatType()),
@@ -54,7 +54,8 @@ def test_import_does_not_load_tensorflow():
 
 def test_read_side_does_not_load_pyspark():
     # What a GPU box without Spark imports: the files, spec, options, verify, tf.data side.
-    code = ("import tfspark, tfspark.read_plan, tfspark.integrity, tfspark.options, "
+    code = ("import tfspark, tfspark.store.read_plan, tfspark.store.integrity, "
+            "tfspark.store.options, "
             "tfspark.tf.dataset, tfspark.tf.keras, tfspark.arrow.decode, tfspark.arrow.encode, "
             "tfspark.cli.inspect, tfspark.cli.config, sys; tfspark.verify; tfspark.FeatureSpec; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j')))")

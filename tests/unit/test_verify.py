@@ -10,10 +10,10 @@ import pytest
 from pyspark.sql import types as T
 
 import tfspark
-from tfspark import manifest as mf
 from tfspark.arrow.encode import encode_records
 from tfspark.cli.main import main
-from tfspark.fs import locate
+from tfspark.store import manifest as mf
+from tfspark.store.fs import locate
 from tfspark.wire.stream import RecordWriter
 
 

@@ -4,7 +4,7 @@ ExportConfig (conf/export.toml) and TrainConfig (conf/train.toml).
 Every key of a file is a field of its dataclass; unknown keys, wrong TOML types and bad values
 are refused with an OptionError naming the key and the file, so a typo never silently falls back
 to a default. Command-line flags are applied on top (`ExportConfig.with_overrides`). The export
-keys that are write settings end up in a tfspark.options.WriteOptions, which checks them once
+keys that are write settings end up in a tfspark.store.options.WriteOptions, which checks them once
 more as every entry point's write settings are checked (`ExportConfig.write_options`).
 """
 
@@ -20,9 +20,9 @@ from typing import Any
 
 from tfspark.arrow.encode import NULL_ELEMENT_POLICIES as NULL_ELEMENTS
 from tfspark.errors import OptionError
-from tfspark.options import WRITE_MODES as MODES
-from tfspark.options import WriteOptions
 from tfspark.spec.kinds import DECIMAL_AS, RECORD_TYPES
+from tfspark.store.options import WRITE_MODES as MODES
+from tfspark.store.options import WriteOptions
 
 SOURCE_FORMATS = ("auto", "table", "parquet", "csv")
 

@@ -11,11 +11,11 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from tfspark import manifest as mf
 from tfspark.errors import OptionError
-from tfspark.fs import locate
 from tfspark.spec import FeatureSpec
 from tfspark.spec.layout import rows_of, rows_per_record
+from tfspark.store import manifest as mf
+from tfspark.store.fs import locate
 from tfspark.wire.example_py import decode_sequence_example, decode_with_spec
 from tfspark.wire.stream import read_records
 

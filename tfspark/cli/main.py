@@ -213,7 +213,7 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from tfspark.integrity import verify
+    from tfspark.store.integrity import verify
 
     inspect.missing_local_path(args.path)
     report = verify(args.path)

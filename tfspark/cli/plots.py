@@ -15,10 +15,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tfspark import manifest as mf
 from tfspark.cli.inspect import missing_local_path, stats_table
 from tfspark.errors import OptionError, SchemaError, require
 from tfspark.spec.kinds import float_of_json as _num
+from tfspark.store import manifest as mf
 
 TOP_BARS = 20
 

@@ -21,13 +21,13 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tfspark import manifest as mf
 from tfspark.cli import train_features as tf_plan
 from tfspark.cli.config import TrainConfig
 from tfspark.errors import OptionError, SchemaError
-from tfspark.fs import locate
 from tfspark.spec import Feature, FeatureSpec
 from tfspark.spec.layout import rows_of
+from tfspark.store import manifest as mf
+from tfspark.store.fs import locate
 from tfspark.tf.dataset import make_dataset
 
 # ---------------------------------------------------------------- the job

@@ -22,12 +22,12 @@ import numpy as np
 import pyarrow as pa
 
 from tfspark.errors import CorruptRecordError, OptionError
-from tfspark.fs import locate
 from tfspark.numpy.columns import Table, concat_tables, num_rows, slice_table, take_table
 from tfspark.numpy.decode import STRING_FORMS, NumpyDecoder
-from tfspark.read_plan import ReadPlan, Shard, check_read_args, plan_read, split_shard
-from tfspark.read_plan import shard as shard_plan
 from tfspark.spec.model import FeatureSpec
+from tfspark.store.fs import locate
+from tfspark.store.read_plan import ReadPlan, Shard, check_read_args, plan_read, split_shard
+from tfspark.store.read_plan import shard as shard_plan
 from tfspark.wire.stream import first_damage, stream_framed
 
 _CHUNK_ROWS = 65536  # rows decoded per kernel pass (blocks: at least one block); measured

@@ -27,10 +27,10 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
-from tfspark import manifest as mf
 from tfspark.errors import OptionError, TfsparkError
-from tfspark.fs import Location, locate, uri_to_path
-from tfspark.spark.commit import commit_lock
+from tfspark.store import manifest as mf
+from tfspark.store.commit import commit_lock
+from tfspark.store.fs import Location, locate, uri_to_path
 
 log = logging.getLogger("tfspark")
 MARKER = mf.BACKUP_MARKER

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from tfspark.errors import OptionError, TrainingError
-from tfspark.fs import locate
+from tfspark.store.fs import locate
 
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_.]*(Error|Exception): ")
 _TAIL = 30  # lines of a failed worker's output quoted in the error

@@ -20,15 +20,10 @@ from typing import Any
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
-from tfspark import manifest as mf
 from tfspark.errors import CountMismatchError, OptionError
-from tfspark.fs import Location, locate
-from tfspark.options import WriteOptions
-from tfspark.placement import check_placement, enclosing_data_set
 from tfspark.spark import backup as bk
 from tfspark.spark import observe, sizing
 from tfspark.spark import stats as feature_stats
-from tfspark.spark.commit import StartedFrom, new_write_id
 from tfspark.spark.source import register
 from tfspark.spark.tasks import write_through_tasks
 from tfspark.spark.undo import undo_on_failure
@@ -40,6 +35,11 @@ from tfspark.spark.write import (
 )
 from tfspark.spec import FeatureSpec, infer_spec
 from tfspark.spec.layout import rows_of
+from tfspark.store import manifest as mf
+from tfspark.store.commit import StartedFrom, new_write_id
+from tfspark.store.fs import Location, locate
+from tfspark.store.options import WriteOptions
+from tfspark.store.placement import check_placement, enclosing_data_set
 
 log = logging.getLogger("tfspark")
 

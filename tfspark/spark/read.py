@@ -7,7 +7,7 @@ one partition per file. Each task streams its file in chunks with bounded memory
 CRCs, decodes up to 10,000 records at a time with the numba decoder (arrow/decode.py), turns
 the canonical columns into the Spark schema's Arrow types (to_spark.py) and yields Arrow batches.
 
-Options: see tfspark.options.READ_OPTIONS (checked into a ReadOptions there).
+Options: see tfspark.store.options.READ_OPTIONS (checked into a ReadOptions there).
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ import pyarrow.fs as pafs
 from pyspark.sql import types as T
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from tfspark import manifest as mf
 from tfspark.errors import CorruptRecordError, OptionError
-from tfspark.fs import Location, locate
-from tfspark.options import ReadOptions
-from tfspark.spark.commit import write_id_of
 from tfspark.spec import FeatureSpec
 from tfspark.spec.layout import rows_of, rows_per_record
+from tfspark.store import manifest as mf
+from tfspark.store.commit import write_id_of
+from tfspark.store.fs import Location, locate
+from tfspark.store.options import ReadOptions
 from tfspark.wire.stream import sniff_gzip, stream_framed
 
 # ---------------------------------------------------------------- what a path holds

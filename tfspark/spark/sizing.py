@@ -13,8 +13,8 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from tfspark.fs import locate
 from tfspark.spec import FeatureSpec
+from tfspark.store.fs import locate
 
 log = logging.getLogger("tfspark")
 SPLIT_COLUMN = "__tfspark_split__"

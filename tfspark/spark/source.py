@@ -15,8 +15,8 @@ from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
 from tfspark.errors import OptionError
-from tfspark.options import ReadOptions, WriteOptions
 from tfspark.spark.write import TfrecordWriter, plan_write
+from tfspark.store.options import ReadOptions, WriteOptions
 
 log = logging.getLogger("tfspark")
 
@@ -24,7 +24,7 @@ log = logging.getLogger("tfspark")
 class TfrecordDataSource(DataSource):
     """The Spark Python data source "tfrecord": df.write / spark.read of TFRecord files.
 
-    Register it with tfspark.register(spark); options are listed in tfspark.options
+    Register it with tfspark.register(spark); options are listed in tfspark.store.options
     (WRITE_OPTIONS, READ_OPTIONS).
     """
 

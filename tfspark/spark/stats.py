@@ -23,10 +23,10 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from tfspark.spark import stats_rules as rules
 from tfspark.spec import FeatureSpec
 from tfspark.spec.kinds import json_float
 from tfspark.spec.model import Feature
+from tfspark.store import stats_rules as rules
 
 QUANTILE_ACCURACY = 1_000  # percentile_approx: relative error 1 / accuracy (deciles need no more)
 DISTINCT_RSD = 0.05  # approx_count_distinct's relative standard deviation (52 buffer words)

@@ -19,9 +19,9 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
-from tfspark.options import WriteOptions
-from tfspark.spark.commit import StartedFrom
 from tfspark.spark.write import TaskCommit, plan_write
+from tfspark.store.commit import StartedFrom
+from tfspark.store.options import WriteOptions
 
 
 def write_through_tasks(df: DataFrame, opts: WriteOptions, *, mode: str, base: StartedFrom,

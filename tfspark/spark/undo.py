@@ -20,9 +20,9 @@ from dataclasses import dataclass
 import pyarrow.fs as pafs
 
 from tfspark import errors
-from tfspark import manifest as mf
 from tfspark.errors import TfsparkError
-from tfspark.fs import Location, locate
+from tfspark.store import manifest as mf
+from tfspark.store.fs import Location, locate
 
 log = logging.getLogger("tfspark")
 

@@ -16,12 +16,11 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from tfspark import manifest as mf
 from tfspark.errors import ManifestError, OptionError, SchemaError, WriteConflictError
-from tfspark.fs import Location, locate
-from tfspark.options import WriteOptions
-from tfspark.placement import check_placement
-from tfspark.spark.commit import (
+from tfspark.spec import FeatureSpec, infer_spec
+from tfspark.spec.layout import check_block_keys, rows_per_record
+from tfspark.store import manifest as mf
+from tfspark.store.commit import (
     PART_FILE,
     StartedFrom,
     TaskGuard,
@@ -33,8 +32,9 @@ from tfspark.spark.commit import (
     wait_for_tasks,
     write_id_of,
 )
-from tfspark.spec import FeatureSpec, infer_spec
-from tfspark.spec.layout import check_block_keys, rows_per_record
+from tfspark.store.fs import Location, locate
+from tfspark.store.options import WriteOptions
+from tfspark.store.placement import check_placement
 
 log = logging.getLogger("tfspark")
 PARTITION_TYPES = ("string", "int", "bigint", "smallint", "tinyint", "boolean", "date")
@@ -293,7 +293,7 @@ class TfrecordWriter(DataSourceArrowWriter):
 
         from tfspark.arrow.encode import BatchEncoder
         from tfspark.arrow.encode_block import BlockEncoder
-        from tfspark.spark.part_files import TaskFiles, batches_by_group
+        from tfspark.store.part_files import TaskFiles, batches_by_group
 
         ctx = TaskContext.get()
         task = f"{ctx.partitionId():05d}-{ctx.taskAttemptId()}" if ctx else "00000-0"
@@ -313,7 +313,7 @@ class TfrecordWriter(DataSourceArrowWriter):
         guard = TaskGuard(loc, self.write_id, task)
         stats = None
         if self.opts.task_stats and self.spec is not None:
-            from tfspark.spark.stats_partial import PartialStats
+            from tfspark.store.stats_partial import PartialStats
 
             stats = PartialStats(self.spec, self.opts.stats_top_k,
                                  seed=ctx.taskAttemptId() if ctx else 0)
@@ -387,7 +387,7 @@ class TfrecordWriter(DataSourceArrowWriter):
     def _task_stats(self, messages: list[WriterCommitMessage | None],
                     appended: bool) -> dict[str, Any]:
         """featureStats: the tasks' statistics merged (of this write's rows only)."""
-        from tfspark.spark.stats_partial import merge
+        from tfspark.store.stats_partial import merge
 
         assert self.spec is not None
         parts = [m.stats for m in messages if isinstance(m, TaskCommit) and m.stats]

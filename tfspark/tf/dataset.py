@@ -20,9 +20,9 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from tfspark.read_plan import AUTOTUNE, ReadPlan, Shard, check_read_args, plan_read
-from tfspark.read_plan import shard as shard_plan
 from tfspark.spec.model import FeatureSpec
+from tfspark.store.read_plan import AUTOTUNE, ReadPlan, Shard, check_read_args, plan_read
+from tfspark.store.read_plan import shard as shard_plan
 
 _PARSE_ROWS = 8192  # block layout: rows parsed per parse_example call, at least
 
@@ -291,7 +291,7 @@ def _checked(blocks: Any, name: Any, comp: Any, count: Any, stride: Any) -> Any:
 def _diagnose(name: Any, comp: Any, seen: Any, count: Any, stride: Any) -> str:
     """What is wrong with a file TensorFlow read `seen` records of ("" when nothing is)."""
     from tfspark.errors import CorruptRecordError
-    from tfspark.fs import locate
+    from tfspark.store.fs import locate
     from tfspark.wire.stream import read_records
 
     path = name.numpy().decode()

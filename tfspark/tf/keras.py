@@ -12,8 +12,8 @@ import re
 from typing import Any
 
 from tfspark.errors import SchemaError
-from tfspark.manifest import read_manifest
 from tfspark.spec.model import Feature, FeatureSpec
+from tfspark.store.manifest import read_manifest
 
 _KERAS_DTYPES = {"int64": "int64", "float32": "float32", "string": "string"}
 # Keras refuses "/" in layer names, and TensorFlow name scopes dislike most punctuation, so

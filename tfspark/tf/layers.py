@@ -7,9 +7,9 @@ one that imputes missing numbers.
     MeanImputation    a number, NaN where missing -> its normalized value (the mean where
                       missing) and an is-missing indicator
 
-The pooling layers take ragged or dense input; ragged input needs the TensorFlow backend (Keras 3 has ragged
-tensors only there). Empty and absent rows pool to zeros. Registered with Keras, so a saved
-model loads with `keras.saving.load_model` once tfspark is imported.
+The pooling layers take ragged or dense input; ragged input needs the TensorFlow backend
+(Keras 3 has ragged tensors only there). Empty and absent rows pool to zeros. Registered with
+Keras, so a saved model loads with `keras.saving.load_model` once tfspark is imported.
 """
 
 from __future__ import annotations

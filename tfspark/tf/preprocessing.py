@@ -25,10 +25,10 @@ import warnings
 from collections.abc import Iterable
 from typing import Any
 
-from tfspark import manifest as mf
 from tfspark.errors import SchemaError
 from tfspark.spec.kinds import float_of_json as _num
 from tfspark.spec.model import Feature, FeatureSpec
+from tfspark.store import manifest as mf
 
 
 def keras_preprocessing(path_or_manifest: str | os.PathLike | dict, *, split: str | None = None,

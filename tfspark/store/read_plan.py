@@ -14,11 +14,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tfspark import manifest as mf
 from tfspark.errors import OptionError, SchemaError, TfsparkError
-from tfspark.fs import Location, locate
 from tfspark.spec.layout import rows_of, rows_per_record
 from tfspark.spec.model import FeatureSpec
+from tfspark.store import manifest as mf
+from tfspark.store.fs import Location, locate
 from tfspark.wire.stream import sniff_gzip
 from tfspark.wire.tfrecord import normalize_compression
 

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from tfspark.fs import Location
+from tfspark.store.fs import Location
 
 log = logging.getLogger("tfspark")
 PART_FILE = re.compile(r"(^|/)part-[^/]*\.tfrecord(\.gz)?$")

@@ -27,9 +27,9 @@ import pyarrow.compute as pc
 
 from tfspark.arrow.encode import _column
 from tfspark.arrow.values import to_int64
-from tfspark.spark import stats_rules as rules
 from tfspark.spec import Feature, FeatureSpec
 from tfspark.spec.kinds import json_float
+from tfspark.store import stats_rules as rules
 
 SAMPLE = 1024  # values kept per feature and split for deciles (16 KiB in a commit message)
 CAP_FACTOR = 2  # distinct values counted exactly per task: CAP_FACTOR * top_k

@@ -2,7 +2,7 @@
 it names and ignore everything else in the directory (failed attempts, _SUCCESS, .crc files).
 
 Layout of a manifest:
-    {"format": "tfspark.manifest", "version": 1, "created_by": "tfspark X",
+    {"format": "tfspark.store.manifest", "version": 1, "created_by": "tfspark X",
      "record_type": "Example" | "SequenceExample" | "ByteArray", "compression": null | "gzip",
      "spec": {...FeatureSpec...} | null, "partition_by": [...], "splits": [...],
      "schema": {...Spark StructType JSON of the written columns, partition columns included...},
@@ -28,10 +28,10 @@ from typing import Any, NoReturn
 
 from tfspark import __version__
 from tfspark.errors import ManifestError, SchemaError
-from tfspark.fs import Location, locate
 from tfspark.spec.kinds import STORED_RECORD_TYPES
 from tfspark.spec.layout import rows_of, rows_per_record
 from tfspark.spec.model import FeatureSpec
+from tfspark.store.fs import Location, locate
 
 NAME = "_tfspark.json"
 SUCCESS = "_SUCCESS"
@@ -39,7 +39,7 @@ SUCCESS = "_SUCCESS"
 # the hidden staging directories of writes that have not published their backup (yet).
 BACKUP_MARKER = "_tfspark_backup.json"
 BACKUP_STAGING = "_tfspark_staging-"
-FORMAT = "tfspark.manifest"
+FORMAT = "tfspark.store.manifest"
 VERSION = 1
 
 

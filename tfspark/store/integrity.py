@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from tfspark import manifest as mf
 from tfspark.errors import CorruptRecordError, TfsparkError
-from tfspark.fs import locate, uri_to_path
 from tfspark.spec.layout import rows_of, rows_per_record
 from tfspark.spec.model import FeatureSpec
+from tfspark.store import manifest as mf
+from tfspark.store.fs import locate, uri_to_path
 from tfspark.wire.stream import read_records
 
 _DATA_FILE = re.compile(r"\.tfrecords?(\.gz)?$")

@@ -20,10 +20,10 @@ from typing import Any
 
 from tfspark.arrow.encode import NULL_ELEMENT_POLICIES
 from tfspark.errors import OptionError
-from tfspark.fs import absolute
 from tfspark.spec.kinds import DECIMAL_AS
 from tfspark.spec.kinds import STORED_RECORD_TYPES as RECORD_TYPES
 from tfspark.spec.layout import MAX_ROWS_PER_RECORD
+from tfspark.store.fs import absolute
 from tfspark.wire.tfrecord import GZIP_LEVELS, normalize_compression
 
 WRITE_MODES = ("errorifexists", "overwrite", "append", "ignore")

@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from tfspark import partitions
 from tfspark.arrow.encode import BatchEncoder, bytes_buffers
 from tfspark.errors import EncodeError
-from tfspark.fs import Location
+from tfspark.store import partitions
+from tfspark.store.fs import Location
 from tfspark.wire.stream import RecordWriter
 from tfspark.wire.tfrecord import OVERHEAD, file_suffix, frame_buffer
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import posixpath
 
-from tfspark import manifest as mf
 from tfspark.errors import OptionError
-from tfspark.fs import Location
+from tfspark.store import manifest as mf
+from tfspark.store.fs import Location
 
 
 def check_placement(loc: Location, mode: str) -> None:
