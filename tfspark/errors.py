@@ -5,6 +5,8 @@ Messages name the column, file or option, the offending value or type, and what 
 
 from __future__ import annotations
 
+import re
+
 __all__ = ["CorruptRecordError", "CountMismatchError", "EncodeError", "ManifestError",
            "MissingExtraError", "OptionError", "SchemaError", "TfsparkError",
            "WriteConflictError"]
@@ -66,3 +68,16 @@ def require(module: str, part: str, extra: str, why: str = "") -> None:
 
     if find_spec(module) is None:
         raise MissingExtraError(part, module, extra, why)
+
+
+# A tfspark error raised in a Spark task or in the data source on the driver reaches the caller
+# inside a Spark exception, as "tfspark.<module>.<Class>: <message>": a line of its traceback,
+# or after Spark's own prefix when spark.sql.execution.pyspark.udf.hideTraceback is on.
+_WRAPPED = re.compile(r"(?:^|: )tfspark\.[\w.]*?(\w+Error): (.+)$", re.MULTILINE)
+
+
+def wrapped(text: str) -> tuple[str, str] | None:
+    """(class name, message) of the last tfspark error in a Spark exception's text, or None."""
+    found = [(name, message.strip()) for name, message in _WRAPPED.findall(text)
+             if name in __all__]
+    return found[-1] if found else None

@@ -472,7 +472,8 @@ def call(entry: str, spark: Any, df: Any, path: str, kw: dict) -> None:
         raise AssertionError(entry)
 
 
-_WRAPPED = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?(\w+(?:Error|Exception)): ", re.MULTILINE)
+# At a line's start (a Python traceback), or after Spark's own prefix (hideTraceback).
+_WRAPPED = re.compile(r"(?:^|: )(?:[A-Za-z_][\w.]*\.)?(\w+(?:Error|Exception)): ", re.MULTILINE)
 
 
 def error_name(e: BaseException, entry: str) -> str:

@@ -4,8 +4,9 @@ ExportConfig (conf/export.toml) and TrainConfig (conf/train.toml).
 Every key of a file is a field of its dataclass; unknown keys, wrong TOML types and bad values
 are refused with an OptionError naming the key and the file, so a typo never silently falls back
 to a default. Command-line flags are applied on top (`ExportConfig.with_overrides`). The export
-keys that are write settings end up in a tfspark.store.options.WriteOptions, which checks them once
-more as every entry point's write settings are checked (`ExportConfig.write_options`).
+keys are the job's own (source, session) plus every write setting of the table in
+tfspark.store.options.WriteOptions (`write_settings()`): keys, defaults and checks come from
+there, and `ExportConfig.write_options` checks them once more as every entry point's are.
 """
 
 from __future__ import annotations
@@ -13,59 +14,24 @@ from __future__ import annotations
 import dataclasses
 import math
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tfspark.arrow.encode import NULL_ELEMENT_POLICIES as NULL_ELEMENTS
 from tfspark.errors import OptionError
-from tfspark.spec.kinds import DECIMAL_AS, RECORD_TYPES
-from tfspark.store.options import WRITE_MODES as MODES
-from tfspark.store.options import WriteOptions
+from tfspark.store.options import WriteOptions, write_settings
+from tfspark.store.settings import Setting, Where
+from tfspark.store.settings import positive_number as _positive_number
 
 SOURCE_FORMATS = ("auto", "table", "parquet", "csv")
 
 
-@dataclass(frozen=True)
-class ExportConfig:
-    """What `tfspark export` and jobs/export_tfrecords.py do. Paths are relative to the CWD."""
+class _Export:
+    """The methods of ExportConfig, whose fields are the job's keys (_JOB_KEYS) and every
+    workflow write setting of the table."""
 
-    # Input: None means the embedded sample table (tfspark.cli.sample), else a catalog table,
-    # a parquet/CSV file or a directory of them.
-    source: str | None = None
-    source_format: str = "auto"  # auto | table | parquet | csv
-    csv_header: bool = True
-    csv_infer_schema: bool = True
-    sample_rows: int = 100_000
-    # Output.
-    output: str | None = None
-    mode: str = "errorifexists"
-    label_cols: tuple[str, ...] = ()
-    compression: str | None = None  # None | "gzip"
-    backup_table: str | None = None
-    backup_path: str | None = None
-    split: Mapping[str, float] | None = None
-    split_key: str | None = None
-    seed: int = 0  # of the split/shuffle draws, and of the embedded sample
-    shuffle: bool = False
-    target_file_mb: float = 128.0
-    max_records_per_file: int | None = None
-    rows_per_record: int = 1
-    record_type: str = "Example"  # Example | SequenceExample
-    stats: bool = True  # feature statistics in the manifest (keras_preprocessing builds on them)
-    stats_top_k: int = 10_000
-    partition_by: tuple[str, ...] = ()
-    shapes: Mapping[str, tuple[int, ...]] | None = None
-    defaults: Mapping[str, Any] | None = None
-    null_elements: str = "error"
-    decimal_as: str = "float32"
-    # Local Spark session (ignored under spark-submit, which brings its own session).
-    warehouse: str = "warehouse"
-    master: str = "local[*]"
-    app_name: str = "tfspark-export"
-
-    def with_overrides(self, **flags: Any) -> ExportConfig:
+    def with_overrides(self, **flags: Any) -> Any:
         """A new config with the given fields replaced; None means "not given" and is skipped."""
         given = _check({k: v for k, v in flags.items() if v is not None}, "command line")
         # One backup destination: a flag naming one kind replaces the file's other kind.
@@ -73,13 +39,13 @@ class ExportConfig:
             given["backup_table"] = None
         elif "backup_table" in given and "backup_path" not in given:
             given["backup_path"] = None
-        return dataclasses.replace(self, **given)
+        return dataclasses.replace(self, **given)  # type: ignore[type-var]
 
     def source_kind(self) -> str:
         """table | parquet | csv: source_format, or for "auto" a guess from the name."""
         src = self.source
         if self.source_format != "auto" or src is None:
-            return self.source_format
+            return str(self.source_format)
         low = src.lower().rstrip("/")
         if low.endswith(".parquet"):
             return "parquet"
@@ -101,25 +67,68 @@ class ExportConfig:
         return WriteOptions.from_arguments(self.output, **self.write_kwargs())
 
     def write_kwargs(self) -> dict[str, Any]:
-        """The WriteOptions fields of this export (everything but path): write_tfrecords'
-        keyword arguments, but for stats=, which is the field feature_stats."""
-        return {
-            "label_cols": self.label_cols, "compression": self.compression, "mode": self.mode,
-            "backup_table": self.backup_table, "backup_path": self.backup_path,
-            "split": dict(self.split) if self.split else None, "split_key": self.split_key,
-            "seed": self.seed, "shuffle": self.shuffle,
-            "target_file_bytes": int(self.target_file_mb * 2**20),
-            "max_records_per_file": self.max_records_per_file,
-            "rows_per_record": self.rows_per_record, "record_type": self.record_type,
-            "feature_stats": self.stats, "stats_top_k": self.stats_top_k,
-            "partition_by": self.partition_by,
-            "shapes": {k: list(v) for k, v in self.shapes.items()} if self.shapes else None,
-            "defaults": dict(self.defaults) if self.defaults else None,
-            "null_elements": self.null_elements, "decimal_as": self.decimal_as,
-        }
+        """The write settings of this export: write_tfrecords' keyword arguments (TOML
+        tables as plain dicts, shapes as lists)."""
+        out = {}
+        for key, t in WRITE_KEYS.items():
+            value = getattr(self, key)
+            if isinstance(value, Mapping):
+                value = {k: list(v) if isinstance(v, tuple) else v for k, v in value.items()}
+            out[t.name] = t.to_value(value) if t.to_value else value
+        return out
+
+    if TYPE_CHECKING:  # the fields, made from the table below
+        def __init__(self, **keys: Any) -> None: ...
+
+        def __getattr__(self, name: str) -> Any: ...
 
 
-KEYS = tuple(f.name for f in dataclasses.fields(ExportConfig))
+def _config_rule(t: Setting) -> Callable[[str, Any, str], Any]:
+    """The rule of a write setting's config key and flag: TOML strings (and every flag) parsed
+    where a string is a natural spelling (never for numbers and booleans), then its check."""
+    def rule(key: str, value: Any, where: str) -> Any:
+        at = Where.config(key, where)
+        if isinstance(value, Mapping) and not value:
+            return None  # an empty TOML table: unset
+        if t.config:  # a key of its own (target_file_mb): converted when written
+            return _positive_number(at, value)
+        if t.typed is not None and (isinstance(value, bool) != (t.typed is bool)
+                                    or not isinstance(value, t.typed)):
+            raise _bad(key, value, where, _WANT[t.typed])
+        checked = t.check(at, t.parse(at, value))
+        if t.name == "shapes" and checked:  # frozen, like every other value here
+            checked = {k: tuple(v) for k, v in checked.items()}
+        return checked
+    return rule
+
+
+_WANT = {int: "an integer", bool: "true or false"}
+# The job's own keys, besides the write settings: (name, default).
+_JOB_KEYS: dict[str, Any] = {
+    "source": None,  # None: the embedded sample table (tfspark.cli.sample)
+    "source_format": "auto",  # auto | table | parquet | csv
+    "csv_header": True,
+    "csv_infer_schema": True,
+    "sample_rows": 100_000,
+    "output": None,
+    # Local Spark session (ignored under spark-submit, which brings its own session).
+    "warehouse": "warehouse",
+    "master": "local[*]",
+    "app_name": "tfspark-export",
+}
+WRITE_KEYS = {t.config_key: t for t in write_settings() if t.workflow}
+# What `tfspark export` and jobs/export_tfrecords.py do; paths are relative to the CWD.
+if TYPE_CHECKING:
+    ExportConfig = _Export
+else:
+    ExportConfig = dataclasses.make_dataclass(
+        "ExportConfig", [(k, Any, dataclasses.field(default=v)) for k, v in _JOB_KEYS.items()]
+        + [(k, Any, dataclasses.field(default=t.config_value)) for k, t in WRITE_KEYS.items()],
+        bases=(_Export,), frozen=True)
+    ExportConfig.__module__ = __name__
+    ExportConfig.__doc__ = "What `tfspark export` and jobs/export_tfrecords.py do: a frozen " \
+        "dataclass of the job's keys and the write settings (paths relative to the CWD)."
+KEYS = (*_JOB_KEYS, *WRITE_KEYS)
 
 
 def load_toml(path: str | Path) -> dict[str, Any]:
@@ -189,14 +198,7 @@ def _int(key: str, value: Any, where: str, low: int = 0) -> int:
     return value
 
 
-def _positive(key: str, value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 \
-            or math.isinf(value):
-        raise _bad(key, value, where, "a positive number")
-    return float(value)
-
-
-def _choice(choices: tuple[str, ...]):
+def _choice(choices: tuple[str, ...]) -> Callable[[str, Any, str], str]:
     def rule(key: str, value: Any, where: str) -> str:
         if not isinstance(value, str) or value.lower() not in choices:
             raise _bad(key, value, where, f"one of {', '.join(choices)}")
@@ -204,104 +206,24 @@ def _choice(choices: tuple[str, ...]):
     return rule
 
 
-def _record_type(key: str, value: Any, where: str) -> str:
-    """Example | SequenceExample, in any case."""
-    for name in RECORD_TYPES:
-        if isinstance(value, str) and value.lower() == name.lower():
-            return name
-    raise _bad(key, value, where, f"one of {', '.join(RECORD_TYPES)}")
-
-
-def _compression(key: str, value: Any, where: str) -> str | None:
-    if not isinstance(value, str) or value.lower() not in ("none", "", "gzip"):
-        raise _bad(key, value, where, "'gzip' or 'none'")
-    return "gzip" if value.lower() == "gzip" else None
-
-
-def _names(key: str, value: Any, where: str) -> tuple[str, ...]:
-    if isinstance(value, str):  # "a,b" from the command line, or one name
-        value = [v.strip() for v in value.split(",") if v.strip()]
-    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
-        raise _bad(key, value, where, "a list of column names")
-    return tuple(value)
-
-
-def _split(key: str, value: Any, where: str) -> dict[str, float] | None:
-    if isinstance(value, str):  # "train=0.8,test=0.2" from the command line
-        pairs = [p.split("=", 1) for p in value.split(",") if p.strip()]
-        if not all(len(p) == 2 for p in pairs):
-            raise _bad(key, value, where, "name=fraction pairs like 'train=0.8,test=0.2'")
-        try:
-            value = {n.strip(): float(f) for n, f in pairs}
-        except ValueError:
-            raise _bad(key, value, where, "name=fraction pairs like 'train=0.8,test=0.2'") \
-                from None
-    if not isinstance(value, Mapping):
-        raise _bad(key, value, where, "a table of split name = fraction")
-    if not value:
-        return None  # an empty table means no split
-    return {str(k): _positive(f"{key}.{k}", v, where) for k, v in value.items()}
-
-
-def _shapes(key: str, value: Any, where: str) -> dict[str, tuple[int, ...]]:
-    if not isinstance(value, Mapping):
-        raise _bad(key, value, where, "a table of column = [n]")
-    out = {}
-    for name, shape in value.items():
-        if not isinstance(shape, (list, tuple)):
-            raise _bad(f"{key}.{name}", shape, where, "a list of ints like [8]")
-        out[str(name)] = tuple(_int(f"{key}.{name}", n, where) for n in shape)
-    return out
-
-
-def _defaults(key: str, value: Any, where: str) -> dict[str, Any]:
-    if not isinstance(value, Mapping):
-        raise _bad(key, value, where, "a table of column = default value")
-    for name, v in value.items():
-        if isinstance(v, bool) or not isinstance(v, (int, float, str)):
-            raise _bad(f"{key}.{name}", v, where, "a number or a string")
-    return dict(value)
-
-
-def _optional(rule):
+def _optional_str(key: str, value: Any, where: str) -> str | None:
     # TOML has no null: "" or "none" is how a file says "unset" for an optional string.
-    def wrapped(key: str, value: Any, where: str):
-        if isinstance(value, str) and value.strip().lower() in ("", "none"):
-            return None
-        return rule(key, value, where)
-    return wrapped
+    if isinstance(value, str) and value.strip().lower() in ("", "none"):
+        return None
+    return _str(key, value, where)
 
 
-_RULES = {
-    "source": _optional(_str),
+_RULES: dict[str, Callable[[str, Any, str], Any]] = {
+    "source": _optional_str,
     "source_format": _choice(SOURCE_FORMATS),
     "csv_header": _bool,
     "csv_infer_schema": _bool,
     "sample_rows": lambda k, v, w: _int(k, v, w, low=1),
     "output": _str,
-    "mode": _choice(MODES),
-    "label_cols": _names,
-    "compression": _compression,
-    "backup_table": _optional(_str),
-    "backup_path": _optional(_str),
-    "split": _split,
-    "split_key": _optional(_str),
-    "seed": _int,
-    "shuffle": _bool,
-    "target_file_mb": _positive,
-    "max_records_per_file": _optional(lambda k, v, w: _int(k, v, w, low=1)),
-    "rows_per_record": lambda k, v, w: _int(k, v, w, low=1),
-    "record_type": _record_type,
-    "stats": _bool,
-    "stats_top_k": lambda k, v, w: _int(k, v, w, low=1),
-    "partition_by": _names,
-    "shapes": _shapes,
-    "defaults": _defaults,
-    "null_elements": _choice(NULL_ELEMENTS),
-    "decimal_as": _choice(DECIMAL_AS),
     "warehouse": _str,
     "master": _str,
     "app_name": _str,
+    **{key: _config_rule(t) for key, t in WRITE_KEYS.items()},
 }
 
 

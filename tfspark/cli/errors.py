@@ -9,7 +9,7 @@ import re
 import sys
 from typing import Any
 
-from tfspark.errors import TfsparkError
+from tfspark.errors import TfsparkError, wrapped
 
 DEBUG_HINT = "run again with --debug for the full traceback"
 _SPARK_HINT = "run again with --debug for the full Spark error and stack trace"
@@ -85,6 +85,9 @@ def _spark_error(exc: BaseException) -> tuple[str, str | None] | None:
                     f"JAVA_HOME{f' (now {java!r})' if java else ''}")
         if "Traceback (most recent call last)" in text:
             return _worker_error(text), DEBUG_HINT
+        ours = wrapped(text)  # a tfspark error whose traceback Spark hid (hideTraceback)
+        if ours is not None:
+            return _clip(f"{ours[0]}: {ours[1]}"), DEBUG_HINT
         if condition == "PATH_NOT_FOUND":
             return message, "check the path (a relative path starts at the working directory)"
         if condition in ("TABLE_OR_VIEW_NOT_FOUND", "SCHEMA_NOT_FOUND"):

@@ -23,10 +23,9 @@ from typing import Any
 
 from tfspark import __version__
 from tfspark.cli import inspect, plots
-from tfspark.cli.config import KEYS, MODES, NULL_ELEMENTS, SOURCE_FORMATS, ExportConfig, load_config
+from tfspark.cli.config import KEYS, SOURCE_FORMATS, WRITE_KEYS, ExportConfig, load_config
 from tfspark.cli.errors import describe_error, interrupted, silence_stdout
 from tfspark.errors import require
-from tfspark.spec.kinds import DECIMAL_AS
 
 DEMO = ExportConfig(output="out/sample_tfrecords", mode="overwrite", label_cols=("label",),
                     compression="gzip", backup_table="tfspark_demo.sample_backup",
@@ -222,51 +221,35 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def add_export_args(p: argparse.ArgumentParser, config_help: str = "") -> None:
-    """The export flags, shared with jobs/export_tfrecords.py; each overrides a config key."""
+    """The export flags, shared with jobs/export_tfrecords.py; each overrides the config key of
+    the same name. The write settings' flags come from their table (WriteOptions)."""
     p.add_argument("--config", metavar="TOML",
                    help=f"TOML file of ExportConfig keys {config_help}".strip())
     p.add_argument("--source", help="table name, parquet/CSV file or directory (default: sample)")
     p.add_argument("--source-format", choices=SOURCE_FORMATS,
                    help="how to read --source (default auto: guessed from the name)")
     p.add_argument("--output", help="output directory or URI of the TFRecords")
-    p.add_argument("--mode", choices=MODES,
-                   help="when --output exists (default errorifexists)")
-    p.add_argument("--label-cols", help="comma-separated label columns")
-    p.add_argument("--compression", choices=("gzip", "none"),
-                   help="of the TFRecord files (default none)")
-    p.add_argument("--backup-table", help="catalog table of the parquet copy, e.g. db.name")
-    p.add_argument("--backup-path", help="parquet directory of the copy (instead of a table)")
-    p.add_argument("--split", help="e.g. train=0.8,validation=0.1,test=0.1")
-    p.add_argument("--split-key", help="column whose hash assigns rows to splits")
-    p.add_argument("--seed", type=int,
-                   help="seed of the split and shuffle draws and of the sample (default 0)")
-    p.add_argument("--shuffle", action=argparse.BooleanOptionalAction, default=None,
-                   help="shuffle rows randomly across the files (a Spark shuffle; default no)")
-    p.add_argument("--target-file-mb", type=float,
-                   help="TFRecord file size to aim for (default 128)")
-    p.add_argument("--max-records-per-file", type=int,
-                   help="start a new file after this many rows")
-    p.add_argument("--stats", action=argparse.BooleanOptionalAction, default=None,
-                   help="feature statistics in the manifest (default yes; keras_preprocessing "
-                        "builds layers from them)")
-    p.add_argument("--stats-top-k", type=int,
-                   help="most frequent values kept per string/integer feature (default 10000)")
-    p.add_argument("--rows-per-record", type=int,
-                   help="1 (default): one row per Example; N: blocks of up to N rows per "
-                        "Example, the fast layout for training (256-4096)")
-    p.add_argument("--record-type",
-                   help="Example (default) or SequenceExample: array<array<T>> columns become "
-                        "feature lists (one Feature per step), the others context features")
-    p.add_argument("--partition-by", help="comma-separated columns, one directory per value")
-    p.add_argument("--null-elements", choices=NULL_ELEMENTS,
-                   help="a null inside an array: fail (default) or drop the element")
-    p.add_argument("--decimal-as", choices=DECIMAL_AS,
-                   help="decimals as float32 (default; refused when a value would not come back "
-                        "exactly) or as their exact text")
+    for key, t in WRITE_KEYS.items():
+        flag = "--" + key.replace("_", "-")
+        default = t.config_value if t.config_value not in (None, ()) else "none"
+        text = f"{t.help} (default {default})"
+        if t.typed is bool:
+            p.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=text)
+        else:
+            p.add_argument(flag, type=float if t.config else (t.typed or str), help=text,
+                           choices=None if t.typed else _choices(t))
     p.add_argument("--sample-rows", type=int, help="rows of the embedded sample")
     p.add_argument("--master", help="Spark master of the local session (default local[*])")
     p.add_argument("--warehouse", help="spark.sql.warehouse.dir and metastore directory")
     p.add_argument("--app-name", help="Spark application name (default tfspark-export)")
+
+
+def _choices(t: Any) -> list[str] | None:
+    """argparse choices of a setting, as its values are spelled (any case is accepted by the
+    setting's check; argparse is strict, so both spellings are listed only where they differ)."""
+    if not t.choices:
+        return None
+    return sorted({*t.choices, *(c.lower() for c in t.choices)})
 
 
 def config_from_args(args: argparse.Namespace, base: ExportConfig | None = None) -> ExportConfig:

@@ -10,10 +10,10 @@ staged rows; its manifest commit is the commit of the whole write) -> publish th
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 import time
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -23,22 +23,17 @@ from pyspark.sql import functions as F
 from tfspark.errors import CountMismatchError, OptionError
 from tfspark.spark import backup as bk
 from tfspark.spark import observe, sizing
-from tfspark.spark import stats as feature_stats
+from tfspark.spark import stats as spark_stats
 from tfspark.spark.source import register
 from tfspark.spark.tasks import write_through_tasks
 from tfspark.spark.undo import undo_on_failure
-from tfspark.spark.write import (
-    PARTITION_TYPES,
-    existing_manifest,
-    last_write,
-    refuse_label_partitions,
-)
+from tfspark.spark.write_plan import PARTITION_TYPES, Workflow, refuse_label_partitions
 from tfspark.spec import FeatureSpec, infer_spec
 from tfspark.spec.layout import rows_of
 from tfspark.store import manifest as mf
-from tfspark.store.commit import StartedFrom, new_write_id
+from tfspark.store.commit import StartedFrom, existing_manifest, last_write, new_write_id
 from tfspark.store.fs import Location, locate
-from tfspark.store.options import WriteOptions
+from tfspark.store.options import WriteOptions, workflow_doc, workflow_signature, write_settings
 from tfspark.store.placement import check_placement, enclosing_data_set
 
 log = logging.getLogger("tfspark")
@@ -85,56 +80,38 @@ class WriteResult:
         return "\n".join(lines)
 
 
-def write_tfrecords(df: DataFrame, path: str, *, label_cols: Iterable[str] = (),
-                    compression: str | None = None, gzip_level: int = 6,
-                    mode: str = "errorifexists",
-                    backup_table: str | None = None, backup_path: str | None = None,
-                    split: Mapping[str, float] | None = None, split_key: str | None = None,
-                    seed: int = 0, shuffle: bool = False, target_file_bytes: int = 128 * 2**20,
-                    max_records_per_file: int | None = None, rows_per_record: int = 1,
-                    partition_by: Iterable[str] = (),
-                    shapes: Mapping[str, Iterable[int]] | None = None,
-                    defaults: Mapping[str, Any] | None = None,
-                    null_elements: str = "error", decimal_as: str = "float32",
-                    detect_fixed_lengths: bool = True, stats: bool = True,
-                    stats_top_k: int = 10_000, record_type: str = "Example") -> WriteResult:
+def write_tfrecords(df: DataFrame, path: str, **settings: Any) -> WriteResult:
     """Write `df` as a parquet backup, then as TFRecords of tf.train.Example with a manifest.
 
-    record_type: "Example" (default) or "SequenceExample": array<array<T>> columns become
-    feature lists (one Feature per step: tf.io.parse_sequence_example's sequence features),
-    every other column a context feature, as the JVM connectors write them.
-    mode: errorifexists | overwrite | append | ignore, applied to `path` and to the backup.
-    gzip_level: 1..9 when compression="gzip"; 1 is ~2.7x faster and ~20% larger than 6.
-    decimal_as: "float32" stores decimals as float32 (about 7 significant digits) and refuses
-    a value that would not come back exactly; "string" stores their exact text.
-    split: {"train": 0.8, ...}; rows are assigned by a hash of `split_key` (reproducible) or
-    by a seeded random draw. rows_per_record: 1 writes one row per Example; N > 1 writes blocks
-    of up to N rows per Example, column by column (the fast layout for training: 256-4096;
-    make_dataset and spark.read read it back as rows). detect_fixed_lengths: arrays and
-    vectors whose rows all have the same length are stored FixedLen([n]). stats: feature
-    statistics per split in the manifest (spark/stats.py: one more aggregation job; what
-    tfspark.keras_preprocessing builds layers from), with the top stats_top_k values of string
-    and integer features. Returns a
-    WriteResult; the manifest holds the same counts. Raises OptionError for bad options or an
-    existing path under errorifexists, SchemaError for columns that cannot be stored,
-    CountMismatchError when the row counts of source, backup and TFRecords disagree.
-    Registers the data source in df's session (spark.read.format("tfrecord") works after).
+    Settings, as keywords (the table in tfspark.store.options.WriteOptions: the export
+    config's keys and the data source's options are the same settings):
+{settings}
+
+    mode applies to `path` and to the backup. record_type "SequenceExample": array<array<T>>
+    columns become feature lists (one Feature per step), every other column a context
+    feature, as the JVM connectors write them. split: rows are assigned by a hash of
+    `split_key` (reproducible) or by a seeded random draw; a split of fraction 0 is still a
+    split (it reads as empty). gzip_level 1 is ~2.7x faster and ~20% larger than 6. Returns a
+    WriteResult; the manifest holds the same counts. Raises OptionError for bad settings or an
+    existing path under errorifexists (TypeError for an unknown keyword), SchemaError for
+    columns that cannot be stored, WriteConflictError when another write committed to the
+    path while this one ran, CountMismatchError when the row counts of source, backup and
+    TFRecords disagree. Registers the data source in df's session (spark.read.format
+    ("tfrecord") works after).
     """
     if not hasattr(df, "sparkSession") or not hasattr(df, "mapInArrow"):
         raise OptionError(f"write_tfrecords needs a Spark DataFrame, got {type(df).__name__}"
                           + ("; make one with spark.createDataFrame(pandas_df)"
                              if type(df).__module__.startswith("pandas") else ""))
     register(df.sparkSession)
-    opts = WriteOptions.from_arguments(
-        path, label_cols=label_cols, compression=compression, gzip_level=gzip_level, mode=mode,
-        backup_table=backup_table, backup_path=backup_path, split=split, split_key=split_key,
-        seed=seed, shuffle=shuffle, target_file_bytes=target_file_bytes,
-        max_records_per_file=max_records_per_file, rows_per_record=rows_per_record,
-        partition_by=partition_by, shapes=shapes, defaults=defaults,
-        null_elements=null_elements, decimal_as=decimal_as,
-        detect_fixed_lengths=detect_fixed_lengths, feature_stats=stats, stats_top_k=stats_top_k,
-        record_type=record_type)
-    return export(df, opts)
+    return export(df, WriteOptions.from_arguments(path, **{**_DEFAULTS, **settings}))
+
+
+_DEFAULTS = {t.name: t.default for t in write_settings() if t.workflow}
+write_tfrecords.__doc__ = (write_tfrecords.__doc__ or "").format(settings=workflow_doc())
+write_tfrecords.__signature__ = workflow_signature(  # type: ignore[attr-defined]
+    [inspect.Parameter("df", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+     inspect.Parameter("path", inspect.Parameter.POSITIONAL_OR_KEYWORD)])
 
 
 def export(df: DataFrame, opts: WriteOptions) -> WriteResult:
@@ -157,7 +134,7 @@ def export(df: DataFrame, opts: WriteOptions) -> WriteResult:
         loc.check_writable()
         bk.roll_forward(spark, opts.path)  # a committed write's backup that a kill left staged
         old = existing_manifest(loc, str(opts.mode))
-        base = StartedFrom(last_write(old))  # what this write commits against
+        started_from = StartedFrom(last_write(old))  # what this write commits against
         previous = old if opts.mode == "append" else None
         backup = bk.StagedBackup.plan(spark, opts.backup_table,
                                       opts.backup_path or _default_backup(loc, opts.path),
@@ -173,7 +150,7 @@ def export(df: DataFrame, opts: WriteOptions) -> WriteResult:
         started = time.perf_counter()
         try:
             spec, facts, backup_rows, backup_done, manifest = _stage_and_write(
-                spark, df, opts, base_spec, data_cols, backup, previous, base, write_id)
+                spark, df, opts, base_spec, data_cols, backup, previous, started_from, write_id)
         except BaseException:
             _discard_unless_committed(spark, loc, backup)
             raise
@@ -208,8 +185,8 @@ def _check_backup_path(opts: WriteOptions) -> None:
 
 def _stage_and_write(spark: Any, df: DataFrame, opts: WriteOptions, base_spec: FeatureSpec,
                      data_cols: list[str], backup: bk.StagedBackup,
-                     previous: dict[str, Any] | None, base: StartedFrom, write_id: str
-                     ) -> tuple[FeatureSpec, dict, int, float, dict[str, Any]]:
+                     previous: dict[str, Any] | None, started_from: StartedFrom,
+                     write_id: str) -> tuple[FeatureSpec, dict, int, float, dict[str, Any]]:
     """Stage the backup (observing the facts the spec needs), then write the TFRecords from
     the staged rows; returns (spec, facts, staged rows, when the backup was done, the
     committed manifest)."""
@@ -230,14 +207,15 @@ def _stage_and_write(spark: Any, df: DataFrame, opts: WriteOptions, base_spec: F
                       defaults=opts.defaults, decimal_as=opts.decimal_as,
                       record_type=opts.record_type)
     backup_done = time.perf_counter()
-    stats = {"rows": {"source": facts["rows"], "backup": backup_rows},
-             "null_counts": facts["null_counts"], "backup": backup.target,
-             "backup_files": len(files)}
-    if opts.feature_stats and previous:  # an append: its statistics are of its own rows
-        stats["features_scope"] = "last write"
+    manifest_stats = {"rows": {"source": facts["rows"], "backup": backup_rows},
+                      "null_counts": facts["null_counts"], "backup": backup.target,
+                      "backup_files": len(files)}
+    if opts.stats and previous:  # an append: its statistics are of its own rows
+        manifest_stats["features_scope"] = "last write"
     entry = backup.entry(spark, backup_rows, previous)
-    manifest = _write(spark, backup_df, backup_rows, spec, stats, entry, read, opts, base,
-                      write_id)
+    manifest = _write(spark, backup_df, backup_rows, read, opts, Workflow(
+        "errorifexists" if opts.mode == "ignore" else str(opts.mode), started_from, write_id,
+        spec, manifest_stats=manifest_stats, backup_entry=entry, splits=tuple(opts.split or ())))
     return spec, facts, backup_rows, backup_done, manifest
 
 
@@ -318,13 +296,13 @@ def _default_backup(loc: Location, path: str) -> str:
     return loc.join("_backup") if loc.is_local else f"{path.rstrip('/')}/_backup"
 
 
-def _write(spark: Any, backup_df: DataFrame, backup_rows: int, spec: FeatureSpec,
-           stats: dict[str, Any], entry: dict[str, Any], footers: tuple | None,
-           opts: WriteOptions, base: StartedFrom, write_id: str) -> dict[str, Any]:
+def _write(spark: Any, backup_df: DataFrame, backup_rows: int, footers: tuple | None,
+           opts: WriteOptions, workflow: Workflow) -> dict[str, Any]:
     """The TFRecords from the backup's rows, as the data source writes them: about as many
     tasks as files of the target size (estimated from the backup's footers), each rolling its
-    files at that size on disk; the manifest gets the backup's entry. Returns the committed
-    manifest."""
+    files at that size on disk; the manifest gets the backup's entry and the statistics.
+    Returns the committed manifest. (An "ignore" write that got here found the path empty.)"""
+    spec = workflow.spec
     wide = footers[1] if footers else None
     estimate = sizing.tfrecord_bytes(spec, backup_rows, footers[2], opts.compression) \
         if footers else opts.target_file_bytes
@@ -334,23 +312,15 @@ def _write(spark: Any, backup_df: DataFrame, backup_rows: int, spec: FeatureSpec
     with sizing.batch_rows(spark, wide):
         out_df, split_col = sizing.arrange(backup_df, dict(opts.split or {}), opts.split_key,
                                            opts.seed, opts.shuffle, n_files)
-        if opts.feature_stats:
+        manifest_stats = dict(workflow.manifest_stats or {})
+        if opts.stats:
             t = time.perf_counter()
-            stats = dict(stats, **feature_stats.compute(out_df, spec, split_col,
-                                                        opts.stats_top_k))
-            stats["stats_seconds"] = round(time.perf_counter() - t, 3)
-        source = WriteOptions(opts.path, compression=opts.compression,
-                              gzip_level=opts.gzip_level,
-                              max_records_per_file=opts.max_records_per_file,
-                              max_bytes_per_file=opts.target_file_bytes,
-                              rows_per_record=opts.rows_per_record,
-                              record_type=opts.record_type,
-                              partition_by=opts.partition_by, spec_json=spec.to_json(indent=None),
-                              null_elements=opts.null_elements, decimal_as=opts.decimal_as,
-                              split_column=split_col, stats=stats, backup_entry=entry)
-        mode = "errorifexists" if opts.mode == "ignore" else str(opts.mode)  # ignore: empty
-        return write_through_tasks(out_df, source, mode=mode, base=base, write_id=write_id,
-                                   splits=tuple(opts.split or ()))
+            manifest_stats.update(spark_stats.compute(out_df, spec, split_col,
+                                                      opts.stats_top_k))
+            manifest_stats["stats_seconds"] = round(time.perf_counter() - t, 3)
+        return write_through_tasks(
+            out_df, replace(opts, max_bytes_per_file=opts.target_file_bytes),
+            replace(workflow, split_column=split_col, manifest_stats=manifest_stats))
 
 
 def _result(path: str, spec: FeatureSpec, manifest: dict[str, Any], write_id: str, backup: str,

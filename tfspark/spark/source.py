@@ -15,7 +15,8 @@ from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
 from tfspark.errors import OptionError
-from tfspark.spark.write import TfrecordWriter, plan_write
+from tfspark.spark.write import TfrecordWriter
+from tfspark.spark.write_plan import plan_write
 from tfspark.store.options import ReadOptions, WriteOptions
 
 log = logging.getLogger("tfspark")

@@ -19,18 +19,16 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
-from tfspark.spark.write import TaskCommit, plan_write
-from tfspark.store.commit import StartedFrom
+from tfspark.spark.write import TaskCommit
+from tfspark.spark.write_plan import Workflow, plan_write
 from tfspark.store.options import WriteOptions
 
 
-def write_through_tasks(df: DataFrame, opts: WriteOptions, *, mode: str, base: StartedFrom,
-                        write_id: str, splits: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Write df as the data source would with these options, in `mode`, committing against
-    `base` (WriteConflictError if another write committed since), declaring `splits`; returns
-    the committed manifest."""
-    writer = plan_write(opts, df.schema, mode == "overwrite", mode=mode, base=base,
-                        write_id=write_id, splits=splits)
+def write_through_tasks(df: DataFrame, opts: WriteOptions, workflow: Workflow) -> dict[str, Any]:
+    """Write df as the data source would with these options, as write_tfrecords' `workflow`
+    says (WriteConflictError if another write committed since it began); returns the committed
+    manifest."""
+    writer = plan_write(opts, df.schema, workflow.mode == "overwrite", workflow)
 
     names = df.columns
 

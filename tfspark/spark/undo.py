@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import posixpath
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,23 +25,15 @@ from tfspark.store.fs import Location, locate
 
 log = logging.getLogger("tfspark")
 
-# A tfspark error raised in a Spark task or in the data source on the driver reaches the caller
-# inside a Spark exception, as the line "tfspark.<module>.<Class>: <message>" of its text.
-_WRAPPED_ERROR = re.compile(r"^tfspark\.[\w.]*?(\w+Error): (.+)$", re.MULTILINE)
-
-
 def unwrapped(e: BaseException) -> BaseException:
     """The tfspark error inside a Spark exception, as its own class; else `e` itself."""
     if isinstance(e, TfsparkError):
         return e
-    found = _WRAPPED_ERROR.findall(str(e))
-    classes = {name: getattr(errors, name) for name in errors.__all__}
-    if not found or found[-1][0] not in classes:
+    found = errors.wrapped(str(e))
+    if found is None or found[0] == "MissingExtraError":
         return e
-    name, message = found[-1]
-    if name == "MissingExtraError":
-        return e
-    return classes[name](message.strip())
+    name, message = found
+    return getattr(errors, name)(message)
 
 
 @dataclass

@@ -21,7 +21,10 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
+from tfspark.errors import ManifestError
+from tfspark.store import manifest as mf
 from tfspark.store.fs import Location
 
 log = logging.getLogger("tfspark")
@@ -47,6 +50,25 @@ class StartedFrom:
     None when there was no data set. The write commits only if it is still the last."""
 
     write_id: str | None
+
+
+def existing_manifest(loc: Location, mode: str) -> dict[str, Any] | None:
+    """The manifest at loc, if any. A damaged one fails every mode but overwrite, which is
+    how the data set is repaired."""
+    if not loc.exists(mf.NAME):
+        return None
+    try:
+        return mf.read_manifest(loc)
+    except ManifestError as e:
+        if mode != "overwrite":
+            raise
+        log.warning("tfspark: overwriting a data set whose manifest is damaged: %s", e)
+        return None
+
+
+def last_write(old: dict[str, Any] | None) -> str | None:
+    """The id of the last write a manifest names; None for no manifest (or no write)."""
+    return old["writes"][-1]["write_id"] if old and old.get("writes") else None
 
 
 def write_id_of(rel: str) -> str | None:

@@ -1,0 +1,251 @@
+"""The plan of a write through the data source, on the driver: everything checked before a
+task runs (mode and the version of the path it starts from, placement, partition and split
+columns, the spec, and for an append that the rows fit the data set), into the TfrecordWriter
+that tasks pickle (write.py).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql.types import StructType
+
+from tfspark.errors import OptionError, SchemaError, WriteConflictError
+from tfspark.spark.write import TfrecordWriter
+from tfspark.spec import FeatureSpec, infer_spec
+from tfspark.spec.layout import check_block_keys, rows_per_record
+from tfspark.store.commit import (
+    StartedFrom,
+    conflict_message,
+    existing_manifest,
+    last_write,
+    marker_write_id,
+    new_write_id,
+    write_id_of,
+)
+from tfspark.store.fs import locate
+from tfspark.store.options import WriteOptions
+from tfspark.store.placement import check_placement
+
+log = logging.getLogger("tfspark")
+PARTITION_TYPES = ("string", "int", "bigint", "smallint", "tinyint", "boolean", "date")
+
+
+@dataclass(frozen=True)
+class Workflow:
+    """What write_tfrecords hands the writer besides its settings: the save `mode` (all four),
+    the version of the path it `started_from` (its commit checks it), its `write_id`, the spec
+    it inferred, the column naming each row's split and the `splits` it declares (each gets a
+    manifest, rows or not), and the manifest's statistics and backup entry."""
+
+    mode: str
+    started_from: StartedFrom
+    write_id: str
+    spec: FeatureSpec
+    split_column: str | None = None
+    splits: tuple[str, ...] = ()
+    manifest_stats: dict[str, Any] | None = None
+    backup_entry: dict[str, Any] | None = None
+
+
+def plan_write(opts: WriteOptions, schema: StructType, overwrite: bool,
+               workflow: Workflow | None = None) -> TfrecordWriter:
+    """Everything that can be checked on the driver, before a task runs.
+
+    The data source passes Spark's save mode (`overwrite`) and its options (`mode` among
+    them); the write starts from the path as it is now. write_tfrecords passes its Workflow.
+    """
+    if workflow is not None:
+        mode, split_column = workflow.mode, workflow.split_column
+    else:
+        mode, split_column = "overwrite" if overwrite else (opts.mode or "append"), None
+        if overwrite and opts.mode not in (None, "overwrite"):
+            raise OptionError(f"option mode={opts.mode!r} contradicts Spark's "
+                              f".mode('overwrite'); drop one of them")
+    loc = locate(opts.path)
+    skip = False
+    old = existing_manifest(loc, mode)
+    if workflow is None:  # the data source: the path as it is now
+        if mode == "errorifexists" and not loc.is_empty():
+            raise OptionError(f"output path {opts.path!r} already exists and is not empty; use "
+                              f"mode 'overwrite' to replace it, 'append' to add to it, or "
+                              f"another path")
+        skip = mode == "ignore" and not loc.is_empty()
+        base = StartedFrom(last_write(old))
+    elif workflow.started_from.write_id != last_write(old):  # committed to since it began
+        raise WriteConflictError(conflict_message(opts.path, mode))
+    else:
+        base = workflow.started_from
+    if not skip:
+        check_placement(loc, mode)
+    created = not loc.exists()  # abort removes the directory again when it made it
+    names = schema.names
+    extra_cols = list(opts.partition_by) + ([split_column] if split_column else [])
+    for col in extra_cols:
+        if col not in names:
+            raise OptionError(f"partition/split column {col!r} is not in the DataFrame; columns "
+                              f"are {names}")
+        tname = schema[col].dataType.simpleString()
+        if tname not in PARTITION_TYPES:
+            raise OptionError(f"cannot partition by column {col!r} of type {tname}; use a "
+                              f"string, integer, boolean or date column")
+    refuse_label_partitions(extra_cols, opts.label_cols, "partitionBy", "labelCols")
+    keep = [n for n in names if n not in extra_cols]
+    data_schema = StructType([schema[n] for n in keep])
+    spec = workflow.spec if workflow is not None else _spec(opts, data_schema)
+    if mode == "append" and old is not None:
+        spec = _append_spec(opts, old, spec)
+        _check_same_layout(opts, old)
+    if spec is not None and opts.rows_per_record > 1:
+        check_block_keys(spec.features)
+    if not skip:  # last: a refused write leaves no directory behind
+        loc.check_writable()
+    # The written schema, partition columns included (the reader restores their types).
+    written = StructType([f for f in schema.fields if f.name != split_column]).jsonValue()
+    # Overwrite replaces the writes whose files are there now (the old data set, leftovers of
+    # failed or killed writes), not those of writes that start later.
+    listed = loc.list_files()
+    replaces = sorted({w for w in map(write_id_of, listed) if w} |
+                      {w for w in map(marker_write_id, listed) if w} |
+                      {w["write_id"] for w in (old or {}).get("writes", [])}) \
+        if mode == "overwrite" else []
+    given = workflow or Workflow(mode, base, new_write_id(), spec)  # type: ignore[arg-type]
+    return TfrecordWriter(uri=opts.path, mode=mode, skip=skip, write_id=given.write_id,
+                          base_write=base.write_id, spec=spec, opts=opts, keep=keep,
+                          schema=written, created=created and not skip, replaces=replaces,
+                          split_column=split_column, splits=list(given.splits),
+                          manifest_stats=given.manifest_stats,
+                          backup_entry=given.backup_entry)
+
+
+def refuse_label_partitions(partition_cols: Any, label_cols: Any, partition_name: str,
+                            label_name: str) -> None:
+    """A label cannot be a partition column: those become directory names, not features."""
+    both = sorted(set(partition_cols) & set(label_cols))
+    if both:
+        raise OptionError(f"column(s) {both} are both labels and partition columns; a partition "
+                          f"column becomes directory names, not a feature of the records, so "
+                          f"it cannot be a label: drop it from {partition_name} or "
+                          f"{label_name}")
+
+
+def _spec(opts: WriteOptions, data_schema: StructType) -> FeatureSpec | None:
+    if opts.record_type == "ByteArray":
+        fields = data_schema.fields
+        if len(fields) != 1 or fields[0].dataType.simpleString() not in ("binary", "string"):
+            raise OptionError(f"recordType ByteArray needs exactly one binary column (besides "
+                              f"partition columns); got {data_schema.simpleString()}")
+        return None
+    if opts.spec:
+        spec = FeatureSpec.from_json(opts.spec)
+        missing = sorted({f.path[0] for f in spec.features} - set(data_schema.names))
+        if missing:
+            raise SchemaError(f"the given spec needs column(s) {missing} that the DataFrame "
+                              f"lacks; columns are {data_schema.names}")
+        if spec.record_type != opts.record_type:
+            raise OptionError(f"the given spec is for {spec.record_type} records but the write "
+                              f"has recordType={opts.record_type!r}; pass recordType="
+                              f"{spec.record_type!r} (record_type=) or another spec")
+        _check_spec_fits(spec, data_schema)
+        return spec
+    return infer_spec(data_schema, label_cols=opts.label_cols, shapes=opts.shapes,
+                      defaults=opts.defaults, decimal_as=opts.decimal_as,
+                      record_type=opts.record_type)
+
+
+def _check_same_layout(opts: WriteOptions, old: dict[str, Any]) -> None:
+    """An append keeps the data set's layout: readers take one layout per data set."""
+    have = rows_per_record(old, opts.path)
+    if have != opts.rows_per_record:
+        def what(n: int) -> str:
+            return "the row layout (one row per record)" if n == 1 else \
+                f"the block layout with rows_per_record={n}"
+        raise OptionError(f"{opts.path!r} holds {what(have)}; this append asks for "
+                          f"{what(opts.rows_per_record)}. Append with rowsPerRecord={have} "
+                          f"(rows_per_record={have}), or overwrite the data set")
+
+
+def _check_spec_fits(spec: FeatureSpec, data_schema: StructType) -> None:
+    """Encode zero rows of the DataFrame's Arrow schema: a given spec that does not fit the
+    columns (extra ones, other types, scalar for array) fails on the driver, before any task."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from tfspark.arrow.encode import BatchEncoder
+    from tfspark.errors import EncodeError
+
+    try:
+        empty = to_arrow_schema(data_schema, timezone="UTC").empty_table()
+    except Exception:  # noqa: BLE001 - a type Arrow cannot convert: the tasks will say
+        return
+    try:
+        BatchEncoder(spec).encode(empty)
+    except EncodeError as e:
+        raise SchemaError(f"the given spec does not fit the DataFrame: {e}") from None
+
+
+def _append_spec(opts: WriteOptions, old: dict[str, Any],
+                 spec: FeatureSpec | None) -> FeatureSpec | None:
+    """The spec an append writes with: the data set's own, when this DataFrame's fits it.
+
+    Fits: the same features, dtypes, encodings and source types. Nullability may differ (the
+    stored spec is kept: a null where it has none is refused at its row), and so may a fixed
+    length found in the data (fixed [n] stored and variable now: every row must have n values;
+    variable stored: kept). Labels and defaults given for this write must match the stored ones.
+    """
+    checks = [("compression", old.get("compression"), opts.compression),
+              ("recordType", old.get("record_type"), opts.record_type),
+              ("partitionBy", old.get("partition_by", []), list(opts.partition_by))]
+    for name, was, now in checks:
+        if was != now:
+            raise OptionError(f"cannot append: the data set at {opts.path!r} has {name}={was!r} "
+                              f"but this write has {now!r}; use the same {name} or overwrite")
+    if spec is None or old.get("spec") is None:
+        if (spec is None) != (old.get("spec") is None):
+            raise SchemaError(f"cannot append to {opts.path!r}: its feature spec differs from "
+                              f"this DataFrame's (the data set has no spec); write to a new path "
+                              f"or overwrite")
+        return spec
+    stored = FeatureSpec.from_dict(old["spec"])
+    diff = _spec_diff(stored, spec, labels=bool(opts.label_cols),
+                      defaults=set(opts.defaults or {}))
+    if diff:
+        raise SchemaError(f"cannot append to {opts.path!r}: its feature spec differs from this "
+                          f"DataFrame's ({diff}); cast the columns to the data set's types, "
+                          f"write to a new path or overwrite")
+    return stored
+
+
+_SAME = ("path", "dtype", "encoding", "source_type")  # must match for an append
+
+
+def _spec_diff(stored: FeatureSpec, new: FeatureSpec, labels: bool, defaults: set[str]) -> str:
+    """What keeps `new` rows from being appended under `stored` ("" when nothing does)."""
+    was = {f.name: f for f in stored.features}
+    now = {f.name: f for f in new.features}
+    parts = []
+    if sorted(set(now) - set(was)):
+        parts.append(f"new: {sorted(set(now) - set(was))}")
+    if sorted(set(was) - set(now)):
+        parts.append(f"missing: {sorted(set(was) - set(now))}")
+    changed = []
+    for name in sorted(set(was) & set(now)):
+        a, b = was[name], now[name]
+        fields = [k for k in _SAME if getattr(a, k) != getattr(b, k)]
+        both_fixed = a.kind == b.kind == "fixed"
+        if (a.kind != b.kind and "varlen" not in (a.kind, b.kind)) or \
+                (both_fixed and a.shape != b.shape):
+            fields.append(f"shape {list(a.shape) if a.kind == 'fixed' else a.kind} -> "
+                          f"{list(b.shape) if b.kind == 'fixed' else b.kind}")
+        if labels and a.label != b.label:
+            fields.append("label")
+        if name in defaults and a.default != b.default:
+            fields.append("default")
+        if fields:
+            changed.append(f"{name} ({', '.join(fields)})")
+    if changed:
+        parts.append(f"changed: {', '.join(changed)}")
+    return "; ".join(parts)
+
+
