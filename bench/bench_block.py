@@ -62,8 +62,7 @@ def write_files(rows: int, out: str, block: int, compression: str | None = None)
     data = table(rows)
     spec = tfspark.infer_spec(spark_schema())
     encoder = BatchEncoder(spec) if block == 1 else BlockEncoder(spec, block)
-    m = mf.new_manifest(spec=spec.to_dict(), compression=compression, record_type="Example",
-                        rows_per_record=block)
+    m = mf.Manifest(spec=spec, compression=compression, rows_per_record=block)
     os.makedirs(out, exist_ok=True)
     entries = []
     per_file = -(-rows // FILES)
@@ -82,8 +81,7 @@ def write_files(rows: int, out: str, block: int, compression: str | None = None)
         if block > 1:
             entry["rows"] = part.num_rows
         entries.append(entry)
-    mf.add_files(m, entries, "bench")
-    mf.write_manifest(locate(out), m)
+    mf.write_manifest(locate(out), m.with_files([mf.FileEntry(**e) for e in entries], "bench"))
     return out
 
 

@@ -55,7 +55,7 @@ def write_data(rows: int, out: str) -> tuple[list[str], list[str]]:
     os.makedirs(csv_dir, exist_ok=True)
     data = table(rows)
     spec = tfspark.infer_spec(spark_schema())
-    manifest = mf.new_manifest(spec=spec.to_dict(), compression=None, record_type="Example")
+    manifest = mf.Manifest(spec=spec)
     entries = []
     per_file = -(-rows // FILES)
     for k, name in enumerate(names):
@@ -67,8 +67,8 @@ def write_data(rows: int, out: str) -> tuple[list[str], list[str]]:
         entries.append({"path": name, "records": part.num_rows,
                         "bytes": os.path.getsize(os.path.join(tf_dir, name)), "split": None})
         pacsv.write_csv(part, csvs[k])
-    mf.add_files(manifest, entries, "bench")
-    mf.write_manifest(locate(tf_dir), manifest)
+    mf.write_manifest(locate(tf_dir),
+                      manifest.with_files([mf.FileEntry(**e) for e in entries], "bench"))
     return [os.path.join(tf_dir, n) for n in names], csvs
 
 

@@ -62,7 +62,7 @@ def fit_both(ctx: Any, data: str, batch: int, epochs: int) -> dict[str, Any]:
         model.fit(ds, epochs=epochs, verbose=0, callbacks=[Timer()])
         return min(seconds)
 
-    spec = read_manifest(locate(data))["spec"]
+    spec = read_manifest(locate(data)).spec.to_dict()
     files = tfspark.make_dataset(data, batch // n, shard=ctx.shard, label_cols=["label"])
     steps = int(files.cardinality())
     from_files = timed_fit(files)

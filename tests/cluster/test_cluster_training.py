@@ -76,8 +76,8 @@ def test_two_workers_train_as_well_as_one(cluster_spark, dataset, tmp_path, timi
     assert Path(two["model_path"]).exists() and two["model_path"] == cfg.model_out
     # Each worker took its half of the examples: as many steps as one process, at half the
     # batch (the global batch is the same), on its own shard.
-    one_steps = -(-sum(f["records"] for f in read_manifest(locate(dataset))["files"]
-                       if f.get("split") == "train") // 128)
+    one_steps = -(-sum(f.records for f in read_manifest(locate(dataset)).files
+                       if f.split == "train") // 128)
     logs = Path(str(cfg.model_out).replace(".keras", ".checkpoints")) / "logs"
     for i in (0, 1):
         log = (logs / f"worker-{i}.log").read_text()

@@ -137,22 +137,21 @@ def kinds(pids: Iterable[int]) -> dict[str, int]:
 def read_committed(uri: str) -> dict[str, np.ndarray]:
     """The columns of every record of the files the manifest at `uri` names (CRCs checked)."""
     from tfspark.arrow.decode import decode_records
-    from tfspark.spec import FeatureSpec
     from tfspark.store import manifest as mf
     from tfspark.store.fs import locate
     from tfspark.wire.tfrecord import frame_offsets
 
     loc = locate(uri)
     m = mf.read_manifest(loc)
-    spec = FeatureSpec.from_dict(m["spec"])
+    spec = m.spec
     cols: dict[str, list] = {}
-    for entry in m["files"]:
-        raw = loc.read_bytes(entry["path"])
-        if m.get("compression") == "gzip":
+    for entry in m.files:
+        raw = loc.read_bytes(entry.path)
+        if m.compression == "gzip":
             raw = gzip.decompress(raw)
         buf = np.frombuffer(raw, dtype=np.uint8)
-        offsets = frame_offsets(buf, path=entry["path"])
-        assert len(offsets) - 1 == entry["records"], entry
+        offsets = frame_offsets(buf, path=entry.path)
+        assert len(offsets) - 1 == entry.records, entry
         batch = decode_records(buf, offsets, spec, framed=True)
         for name in batch.schema.names:
             cols.setdefault(name, []).append(batch.column(name).to_numpy(zero_copy_only=False))

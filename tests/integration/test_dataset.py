@@ -243,7 +243,7 @@ def test_missing_manifest_missing_file_wrong_count(tf, data, tmp_path):
     bad = tmp_path / "raw"
     bad.mkdir()
     (bad / "_tfspark.json").write_text(json.dumps(
-        {"format": "tfspark.store.manifest", "version": 1, "record_type": "ByteArray", "spec": None,
+        {"format": "tfspark.manifest", "version": 1, "record_type": "ByteArray", "spec": None,
          "files": [], "splits": []}))
     with pytest.raises(SchemaError, match="ByteArray"):
         make_dataset(str(bad), 64)

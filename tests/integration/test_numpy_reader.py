@@ -4,6 +4,7 @@ the framework adapters where the framework is installed."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import numpy as np
@@ -30,8 +31,7 @@ def write_dir(path: str, batch: pa.RecordBatch, spec, block: int, files: int = 1
     os.makedirs(path, exist_ok=True)
     encoder = BatchEncoder(spec, null_elements=null_elements) if block == 1 else \
         BlockEncoder(spec, block, null_elements=null_elements)
-    m = mf.new_manifest(spec=spec.to_dict(), compression=compression, record_type="Example",
-                        rows_per_record=block)
+    m = mf.Manifest(spec=spec, compression=compression, rows_per_record=block)
     entries = []
     per = -(-batch.num_rows // files)
     for k in range(files):
@@ -45,8 +45,7 @@ def write_dir(path: str, batch: pa.RecordBatch, spec, block: int, files: int = 1
         if block > 1:
             entry["rows"] = part.num_rows
         entries.append(entry)
-    mf.add_files(m, entries, "test")
-    mf.write_manifest(locate(path), m)
+    mf.write_manifest(locate(path), m.with_files([mf.FileEntry(**e) for e in entries], "test"))
     return path
 
 
@@ -163,8 +162,8 @@ def test_damage_is_named(tmp_path):
         list(tfspark.read_batches(path, 64, num_threads=2))
     path2 = write_dir(str(tmp_path / "e"), batch, spec, 1)
     m = mf.read_manifest(path2)
-    m["files"][0]["records"] += 1
-    mf.write_manifest(locate(path2), m)
+    first = dataclasses.replace(m.files[0], records=m.files[0].records + 1)
+    mf.write_manifest(locate(path2), dataclasses.replace(m, files=(first, *m.files[1:])))
     with pytest.raises(CorruptRecordError, match=r"holds 300 rows.*lists 301"):
         list(tfspark.read_batches(path2, 64))
 

@@ -21,7 +21,7 @@ def test_a_split_without_rows_is_a_split(spark, tmp_path, tf):
                                 split_key="id")
     assert r.splits["test"] == {"rows": 0, "files": 0, "bytes": 0}
     assert r.splits["train"]["rows"] == 50
-    assert tfspark.store.manifest.read_manifest(out)["splits"] == ["test", "train"]
+    assert tfspark.manifest.read_manifest(out).splits == ("test", "train")
     reader = tfspark.read_batches(out, 8, split="test")
     assert len(reader) == 0 and list(reader) == []
     assert list(tfspark.make_dataset(out, 8, split="test", label_cols=[])) == []

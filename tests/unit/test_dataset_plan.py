@@ -24,16 +24,15 @@ SPEC = infer_spec(T.StructType([T.StructField("x", T.FloatType()),
 def _write(root, files, compression=None, record_type="Example", splits=True):
     """A data set on disk: files {rel path: (split, records)}; data files get dummy bytes
     (gzip'd ones are gzip streams, as their content is what readers go by)."""
-    m = mf.new_manifest(spec=SPEC.to_dict() if record_type == "Example" else None,
-                        compression=compression, record_type=record_type)
+    m = mf.Manifest(spec=SPEC if record_type == "Example" else None,
+                    compression=compression, record_type=record_type)
     entries = []
     for rel, (split, records) in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_bytes(gzip.compress(b"x") if rel.endswith(".gz") else b"x")
         entries.append({"path": rel, "records": records, "bytes": 1,
                         "split": split if splits else None})
-    mf.add_files(m, entries, "w")
-    mf.write_manifest(locate(str(root)), m)
+    mf.write_manifest(locate(str(root)), m.with_files([mf.FileEntry(**e) for e in entries], "w"))
     return root
 
 

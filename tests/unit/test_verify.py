@@ -26,7 +26,7 @@ def dataset(request, tmp_path):
     spec = tfspark.infer_spec(schema)
     out = tmp_path / "ds"
     out.mkdir()
-    m = mf.new_manifest(spec=spec.to_dict(), compression=compression, record_type="Example")
+    m = mf.Manifest(spec=spec, compression=compression)
     files = []
     for k in range(3):
         batch = pa.RecordBatch.from_pylist(
@@ -39,8 +39,7 @@ def dataset(request, tmp_path):
             written = w.bytes_written
         files.append({"path": name, "records": 50, "bytes": written, "split": None,
                       "partition": {}, "write_id": "w1"})
-    mf.add_files(m, files, "w1")
-    mf.write_manifest(locate(str(out)), m)
+    mf.write_manifest(locate(str(out)), m.with_files([mf.FileEntry(**e) for e in files], "w1"))
     return out, compression
 
 

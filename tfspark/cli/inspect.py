@@ -13,7 +13,6 @@ from typing import Any
 
 from tfspark.errors import OptionError
 from tfspark.spec import FeatureSpec
-from tfspark.spec.layout import rows_of, rows_per_record
 from tfspark.store import manifest as mf
 from tfspark.store.fs import locate
 from tfspark.wire.example_py import decode_sequence_example, decode_with_spec
@@ -40,30 +39,29 @@ def run(args: argparse.Namespace) -> int:
 def describe(path: str) -> str:
     """Manifest counts per split and the spec as a table."""
     m = mf.read_manifest(path)
-    block = rows_per_record(m)
-    what = f"{m.get('record_type', 'Example')} records" if block == 1 else \
-        f"rows in {m['records']:,} Example blocks of up to {block:,} rows"
-    lines = [f"{path}: {rows_of(m):,} {what} in "
-             f"{len(m['files'])} files, {m['bytes'] / 2**20:,.2f} MiB, "
-             f"compression={m.get('compression') or 'none'}"]
-    groups: dict[str, list[int]] = {}
-    for f in m["files"]:
-        part = ",".join(f"{k}={v}" for k, v in (f.get("partition") or {}).items())
-        g = groups.setdefault("/".join(x for x in (f.get("split"), part) if x) or "(all)",
-                              [0, 0, 0])
-        g[0], g[1], g[2] = g[0] + 1, g[1] + rows_of(f), g[2] + f["bytes"]
+    block = m.rows_per_record
+    what = f"{m.record_type} records" if block == 1 else \
+        f"rows in {m.records:,} Example blocks of up to {block:,} rows"
+    lines = [f"{path}: {m.rows:,} {what} in "
+             f"{len(m.files)} files, {m.bytes / 2**20:,.2f} MiB, "
+             f"compression={m.compression or 'none'}"]
+    groups: dict[str, list[int]] = {split: [0, 0, 0] for split in m.splits}
+    for f in m.files:
+        part = ",".join(f"{k}={v}" for k, v in f.partition.items())
+        g = groups.setdefault("/".join(x for x in (f.split, part) if x) or "(all)", [0, 0, 0])
+        g[0], g[1], g[2] = g[0] + 1, g[1] + f.row_count, g[2] + f.bytes
     lines += _table(["split/partition", "files", "records" if block == 1 else "rows", "MiB"],
                     [[k, n, f"{r:,}", f"{b / 2**20:,.2f}"] for k, (n, r, b) in groups.items()])
-    if m.get("spec"):
+    if m.spec is not None:
         rows = [[f.name, f.kind, f.dtype, list(f.shape) if f.kind == "fixed" else "-",
                  f.source_type, "yes" if f.nullable else "no",
                  "-" if f.default is None else repr(f.default), "yes" if f.label else ""]
-                for f in FeatureSpec.from_dict(m["spec"]).features]
+                for f in m.spec.features]
         lines += ["", *_table(["feature", "kind", "dtype", "shape", "source type", "nullable",
                                "default", "label"], rows)]
-    features = (m.get("stats") or {}).get("features")
+    features = m.feature_stats()
     if features:
-        lines += ["", "statistics (all rows; null rows counted as the default readers fill in):",
+        lines += ["", "statistics (all rows; of present values, nulls counted apart):",
                   *stats_table(features)]
     return "\n".join(lines) + "\n"
 
@@ -112,27 +110,27 @@ def _records(path: str, n: int, split: str | None):
         return
     loc = locate(path)
     m = mf.read_manifest(loc)
-    files = [f for f in m["files"] if split is None or f.get("split") == split]
-    if split is not None and not files:
-        raise OptionError(f"no split {split!r} in {path}; its splits are {m.get('splits')}")
-    spec = FeatureSpec.from_dict(m["spec"]) if m.get("spec") else None
-    if spec is not None and rows_per_record(m) > 1:
-        yield from islice(_block_rows(loc, files, m.get("compression"), spec), n)
+    files = m.files_of(split=split)
+    if split is not None and split not in m.splits:
+        raise OptionError(f"no split {split!r} in {path}; its splits are {list(m.splits)}")
+    spec = m.spec
+    if spec is not None and m.rows_per_record > 1:
+        yield from islice(_block_rows(loc, files, m.compression, spec), n)
         return
     for f in files:
         if n <= 0:
             return
-        where = loc.join(f["path"])
+        where = loc.join(f.path)
         # compression=None: pyarrow would otherwise gunzip .gz files itself.
         with loc.fs.open_input_stream(where, compression=None) as stream:
-            for data in islice(read_records(stream, m.get("compression"), path=where), n):
+            for data in islice(read_records(stream, m.compression, path=where), n):
                 n -= 1
                 # Nulls show as None here; the spec table above says what a reader fills in.
                 yield (decode_with_spec(data, spec, fill_defaults=False) if spec
                        else {"record": data})
 
 
-def _block_rows(loc: Any, files: list[dict[str, Any]], compression: str | None,
+def _block_rows(loc: Any, files: tuple[mf.FileEntry, ...], compression: str | None,
                 spec: FeatureSpec) -> Iterator[dict[str, Any]]:
     """The rows of block records, one block at a time (nulls as None, as for rows)."""
     import numpy as np
@@ -141,7 +139,7 @@ def _block_rows(loc: Any, files: list[dict[str, Any]], compression: str | None,
 
     decoder = BlockDecoder(spec)
     for f in files:
-        where = loc.join(f["path"])
+        where = loc.join(f.path)
         with loc.fs.open_input_stream(where, compression=None) as stream:
             for data in read_records(stream, compression, path=where):
                 buf = np.frombuffer(data, np.uint8)

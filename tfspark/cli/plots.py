@@ -41,8 +41,7 @@ def run(args: argparse.Namespace) -> int:
     missing_local_path(args.path)
     per = feature_stats(mf.read_manifest(args.path), args.path, args.split)
     what = f"split {args.split!r}" if args.split else "all rows"
-    print(f"statistics of {args.path} ({what}; null rows counted as the default readers fill "
-          f"in):")
+    print(f"statistics of {args.path} ({what}; of present values, nulls counted apart):")
     print("\n".join(stats_table(per)))
     if args.plot:
         written = plot(per, args.plot)
@@ -50,12 +49,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def feature_stats(m: dict[str, Any], path: str, split: str | None) -> dict[str, Any]:
+def feature_stats(m: mf.Manifest, path: str, split: str | None) -> dict[str, Any]:
     """{feature: statistics} of a manifest, for one split or all rows; SchemaError if none."""
-    per = mf.feature_stats(m, split)
+    per = m.feature_stats(split)
     if per is None and split is not None:
         raise OptionError(f"{path} has no statistics for split {split!r}; splits with "
-                          f"statistics: {mf.stats_splits(m)}")
+                          f"statistics: {m.stats_splits()}")
     if per is None:
         raise SchemaError(f"{path} has no feature statistics: write it with "
                           f"tfspark.write_tfrecords(..., stats=True) (the default) or "

@@ -25,7 +25,6 @@ from tfspark.cli import train_features as tf_plan
 from tfspark.cli.config import TrainConfig
 from tfspark.errors import OptionError, SchemaError
 from tfspark.spec import Feature, FeatureSpec
-from tfspark.spec.layout import rows_of
 from tfspark.store import manifest as mf
 from tfspark.store.fs import locate
 from tfspark.tf.dataset import make_dataset
@@ -47,10 +46,10 @@ def train(config: TrainConfig | Mapping[str, Any],
                           f"make it a multiple of {n}")
     batch = cfg.batch_size // n
     top = mf.read_manifest(locate(cfg.data))
-    spec = FeatureSpec.from_dict(top["spec"]) if top.get("spec") else None
+    spec = top.spec
     if spec is None:
         raise SchemaError(f"{cfg.data!r} holds raw records, not Examples: nothing to train on")
-    splits = top.get("splits") or []
+    splits = list(top.splits)
     if splits and cfg.train_split not in splits:
         raise OptionError(f"{cfg.data!r} has splits {splits} but no {cfg.train_split!r}; set "
                           f"train_split")
@@ -69,7 +68,7 @@ def train(config: TrainConfig | Mapping[str, Any],
                             shuffle_buffer=shuffle, deterministic=sample and n > 1,
                             shard=worker.shard if worker is not None and not sample else None)
 
-    stats = mf.feature_stats(top, train_split) if cfg.use_stats else None
+    stats = top.feature_stats(train_split) if cfg.use_stats else None
     if stats:  # the statistics of the export: every row of the split, no sample
         p = tf_plan.plan(candidates, stats, cfg)
         numeric, ignored = [f for f, _ in p.numeric], p.ignored
@@ -320,9 +319,7 @@ def _epoch_timer() -> Any:
     return EpochTimer()
 
 
-def _epoch_examples(cfg: TrainConfig, top: dict[str, Any], split: str | None) -> int:
+def _epoch_examples(cfg: TrainConfig, top: mf.Manifest, split: str | None) -> int:
     if cfg.steps_per_epoch:
         return cfg.steps_per_epoch * cfg.batch_size
-    if split is None:
-        return rows_of(top)
-    return sum(rows_of(f) for f in top["files"] if f.get("split") == split)
+    return top.rows_of_split(split)

@@ -26,8 +26,9 @@ from tfspark.numpy.columns import Table, concat_tables, num_rows, slice_table, t
 from tfspark.numpy.decode import STRING_FORMS, NumpyDecoder
 from tfspark.spec.model import FeatureSpec
 from tfspark.store.fs import locate
-from tfspark.store.read_plan import ReadPlan, Shard, check_read_args, plan_read, split_shard
-from tfspark.store.read_plan import shard as shard_plan
+from tfspark.store.read_plan import ReadPlan, check_read_args, plan_read
+from tfspark.store.shards import Shard, split_shard
+from tfspark.store.shards import shard as shard_plan
 from tfspark.wire.stream import first_damage, stream_framed
 
 _CHUNK_ROWS = 65536  # rows decoded per kernel pass (blocks: at least one block); measured
@@ -203,7 +204,8 @@ class BatchReader:
             return False
 
         def work() -> None:
-            decoder = NumpyDecoder(self.plan.spec, self.plan.rows_per_record, self.strings)
+            decoder = NumpyDecoder(self.plan.example_spec, self.plan.rows_per_record,
+                                   self.strings)
             try:
                 while not stop.is_set():
                     with lock:

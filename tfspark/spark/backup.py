@@ -22,7 +22,7 @@ import os
 import posixpath
 import re
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow.fs as pafs
@@ -109,12 +109,12 @@ class StagedBackup:
         if self.created and target.exists() and not target.list_files():
             target.delete_all()
 
-    def entry(self, spark: Any, write_rows: int, previous: dict[str, Any] | None) -> dict:
+    def entry(self, spark: Any, write_rows: int, previous: mf.Manifest | None) -> dict:
         """The manifest's "backup" entry at the commit: pending until published."""
         rows = write_rows
         complete = True  # the backup holds every row of the data set
         if self.mode == "append":
-            old = previous.get("backup") if previous else None
+            old = previous.backup if previous else None
             if old and old.get("target") == self.target and old.get("rows") is not None:
                 rows, complete = old["rows"] + write_rows, bool(old.get("complete"))
             else:
@@ -191,9 +191,9 @@ def publish(spark: Any, output: Location, write_id: str) -> None:
     """Move the committed write's staged backup into place, then drop "pending" from the
     manifest. Idempotent: a publish stopped half way is finished by running it again."""
     manifest = mf.read_manifest(output)
-    entry = manifest.get("backup") or {}
+    entry = manifest.backup or {}
     pending = entry.get("pending")
-    if not pending or manifest["writes"][-1]["write_id"] != write_id:
+    if not pending or manifest.last_write != write_id:
         return
     if entry["kind"] == "path":
         location = _publish_path(entry["target"], pending)
@@ -205,11 +205,11 @@ def publish(spark: Any, output: Location, write_id: str) -> None:
     target.write_bytes_atomic(MARKER, marker)
     with commit_lock(output, write_id):  # as a commit does: never over another write's
         manifest = mf.read_manifest(output)
-        if manifest["writes"][-1]["write_id"] != write_id:
+        if manifest.last_write != write_id:
             return
-        done = {k: v for k, v in manifest["backup"].items() if k != "pending"}
-        manifest["backup"] = dict(done, location=location, write_id=write_id)
-        mf.write_manifest(output, manifest)
+        done = {k: v for k, v in (manifest.backup or {}).items() if k != "pending"}
+        mf.write_manifest(output, replace(manifest, backup=dict(
+            done, location=location, write_id=write_id)))
 
 
 def _publish_path(target: str, pending: dict[str, Any]) -> str:
@@ -267,7 +267,7 @@ def roll_forward(spark: Any, path: str) -> None:
         manifest = mf.read_manifest(loc)
     except TfsparkError:
         return  # a damaged manifest: only an overwrite repairs it, and it writes afresh
-    if (manifest.get("backup") or {}).get("pending") and manifest.get("writes"):
+    if (manifest.backup or {}).get("pending") and manifest.last_write:
         log.warning("tfspark: finishing the backup of the write that committed %s but was "
                     "stopped before its backup was moved into place", path)
-        publish(spark, loc, manifest["writes"][-1]["write_id"])
+        publish(spark, loc, manifest.last_write)

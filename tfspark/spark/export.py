@@ -29,7 +29,6 @@ from tfspark.spark.tasks import write_through_tasks
 from tfspark.spark.undo import undo_on_failure
 from tfspark.spark.write_plan import PARTITION_TYPES, Workflow, refuse_label_partitions
 from tfspark.spec import FeatureSpec, infer_spec
-from tfspark.spec.layout import rows_of
 from tfspark.store import manifest as mf
 from tfspark.store.commit import StartedFrom, existing_manifest, last_write, new_write_id
 from tfspark.store.fs import Location, locate
@@ -185,8 +184,8 @@ def _check_backup_path(opts: WriteOptions) -> None:
 
 def _stage_and_write(spark: Any, df: DataFrame, opts: WriteOptions, base_spec: FeatureSpec,
                      data_cols: list[str], backup: bk.StagedBackup,
-                     previous: dict[str, Any] | None, started_from: StartedFrom,
-                     write_id: str) -> tuple[FeatureSpec, dict, int, float, dict[str, Any]]:
+                     previous: mf.Manifest | None, started_from: StartedFrom,
+                     write_id: str) -> tuple[FeatureSpec, dict, int, float, mf.Manifest]:
     """Stage the backup (observing the facts the spec needs), then write the TFRecords from
     the staged rows; returns (spec, facts, staged rows, when the backup was done, the
     committed manifest)."""
@@ -199,8 +198,8 @@ def _stage_and_write(spark: Any, df: DataFrame, opts: WriteOptions, base_spec: F
     if facts["rows"] != backup_rows:
         raise CountMismatchError(f"source produced {facts['rows']} rows but the backup "
                                  f"{backup.target} holds {backup_rows}; nothing was exported")
-    if previous and previous.get("spec"):
-        _check_append_facts(opts.path, FeatureSpec.from_dict(previous["spec"]), facts)
+    if previous is not None and previous.spec is not None:
+        _check_append_facts(opts.path, previous.spec, facts)
     spec = infer_spec(df.select(*[F.col(f"`{c}`") for c in data_cols]).schema,
                       label_cols=opts.label_cols,
                       shapes={**facts["shapes"], **dict(opts.shapes or {})},
@@ -243,7 +242,7 @@ def _discard_unless_committed(spark: Any, loc: Location, backup: bk.StagedBackup
     the commit): then it is published instead, now or by the next write."""
     try:
         if loc.exists(mf.NAME):
-            pending = (mf.read_manifest(loc).get("backup") or {}).get("pending") or {}
+            pending = (mf.read_manifest(loc).backup or {}).get("pending") or {}
             if pending.get("staging") == backup.staging:
                 return
         backup.discard(spark)
@@ -297,7 +296,7 @@ def _default_backup(loc: Location, path: str) -> str:
 
 
 def _write(spark: Any, backup_df: DataFrame, backup_rows: int, footers: tuple | None,
-           opts: WriteOptions, workflow: Workflow) -> dict[str, Any]:
+           opts: WriteOptions, workflow: Workflow) -> mf.Manifest:
     """The TFRecords from the backup's rows, as the data source writes them: about as many
     tasks as files of the target size (estimated from the backup's footers), each rolling its
     files at that size on disk; the manifest gets the backup's entry and the statistics.
@@ -323,22 +322,22 @@ def _write(spark: Any, backup_df: DataFrame, backup_rows: int, footers: tuple | 
             replace(workflow, split_column=split_col, manifest_stats=manifest_stats))
 
 
-def _result(path: str, spec: FeatureSpec, manifest: dict[str, Any], write_id: str, backup: str,
+def _result(path: str, spec: FeatureSpec, manifest: mf.Manifest, write_id: str, backup: str,
             source_rows: int, backup_rows: int, compression: str | None) -> WriteResult:
-    files = [f for f in manifest["files"] if f.get("write_id") == write_id]
-    rows = sum(rows_of(f) for f in files)
+    files = manifest.files_of(write_id)
+    rows = sum(f.row_count for f in files)
     if rows != backup_rows:
         raise CountMismatchError(f"the TFRecords at {path} hold {rows} rows but the backup "
                                  f"{backup} holds {backup_rows}; the data set is inconsistent: "
                                  f"rewrite it with mode='overwrite'")
     splits: dict[str, dict[str, int]] = {name: {"rows": 0, "files": 0, "bytes": 0}
-                                         for name in manifest.get("splits", [])}
+                                         for name in manifest.splits}
     for f in files:
-        if f.get("split"):
-            s = splits.setdefault(f["split"], {"rows": 0, "files": 0, "bytes": 0})
-            s["rows"] += rows_of(f)
+        if f.split:
+            s = splits.setdefault(f.split, {"rows": 0, "files": 0, "bytes": 0})
+            s["rows"] += f.row_count
             s["files"] += 1
-            s["bytes"] += f["bytes"]
-    return WriteResult(path, spec, rows, len(files), sum(f["bytes"] for f in files),
+            s["bytes"] += f.bytes
+    return WriteResult(path, spec, rows, len(files), sum(f.bytes for f in files),
                        dict(sorted(splits.items())), backup, source_rows, backup_rows,
                        compression)

@@ -20,17 +20,15 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.fs as pafs
 from pyspark.sql import types as T
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from tfspark.errors import CorruptRecordError, OptionError
+from tfspark.errors import CorruptRecordError
 from tfspark.spec import FeatureSpec
-from tfspark.spec.layout import rows_of, rows_per_record
 from tfspark.store import manifest as mf
-from tfspark.store.commit import write_id_of
-from tfspark.store.fs import Location, locate
+from tfspark.store.fs import locate
 from tfspark.store.options import ReadOptions
+from tfspark.store.read_plan import SNIFF, plan_read
 from tfspark.wire.stream import sniff_gzip, stream_framed
 
 # ---------------------------------------------------------------- what a path holds
@@ -38,11 +36,10 @@ from tfspark.wire.stream import sniff_gzip, stream_framed
 @dataclass(frozen=True)
 class FileEntry:
     """One file to read: its path under the data set root, compression, partition values and
-    (with a manifest) its expected record count.
-    """
+    (with a manifest) its expected row count."""
 
     rel: str  # relative to the data set root ("" when the root is the file itself)
-    compression: str | None | object = "auto"
+    compression: str | None = SNIFF
     partition: dict[str, Any] = field(default_factory=dict)
     records: int | None = None  # rows, from the manifest: checked after reading
 
@@ -57,84 +54,39 @@ class Source:
     spec: FeatureSpec | None  # None: no manifest (inferred or user schema) or ByteArray
     schema: T.StructType | None  # the written schema; None without a manifest
     partition_by: list[str]
-    rows_per_record: int = 1  # the manifest's layout (spec/layout.py)
+    rows_per_record: int = 1  # the manifest's layout
 
 
 def discover(opts: ReadOptions) -> Source:
-    """The files, record type, spec and schema at opts.path: from its manifest when there is
-    one, else from a listing of the TFRecord files (a directory) or the path itself (a file).
+    """The files, record type, spec and schema at opts.path, as the one read planner
+    (store/read_plan.py) plans a table read: from its manifest when there is one, else from a
+    listing of the TFRecord files (a directory) or the path itself (a file).
 
     Raises OptionError when the path does not exist, the options do not fit what is there, or
     it holds a tfspark write that did not commit (part files or _backup/, no manifest).
     """
-    loc = locate(opts.path)
-    if loc.exists(mf.NAME):
-        return _from_manifest(opts, loc, mf.read_manifest(loc))
-    kind = loc.fs.get_file_info(loc.base).type
-    if kind == pafs.FileType.NotFound:
-        raise OptionError(f"input path {opts.path!r} does not exist")
-    if opts.split:
-        raise OptionError(f"option split={opts.split!r} needs a data set written with splits "
-                          f"(a _tfspark.json manifest); {opts.path!r} has no manifest")
-    if kind == pafs.FileType.File:  # one file: read it whatever its name
-        files = [FileEntry("", opts.compression)]
-    else:
-        listed = loc.list_files()
-        _refuse_uncommitted(opts.path, listed)
-        files = [FileEntry(rel, opts.compression) for rel in listed if _is_data(rel)]
-    return Source(loc.uri, files, opts.record_type or "Example", None, None, [])
+    plan = plan_read(opts.path, split=opts.split, whole=True, record_type=opts.record_type,
+                     compression=None if opts.compression == "auto" else opts.compression)
+    rows = plan.file_rows()
+    files = [FileEntry(rel, comp, dict(part), rows[i] if rows is not None else None)
+             for i, (rel, comp, part) in enumerate(zip(plan.rels, plan.file_compressions(),
+                                                       plan.partitions))]
+    m = plan.manifest
+    if m is None:
+        return Source(plan.root, files, plan.record_type, None, None, [])
+    partition_by = list(m.partition_by)
+    return Source(plan.root, files, m.record_type, m.spec,
+                  _manifest_schema(m, m.spec, partition_by), partition_by, m.rows_per_record)
 
 
-def _refuse_uncommitted(path: str, listed: list[str]) -> None:
-    """A directory with tfspark part files (or write_tfrecords' _backup/) but no manifest holds
-    a write that did not commit: its files may be partial or from failed attempts."""
-    parts = [r for r in listed if write_id_of(r)]
-    if not parts and not any(r.startswith("_backup/") for r in listed):
-        return
-    what = (f"{len(parts)} part file(s) of a tfspark write" if parts else
-            "the parquet backup (_backup/) of a tfspark write")
-    raise OptionError(f"{path!r} has no {mf.NAME} but holds {what} that did not commit: the "
-                      f"write failed, was killed or is still running, and its files may be "
-                      f"partial. Rewrite it (mode 'overwrite'); to look at one of the files "
-                      f"anyway, read that file's own path")
-
-
-def _is_data(rel: str) -> bool:
-    parts = rel.split("/")
-    return ".tfrecord" in parts[-1] and not any(p.startswith(("_", ".")) for p in parts)
-
-
-def _from_manifest(opts: ReadOptions, loc: Location, m: dict[str, Any]) -> Source:
-    record_type = m.get("record_type", "Example")
-    if opts.record_type and opts.record_type != record_type:
-        raise OptionError(f"option recordType={opts.record_type!r} contradicts the manifest of "
-                          f"{opts.path!r}, which says {record_type!r}; drop the option")
-    files = m.get("files", [])
-    if opts.split:
-        splits = m.get("splits", [])
-        if opts.split not in splits:
-            have = f"its splits are {splits}" if splits else "it has no splits"
-            raise OptionError(f"option split={opts.split!r}: no such split in {opts.path!r}; "
-                              f"{have}")
-        files = [f for f in files if f.get("split") == opts.split]
-    compression = m.get("compression") if opts.compression == "auto" else opts.compression
-    block = rows_per_record(m, opts.path)
-    entries = [FileEntry(f["path"], compression, dict(f.get("partition") or {}),
-                         rows_of(f) if block > 1 else f.get("records")) for f in files]
-    spec = FeatureSpec.from_dict(m["spec"]) if m.get("spec") else None
-    partition_by = list(m.get("partition_by") or [])
-    return Source(loc.uri, entries, record_type, spec, _manifest_schema(m, spec, partition_by),
-                  partition_by, block)
-
-
-def _manifest_schema(m: dict[str, Any], spec: FeatureSpec | None,
+def _manifest_schema(m: mf.Manifest, spec: FeatureSpec | None,
                      partition_by: list[str]) -> T.StructType:
     from tfspark.spark.to_spark import spark_type_of
 
     source = (T.StructType.fromJson(dict(spec.source_schema))
               if spec is not None and spec.source_schema else None)
-    if m.get("schema"):
-        written = T.StructType.fromJson(m["schema"])
+    if m.schema:
+        written = T.StructType.fromJson(dict(m.schema))
         if source is not None:  # write_tfrecords writes from its parquet backup, which
             # makes every column nullable: the spec's source schema has the original fields
             written = T.StructType([source[f.name] if f.name in source.names else f
@@ -148,7 +100,7 @@ def _manifest_schema(m: dict[str, Any], spec: FeatureSpec | None,
     have = set(written.names)
     written = T.StructType(list(written.fields) + [T.StructField(p, T.StringType())
                                                    for p in partition_by if p not in have])
-    if m.get("record_type") == "ByteArray":
+    if m.record_type == "ByteArray":
         parts = [f for f in written.fields if f.name in partition_by]
         written = T.StructType([T.StructField("value", T.BinaryType(), False)] + parts)
     return _readable(written)
@@ -259,7 +211,7 @@ class TfrecordReader(DataSourceReader):
                                     f"not exist; the data set is incomplete (deleted or moved "
                                     f"files?): restore it or rewrite the data set") from None
         with opened as raw:
-            gz = sniff_gzip(raw) if entry.compression == "auto" else entry.compression == "gzip"
+            gz = sniff_gzip(raw) if entry.compression == SNIFF else entry.compression == "gzip"
             stream = pa.CompressedInputStream(raw, "gzip") if gz else raw
             count = 0
             for batch in stream_framed(stream, name, self.opts.verify, to_batch, gz):

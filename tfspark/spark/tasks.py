@@ -21,10 +21,11 @@ from pyspark.sql import DataFrame
 
 from tfspark.spark.write import TaskCommit
 from tfspark.spark.write_plan import Workflow, plan_write
+from tfspark.store.manifest import Manifest
 from tfspark.store.options import WriteOptions
 
 
-def write_through_tasks(df: DataFrame, opts: WriteOptions, workflow: Workflow) -> dict[str, Any]:
+def write_through_tasks(df: DataFrame, opts: WriteOptions, workflow: Workflow) -> Manifest:
     """Write df as the data source would with these options, as write_tfrecords' `workflow`
     says (WriteConflictError if another write committed since it began); returns the committed
     manifest."""

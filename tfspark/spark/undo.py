@@ -9,7 +9,6 @@ came back from a Spark task is raised as its own class again (`unwrapped`).
 
 from __future__ import annotations
 
-import json
 import logging
 import posixpath
 from collections.abc import Iterator
@@ -78,9 +77,8 @@ class _Before:
 def _committed(loc: Location, write_id: str) -> bool:
     """Whether the manifest at loc names write `write_id` (it committed)."""
     try:
-        doc = json.loads(loc.read_bytes(mf.NAME))
-        return any(w.get("write_id") == write_id for w in doc.get("writes") or [])
-    except (OSError, ValueError, AttributeError):
+        return any(w.write_id == write_id for w in mf.read_manifest(loc).writes)
+    except TfsparkError:  # none, or damaged: no write committed there
         return False
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
@@ -123,7 +123,7 @@ class TfrecordWriter(DataSourceArrowWriter):
         self.commit_manifest(messages)
 
     def commit_manifest(self, messages: list[WriterCommitMessage | None]
-                        ) -> dict[str, Any] | None:
+                        ) -> mf.Manifest | None:
         """On the driver, after every task succeeded: write the manifest (the commit point), then
         sweep files of failed attempts and, on overwrite, the old data set's. Returns the
         manifest this write committed (None for mode 'ignore' on an existing path).
@@ -142,30 +142,37 @@ class TfrecordWriter(DataSourceArrowWriter):
                 old = existing_manifest(loc, self.mode)
                 if last_write(old) != self.base_write:  # a write committed since planning
                     raise WriteConflictError(conflict_message(self.uri, self.mode))
-                manifest = old if (self.mode == "append" and old is not None) else \
-                    mf.new_manifest(spec=self.spec.to_dict() if self.spec else None,
-                                    compression=self.opts.compression,
-                                    record_type=self.opts.record_type,
-                                    partition_by=self.opts.partition_by,
-                                    rows_per_record=self.opts.rows_per_record)
-                manifest["splits"] = sorted(set(manifest["splits"]) | set(self.splits))
-                mf.add_files(manifest, sorted(files, key=lambda f: f["path"]), self.write_id)
-                if self.schema is not None:
-                    manifest["schema"] = self.schema
-                if self.manifest_stats is not None:
-                    manifest["stats"] = dict(self.manifest_stats)
-                if self.opts.task_stats and self.spec is not None:
-                    manifest["stats"] = self._task_stats(messages, appended=old is not None
-                                                         and self.mode == "append")
-                if self.backup_entry is not None:
-                    manifest["backup"] = dict(self.backup_entry)
-                elif manifest.get("backup"):  # appended without a backup: it misses rows now
-                    manifest["backup"] = dict(manifest["backup"], complete=False)
+                manifest = self._manifest(old, files, messages)
                 mf.write_manifest(loc, manifest)
         except BaseException:
             self._remove_ours(loc)
             raise
         self._sweep(loc, manifest)
+        return manifest
+
+    def _manifest(self, old: mf.Manifest | None, files: list[dict[str, Any]],
+                  messages: list[WriterCommitMessage | None]) -> mf.Manifest:
+        """The manifest this write commits: the data set's with this write's files added
+        (append), or a new one."""
+        appended = self.mode == "append" and old is not None
+        manifest = old if appended and old is not None else mf.Manifest(
+            spec=self.spec, compression=self.opts.compression,
+            record_type=self.opts.record_type, partition_by=self.opts.partition_by,
+            rows_per_record=self.opts.rows_per_record)
+        entries = sorted((mf.FileEntry(**f) for f in files), key=lambda f: f.path)
+        manifest = replace(manifest.with_files(entries, self.write_id),
+                           splits=tuple(sorted(set(manifest.splits) | set(self.splits)
+                                               | {f.split for f in entries if f.split})))
+        if self.schema is not None:
+            manifest = replace(manifest, schema=self.schema)
+        if self.manifest_stats is not None:
+            manifest = replace(manifest, stats=dict(self.manifest_stats))
+        if self.opts.task_stats and self.spec is not None:
+            manifest = replace(manifest, stats=self._task_stats(messages, appended))
+        if self.backup_entry is not None:
+            manifest = replace(manifest, backup=dict(self.backup_entry))
+        elif manifest.backup:  # appended without a backup: it misses rows now
+            manifest = replace(manifest, backup=dict(manifest.backup, complete=False))
         return manifest
 
     def _task_stats(self, messages: list[WriterCommitMessage | None],
@@ -202,11 +209,11 @@ class TfrecordWriter(DataSourceArrowWriter):
         if self.created and not left:  # nothing else there: take back the directory we made
             loc.delete_all()
 
-    def _sweep(self, loc: Location, manifest: dict[str, Any]) -> None:
+    def _sweep(self, loc: Location, manifest: mf.Manifest) -> None:
         """After commit: drop failed attempts' files, and on overwrite those of the writes it
         replaces (the old data set, leftovers there when it was planned; files of no tfspark
         write too), never those of a write begun since, which commits or cleans up itself."""
-        keep = {f["path"] for f in manifest["files"]}
+        keep = {f.path for f in manifest.files}
         for rel in loc.list_files(recursive=False):  # tasks killed without deregistering
             wid = marker_write_id(rel)
             if wid == self.write_id or (self.mode == "overwrite" and wid in self.replaces):
@@ -219,7 +226,7 @@ class TfrecordWriter(DataSourceArrowWriter):
                                         (wid is None or wid in self.replaces)):
                 loc.delete(rel)
         if self.mode == "overwrite":
-            splits = set(manifest.get("splits", []))
+            splits = set(manifest.splits)
             for rel in loc.list_files():
                 top = rel.split("/")[0]
                 if rel.endswith("/" + mf.NAME) and top not in splits and "=" not in top:

@@ -15,7 +15,8 @@ from pyspark.sql.types import StructType
 from tfspark.errors import OptionError, SchemaError, WriteConflictError
 from tfspark.spark.write import TfrecordWriter
 from tfspark.spec import FeatureSpec, infer_spec
-from tfspark.spec.layout import check_block_keys, rows_per_record
+from tfspark.spec.layout import check_block_keys
+from tfspark.store import manifest as mf
 from tfspark.store.commit import (
     StartedFrom,
     conflict_message,
@@ -109,7 +110,7 @@ def plan_write(opts: WriteOptions, schema: StructType, overwrite: bool,
     listed = loc.list_files()
     replaces = sorted({w for w in map(write_id_of, listed) if w} |
                       {w for w in map(marker_write_id, listed) if w} |
-                      {w["write_id"] for w in (old or {}).get("writes", [])}) \
+                      {w.write_id for w in (old.writes if old else ())}) \
         if mode == "overwrite" else []
     given = workflow or Workflow(mode, base, new_write_id(), spec)  # type: ignore[arg-type]
     return TfrecordWriter(uri=opts.path, mode=mode, skip=skip, write_id=given.write_id,
@@ -155,9 +156,9 @@ def _spec(opts: WriteOptions, data_schema: StructType) -> FeatureSpec | None:
                       record_type=opts.record_type)
 
 
-def _check_same_layout(opts: WriteOptions, old: dict[str, Any]) -> None:
+def _check_same_layout(opts: WriteOptions, old: mf.Manifest) -> None:
     """An append keeps the data set's layout: readers take one layout per data set."""
-    have = rows_per_record(old, opts.path)
+    have = old.rows_per_record
     if have != opts.rows_per_record:
         def what(n: int) -> str:
             return "the row layout (one row per record)" if n == 1 else \
@@ -185,7 +186,7 @@ def _check_spec_fits(spec: FeatureSpec, data_schema: StructType) -> None:
         raise SchemaError(f"the given spec does not fit the DataFrame: {e}") from None
 
 
-def _append_spec(opts: WriteOptions, old: dict[str, Any],
+def _append_spec(opts: WriteOptions, old: mf.Manifest,
                  spec: FeatureSpec | None) -> FeatureSpec | None:
     """The spec an append writes with: the data set's own, when this DataFrame's fits it.
 
@@ -194,20 +195,20 @@ def _append_spec(opts: WriteOptions, old: dict[str, Any],
     length found in the data (fixed [n] stored and variable now: every row must have n values;
     variable stored: kept). Labels and defaults given for this write must match the stored ones.
     """
-    checks = [("compression", old.get("compression"), opts.compression),
-              ("recordType", old.get("record_type"), opts.record_type),
-              ("partitionBy", old.get("partition_by", []), list(opts.partition_by))]
+    checks = [("compression", old.compression, opts.compression),
+              ("recordType", old.record_type, opts.record_type),
+              ("partitionBy", list(old.partition_by), list(opts.partition_by))]
     for name, was, now in checks:
         if was != now:
             raise OptionError(f"cannot append: the data set at {opts.path!r} has {name}={was!r} "
                               f"but this write has {now!r}; use the same {name} or overwrite")
-    if spec is None or old.get("spec") is None:
-        if (spec is None) != (old.get("spec") is None):
+    if spec is None or old.spec is None:
+        if (spec is None) != (old.spec is None):
             raise SchemaError(f"cannot append to {opts.path!r}: its feature spec differs from "
                               f"this DataFrame's (the data set has no spec); write to a new path "
                               f"or overwrite")
         return spec
-    stored = FeatureSpec.from_dict(old["spec"])
+    stored = old.spec
     diff = _spec_diff(stored, spec, labels=bool(opts.label_cols),
                       defaults=set(opts.defaults or {}))
     if diff:

@@ -13,10 +13,9 @@ The manifest says which layout a data set has: "layout": {"rows_per_record": N}.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
-from tfspark.errors import ManifestError, SchemaError
+from tfspark.errors import SchemaError
 from tfspark.spec.model import Feature
 
 ROWS_KEY = "__rows"
@@ -55,19 +54,3 @@ def check_block_keys(features: Iterable[Feature]) -> None:
                     f"key {key!r}; rename column {f.name!r} (or the other), or write with "
                     f"rows_per_record=1")
             seen[key] = f.name
-
-
-def rows_per_record(manifest: Mapping[str, Any], where: str = "the manifest") -> int:
-    """The layout's rows per record of a manifest (1 when it names none: the row layout)."""
-    layout = manifest.get("layout") or {}
-    n = layout.get("rows_per_record", 1) if isinstance(layout, Mapping) else None
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ManifestError(f"{where}: layout {layout!r} is not {{'rows_per_record': N}} with "
-                            f"N >= 1; the manifest is damaged: restore it or rewrite the data set")
-    return n
-
-
-def rows_of(entry: Mapping[str, Any]) -> int:
-    """The rows of a manifest file entry (or of a manifest): "rows" in the block layout, else
-    its "records" (one row per record)."""
-    return int(entry.get("rows", entry["records"]))

@@ -21,7 +21,6 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
 
 from tfspark.errors import ManifestError
 from tfspark.store import manifest as mf
@@ -52,7 +51,7 @@ class StartedFrom:
     write_id: str | None
 
 
-def existing_manifest(loc: Location, mode: str) -> dict[str, Any] | None:
+def existing_manifest(loc: Location, mode: str) -> mf.Manifest | None:
     """The manifest at loc, if any. A damaged one fails every mode but overwrite, which is
     how the data set is repaired."""
     if not loc.exists(mf.NAME):
@@ -66,9 +65,9 @@ def existing_manifest(loc: Location, mode: str) -> dict[str, Any] | None:
         return None
 
 
-def last_write(old: dict[str, Any] | None) -> str | None:
+def last_write(old: mf.Manifest | None) -> str | None:
     """The id of the last write a manifest names; None for no manifest (or no write)."""
-    return old["writes"][-1]["write_id"] if old and old.get("writes") else None
+    return old.last_write if old is not None else None
 
 
 def write_id_of(rel: str) -> str | None:

@@ -42,6 +42,10 @@ class Location:
             return None
         return Location(self.fs, up, self.uri_of(up))
 
+    def child(self, rel: str) -> Location:
+        """The Location of base/rel."""
+        return Location(self.fs, self.join(rel), self.child_uri(rel))
+
     def child_uri(self, rel: str) -> str:
         """base/rel in the caller's form (uri_of)."""
         return self.uri_of(self.join(rel))

@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 
 from tfspark.errors import CorruptRecordError, TfsparkError
-from tfspark.spec.layout import rows_of, rows_per_record
 from tfspark.spec.model import FeatureSpec
 from tfspark.store import manifest as mf
 from tfspark.store.fs import locate, uri_to_path
@@ -77,25 +76,24 @@ def verify(path: str) -> Report:
     except TfsparkError as e:
         report.problems.append(str(e))
         return report
-    report.compression = manifest.get("compression")
-    report.rows_per_record = rows_per_record(manifest)
-    spec = FeatureSpec.from_dict(manifest["spec"]) if manifest.get("spec") else None
-    named = {f["path"] for f in manifest["files"]}
-    for entry in manifest["files"]:
-        _check_file(loc, entry, manifest.get("compression"), spec, report,
+    report.compression = manifest.compression
+    report.rows_per_record = manifest.rows_per_record
+    named = {f.path for f in manifest.files}
+    for entry in manifest.files:
+        _check_file(loc, entry, manifest.compression, manifest.spec, report,
                     report.rows_per_record)
     for rel in loc.list_files():
         if _DATA_FILE.search(rel) and rel not in named and not rel.startswith("_"):
             report.problems.append(f"{rel}: extra data file that the manifest does not name "
                                    f"(readers ignore it; delete it if it is a leftover)")
-    if manifest.get("backup"):
+    if manifest.backup:
         _check_backup(manifest, report)
     return report
 
 
-def _check_backup(manifest: dict[str, Any], report: Report) -> None:
+def _check_backup(manifest: mf.Manifest, report: Report) -> None:
     """The backup is the one the last write published, and holds the manifest's rows."""
-    entry = manifest["backup"]
+    entry = manifest.backup or {}
     target = entry.get("target")
     if entry.get("pending"):
         report.problems.append(
@@ -114,7 +112,7 @@ def _check_backup(manifest: dict[str, Any], report: Report) -> None:
     # The write that published the backup: the last one, unless later writes (through the
     # data source) added records without a backup, which leaves the backup incomplete.
     write_id = entry.get("write_id")
-    last = manifest["writes"][-1]["write_id"] if manifest.get("writes") else None
+    last = manifest.last_write
     if marker.get("write_id") != write_id or (entry.get("complete") and write_id != last):
         report.problems.append(f"backup {target}: belongs to write {marker.get('write_id')} but "
                                f"the data set's manifest says {write_id}: the backup was "
@@ -126,9 +124,9 @@ def _check_backup(manifest: dict[str, Any], report: Report) -> None:
         report.problems.append(f"backup {target}: holds {rows} rows but the manifest records "
                                f"{entry.get('rows')} for it; it was changed after the write: "
                                f"rewrite the data set")
-    if entry.get("complete") and entry.get("rows") != rows_of(manifest):
+    if entry.get("complete") and entry.get("rows") != manifest.rows:
         report.problems.append(f"backup {target}: holds {entry.get('rows')} rows but the "
-                               f"TFRecords hold {rows_of(manifest)}: they disagree; rewrite "
+                               f"TFRecords hold {manifest.rows}: they disagree; rewrite "
                                f"the data set")
     stale = sorted({r.split("/")[0] for r in loc.list_files()
                     if r.startswith(mf.BACKUP_STAGING)})
@@ -151,11 +149,11 @@ def _parquet_rows(loc: Any) -> int:
     return rows
 
 
-def _check_file(loc: Any, entry: dict[str, Any], compression: str | None,
+def _check_file(loc: Any, entry: mf.FileEntry, compression: str | None,
                 spec: FeatureSpec | None, report: Report, block: int) -> None:
-    rel = entry["path"]
+    rel = entry.path
     if not loc.exists(rel):
-        report.problems.append(f"{rel}: missing (the manifest names it with {entry['records']} "
+        report.problems.append(f"{rel}: missing (the manifest names it with {entry.records} "
                                f"records); restore it or rewrite the data set")
         return
     report.files += 1
@@ -179,13 +177,13 @@ def _check_file(loc: Any, entry: dict[str, Any], compression: str | None,
         report.problems.append(f"{rel}: {e}")
     report.records += count
     report.bytes += loc.fs.get_file_info(loc.join(rel)).size
-    if count != entry["records"]:
+    if count != entry.records:
         report.problems.append(f"{rel}: holds {count} readable records but the manifest says "
-                               f"{entry['records']}")
-    elif block > 1 and spec is not None and rows != rows_of(entry):
+                               f"{entry.records}")
+    elif block > 1 and spec is not None and rows != entry.row_count:
         report.problems.append(f"{rel}: its blocks hold {rows} rows but the manifest says "
-                               f"{rows_of(entry)}")
-    report.rows += rows if block > 1 and spec is not None else rows_of(entry)
+                               f"{entry.row_count}")
+    report.rows += rows if block > 1 and spec is not None else entry.row_count
 
 
 def _parse(records: list[bytes], spec: FeatureSpec | None, rel: str, first: int,

@@ -1,8 +1,9 @@
-"""The `_tfspark.json` sidecar: spec + files + counts. It is the commit: readers take the files
-it names and ignore everything else in the directory (failed attempts, _SUCCESS, .crc files).
+"""The `_tfspark.json` sidecar, as a typed Manifest: spec + files + counts. It is the commit:
+readers take the files it names and ignore everything else in the directory (failed attempts,
+_SUCCESS, .crc files).
 
-Layout of a manifest:
-    {"format": "tfspark.store.manifest", "version": 1, "created_by": "tfspark X",
+On disk (the format older tfspark versions read; `Manifest.to_dict` writes it):
+    {"format": "tfspark.manifest", "version": 1, "created_by": "tfspark X",
      "record_type": "Example" | "SequenceExample" | "ByteArray", "compression": null | "gzip",
      "spec": {...FeatureSpec...} | null, "partition_by": [...], "splits": [...],
      "schema": {...Spark StructType JSON of the written columns, partition columns included...},
@@ -16,20 +17,23 @@ Layout of a manifest:
      "backup": {"kind": "path" | "table", "target": ..., "location": ..., "rows": n,
                 "complete": bool, "write_id": ...}}   # write_tfrecords' parquet copy
 "backup" holds "pending" (the staging, its files) between the commit and the backup's move into
-place; "complete": the backup holds every record of the data set.
-A split directory also gets its own manifest naming just its files, so it reads on its own.
+place; "complete": the backup holds every record of the data set. A split directory also gets
+its own manifest naming just its files (and "split": its name), so it reads on its own. Keys
+this version does not know are kept as they are (`extra`).
 """
 
 from __future__ import annotations
 
+import builtins
+import dataclasses
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from tfspark import __version__
 from tfspark.errors import ManifestError, SchemaError
 from tfspark.spec.kinds import STORED_RECORD_TYPES
-from tfspark.spec.layout import rows_of, rows_per_record
 from tfspark.spec.model import FeatureSpec
 from tfspark.store.fs import Location, locate
 
@@ -39,64 +43,236 @@ SUCCESS = "_SUCCESS"
 # the hidden staging directories of writes that have not published their backup (yet).
 BACKUP_MARKER = "_tfspark_backup.json"
 BACKUP_STAGING = "_tfspark_staging-"
-FORMAT = "tfspark.store.manifest"
+FORMAT = "tfspark.manifest"
 VERSION = 1
+_KNOWN = {"format", "version", "created_by", "record_type", "compression", "spec",
+          "partition_by", "splits", "schema", "records", "bytes", "rows", "files", "layout",
+          "writes", "stats", "backup", "split"}
 
 
-def new_manifest(*, spec: dict[str, Any] | None, compression: str | None, record_type: str,
-                 partition_by: Iterable[str] = (), rows_per_record: int = 1) -> dict[str, Any]:
-    """An empty manifest (no files yet) for a data set of this spec, compression, record type
-    and layout."""
-    out = {"format": FORMAT, "version": VERSION, "created_by": f"tfspark {__version__}",
-           "record_type": record_type, "compression": compression, "spec": spec,
-           "partition_by": list(partition_by), "splits": [], "records": 0, "bytes": 0,
-           "files": [], "writes": [], "stats": {}}
-    if rows_per_record > 1:
-        out.update(layout={"rows_per_record": rows_per_record}, rows=0)
-    return out
+@dataclass(frozen=True)
+class FileEntry:
+    """One data file: its path (relative to the manifest's directory), records and bytes, the
+    split and partition it belongs to, the write that made it and (block layout) its rows."""
+
+    path: str
+    records: int
+    bytes: int
+    split: str | None = None
+    partition: Mapping[str, str | None] = field(default_factory=dict)
+    write_id: str | None = None
+    rows: int | None = None  # the block layout's rows; None: one row per record
+
+    @property
+    def row_count(self) -> int:
+        """Rows in the file: `rows` in the block layout, else its records."""
+        return self.records if self.rows is None else self.rows
+
+    def to_dict(self) -> dict[str, Any]:
+        """The entry as stored."""
+        out: dict[str, Any] = {"path": self.path, "records": self.records, "bytes": self.bytes,
+                               "split": self.split}
+        if self.partition:
+            out["partition"] = dict(self.partition)
+        if self.write_id is not None:
+            out["write_id"] = self.write_id
+        if self.rows is not None:
+            out["rows"] = self.rows
+        return out
 
 
-def add_files(manifest: dict[str, Any], files: list[dict[str, Any]], write_id: str) -> None:
-    """Add one write's file entries to `manifest` (in place) and recount records, bytes, splits."""
-    manifest["files"].extend(files)
-    entry = {"write_id": write_id, "records": sum(f["records"] for f in files),
-             "files": len(files)}
-    if "layout" in manifest:
-        entry["rows"] = sum(rows_of(f) for f in files)
-    manifest["writes"].append(entry)
-    _recount(manifest)
+@dataclass(frozen=True)
+class WriteEntry:
+    """One committed write: its id, records, files and (block layout) rows."""
+
+    write_id: str
+    records: int
+    files: int
+    rows: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The entry as stored."""
+        out: dict[str, Any] = {"write_id": self.write_id, "records": self.records,
+                               "files": self.files}
+        if self.rows is not None:
+            out["rows"] = self.rows
+        return out
 
 
-def _recount(manifest: dict[str, Any]) -> None:
-    files = manifest["files"]
-    manifest["records"] = sum(f["records"] for f in files)
-    if "layout" in manifest:
-        manifest["rows"] = sum(rows_of(f) for f in files)
-    manifest["bytes"] = sum(f["bytes"] for f in files)
-    # Declared splits stay even without files (a split that got no rows reads as empty).
-    manifest["splits"] = sorted(set(manifest.get("splits") or ()) |
-                                {f["split"] for f in files if f.get("split")})
+@dataclass(frozen=True)
+class Manifest:
+    """A data set's manifest (module docstring). Counts are derived from the files."""
+
+    spec: FeatureSpec | None = None
+    record_type: str = "Example"
+    compression: str | None = None
+    partition_by: tuple[str, ...] = ()
+    splits: tuple[str, ...] = ()
+    files: tuple[FileEntry, ...] = ()
+    writes: tuple[WriteEntry, ...] = ()
+    rows_per_record: int = 1
+    schema: Mapping[str, Any] | None = None
+    stats: Mapping[str, Any] = field(default_factory=dict)
+    backup: Mapping[str, Any] | None = None
+    split: str | None = None  # a split directory's manifest: its split
+    created_by: str = f"tfspark {__version__}"
+    extra: Mapping[str, Any] = field(default_factory=dict)  # keys this version does not know
+
+    # ---------------------------------------------------------------- counts and lookups
+
+    @property
+    def records(self) -> int:
+        """Records of all files."""
+        return sum(f.records for f in self.files)
+
+    @property
+    def rows(self) -> int:
+        """Rows of all files (records in the row layout)."""
+        return sum(f.row_count for f in self.files)
+
+    @property
+    def bytes(self) -> int:
+        """Bytes of all files."""
+        return sum(f.bytes for f in self.files)
+
+    @property
+    def last_write(self) -> str | None:
+        """The id of the last committed write (None: none)."""
+        return self.writes[-1].write_id if self.writes else None
+
+    def files_of(self, write_id: str | None = None, split: str | None = None
+                 ) -> tuple[FileEntry, ...]:
+        """The files of one write and/or one split (all for None)."""
+        return tuple(f for f in self.files if (write_id is None or f.write_id == write_id)
+                     and (split is None or f.split == split))
+
+    def rows_of_split(self, split: str | None) -> int:
+        """Rows of one split (all rows for None)."""
+        return sum(f.row_count for f in self.files_of(split=split))
+
+    def feature_stats(self, split: str | None = None) -> dict[str, Any] | None:
+        """{feature: statistics} the write stored (spark/stats.py): of one split, or of all
+        rows when split is None; None when there are none."""
+        if split is not None:
+            return (self.stats.get("splits") or {}).get(split) or None
+        return self.stats.get("features") or None
+
+    def stats_splits(self) -> list[str]:
+        """The splits that have statistics, sorted (for error messages)."""
+        return sorted(self.stats.get("splits") or {})
+
+    # ---------------------------------------------------------------- changes
+
+    def with_files(self, files: Iterable[FileEntry], write_id: str) -> Manifest:
+        """This manifest with one more write's files (and its splits) added."""
+        files = tuple(files)
+        rows = sum(f.row_count for f in files) if self.rows_per_record > 1 else None
+        entry = WriteEntry(write_id, sum(f.records for f in files), len(files), rows)
+        splits = set(self.splits) | {f.split for f in files if f.split}
+        return dataclasses.replace(self, files=self.files + files,
+                                   writes=self.writes + (entry,), splits=tuple(sorted(splits)))
+
+    def for_split(self, split: str) -> Manifest:
+        """The manifest of one split directory: its files with paths relative to it."""
+        prefix = split + "/"
+        files = tuple(dataclasses.replace(f, path=f.path[len(prefix):]) for f in self.files
+                      if f.split == split)
+        return dataclasses.replace(self, files=files, writes=(), splits=(), split=split)
+
+    # ---------------------------------------------------------------- JSON
+
+    def to_dict(self) -> dict[str, Any]:
+        """The manifest as stored (the format older versions read)."""
+        out: dict[str, Any] = {
+            "format": FORMAT, "version": VERSION, "created_by": self.created_by,
+            "record_type": self.record_type, "compression": self.compression,
+            "spec": self.spec.to_dict() if self.spec is not None else None,
+            "partition_by": list(self.partition_by), "splits": list(self.splits),
+            "records": self.records, "bytes": self.bytes,
+            "files": [f.to_dict() for f in self.files],
+            "writes": [w.to_dict() for w in self.writes], "stats": dict(self.stats)}
+        if self.rows_per_record > 1:
+            out.update(layout={"rows_per_record": self.rows_per_record}, rows=self.rows)
+        if self.schema is not None:
+            out["schema"] = dict(self.schema)
+        if self.backup is not None:
+            out["backup"] = dict(self.backup)
+        if self.split is not None:
+            out["split"] = self.split
+        return {**self.extra, **out}
+
+    def dumps(self) -> builtins.bytes:
+        """The bytes of a _tfspark.json file (NaN and infinities refused)."""
+        return (json.dumps(self.to_dict(), indent=1, allow_nan=False) + "\n").encode()
+
+    @classmethod
+    def from_dict(cls, doc: Any, where: str = "the manifest") -> Manifest:
+        """The Manifest of a stored one; ManifestError names the entry that is wrong (so a
+        manifest edited by hand fails here, not deep inside a reader)."""
+        def bad(what: str) -> NoReturn:
+            raise ManifestError(f"{where}: {what}; the manifest is damaged (edited by hand?): "
+                                f"restore it or rewrite the data set")
+
+        if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+            raise ManifestError(f"{where} is not a tfspark manifest")
+        if doc.get("version") != VERSION:
+            raise ManifestError(f"{where} has version {doc.get('version')!r}; this tfspark "
+                                f"reads version {VERSION}: upgrade tfspark")
+        layout = doc.get("layout") or {}
+        block = layout.get("rows_per_record", 1) if isinstance(layout, Mapping) else None
+        if isinstance(block, bool) or not isinstance(block, int) or block < 1:
+            bad(f"layout {layout!r} is not {{'rows_per_record': N}} with N >= 1")
+        files = doc.get("files")
+        if not isinstance(files, list):
+            bad(f"'files' must be a list of file entries, got {type(files).__name__}")
+        record_type = doc.get("record_type", "Example")
+        if record_type not in STORED_RECORD_TYPES:
+            bad(f"record_type {record_type!r} is not one of {list(STORED_RECORD_TYPES)}")
+        if doc.get("compression") not in (None, "gzip"):
+            bad(f"compression {doc.get('compression')!r} is not null or 'gzip'")
+        spec = None
+        if doc.get("spec") is not None:
+            try:
+                spec = FeatureSpec.from_dict(doc["spec"])
+            except SchemaError as e:
+                bad(f"its spec is invalid: {e}")
+            if spec.record_type != record_type:
+                bad(f"record_type {record_type!r} but its spec is for {spec.record_type!r} "
+                    f"records")
+        try:
+            return cls(
+                spec=spec, record_type=record_type, compression=doc.get("compression"),
+                partition_by=tuple(doc.get("partition_by") or ()),
+                splits=tuple(doc.get("splits") or ()),
+                files=tuple(_file(f, i, block, bad) for i, f in enumerate(files)),
+                writes=tuple(WriteEntry(w["write_id"], w["records"], w["files"], w.get("rows"))
+                             for w in doc.get("writes") or ()),
+                rows_per_record=block, schema=doc.get("schema"), stats=doc.get("stats") or {},
+                backup=doc.get("backup"), split=doc.get("split"),
+                created_by=doc.get("created_by", ""),
+                extra={k: v for k, v in doc.items() if k not in _KNOWN})
+        except (KeyError, TypeError) as e:
+            bad(f"a write entry lacks {e}")
 
 
-def split_manifest(manifest: dict[str, Any], split: str) -> dict[str, Any]:
-    """The manifest of one split directory: its files with paths relative to it."""
-    sub = {k: v for k, v in manifest.items() if k not in ("files", "writes")}
-    prefix = split + "/"
-    sub["files"] = [dict(f, path=f["path"][len(prefix):]) for f in manifest["files"]
-                    if f.get("split") == split]
-    sub["writes"] = []
-    sub["split"] = split
-    _recount(sub)
-    sub["splits"] = []
-    return sub
+def _file(f: Any, i: int, block: int, bad: Any) -> FileEntry:
+    if not isinstance(f, dict):
+        bad(f"files[{i}] must be an object, got {type(f).__name__}")
+    rel = f.get("path")
+    if not isinstance(rel, str) or not rel or rel.startswith(("/", "\\")) or "://" in rel \
+            or ".." in rel.replace("\\", "/").split("/"):
+        bad(f"files[{i}] names {rel!r}, which is not a relative path inside the directory")
+    for key in ("records", "bytes", "rows"):
+        n = f.get(key, 0) if key != "records" else f.get(key)
+        if type(n) is not int or n < 0:
+            bad(f"files[{i}] ({rel}) has {key}={n!r}, not an integer >= 0")
+    if block > 1 and "rows" not in f:
+        bad(f"files[{i}] ({rel}) has no 'rows', which the block layout needs")
+    return FileEntry(rel, f["records"], f["bytes"], f.get("split"), f.get("partition") or {},
+                     f.get("write_id"), f.get("rows"))
 
 
-def dumps(manifest: dict[str, Any]) -> bytes:
-    """The manifest as the JSON bytes of a _tfspark.json file (NaN and infinities refused)."""
-    return (json.dumps(manifest, indent=1, allow_nan=False) + "\n").encode()
-
-
-def read_manifest(path: str | Location) -> dict[str, Any]:
+def read_manifest(path: str | Location) -> Manifest:
     """The manifest in directory `path`; ManifestError says what is wrong and what to do."""
     loc = locate(path) if isinstance(path, str) else path
     if not loc.exists(NAME):
@@ -113,71 +289,12 @@ def read_manifest(path: str | Location) -> dict[str, Any]:
     except json.JSONDecodeError as e:
         raise ManifestError(f"{loc.join(NAME)} is not valid JSON ({e}); the file is damaged, "
                             f"rewrite the data set") from None
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise ManifestError(f"{loc.join(NAME)} is not a tfspark manifest")
-    if doc.get("version") != VERSION:
-        raise ManifestError(f"{loc.join(NAME)} has version {doc.get('version')!r}; this tfspark "
-                            f"reads version {VERSION}: upgrade tfspark")
-    _check_contents(doc, loc.join(NAME))
-    return doc
+    return Manifest.from_dict(doc, loc.join(NAME))
 
 
-def _check_contents(doc: dict[str, Any], where: str) -> None:
-    """The fields readers rely on, so a manifest edited by hand fails here, naming the file and
-    the entry, not deep inside a reader."""
-    def bad(what: str) -> NoReturn:
-        raise ManifestError(f"{where}: {what}; the manifest is damaged (edited by hand?): "
-                            f"restore it or rewrite the data set")
-
-    block = rows_per_record(doc, where)
-    files = doc.get("files")
-    if not isinstance(files, list):
-        bad(f"'files' must be a list of file entries, got {type(files).__name__}")
-    for i, f in enumerate(files):
-        if not isinstance(f, dict):
-            bad(f"files[{i}] must be an object, got {type(f).__name__}")
-        rel = f.get("path")
-        if not isinstance(rel, str) or not rel or rel.startswith(("/", "\\")) or "://" in rel \
-                or ".." in rel.replace("\\", "/").split("/"):
-            bad(f"files[{i}] names {rel!r}, which is not a relative path inside the directory")
-        for key in ("records", "bytes", "rows"):
-            n = f.get(key, 0) if key != "records" else f.get(key)
-            if type(n) is not int or n < 0:
-                bad(f"files[{i}] ({rel}) has {key}={n!r}, not an integer >= 0")
-        if block > 1 and "rows" not in f:
-            bad(f"files[{i}] ({rel}) has no 'rows', which the block layout needs")
-    record_type = doc.get("record_type", "Example")
-    if record_type not in STORED_RECORD_TYPES:
-        bad(f"record_type {record_type!r} is not one of {list(STORED_RECORD_TYPES)}")
-    if doc.get("compression") not in (None, "gzip"):
-        bad(f"compression {doc.get('compression')!r} is not null or 'gzip'")
-    if doc.get("spec") is not None:
-        try:
-            spec = FeatureSpec.from_dict(doc["spec"])
-        except SchemaError as e:
-            bad(f"its spec is invalid: {e}")
-        if spec.record_type != record_type:
-            bad(f"record_type {record_type!r} but its spec is for {spec.record_type!r} records")
-
-
-def write_manifest(loc: Location, manifest: dict[str, Any]) -> None:
+def write_manifest(loc: Location, manifest: Manifest) -> None:
     """Split manifests first, then the top one, then _SUCCESS, each replaced atomically."""
-    for split in manifest.get("splits", []):
-        loc.write_bytes_atomic(f"{split}/{NAME}", dumps(split_manifest(manifest, split)))
-    loc.write_bytes_atomic(NAME, dumps(manifest))
+    for split in manifest.splits:
+        loc.write_bytes_atomic(f"{split}/{NAME}", manifest.for_split(split).dumps())
+    loc.write_bytes_atomic(NAME, manifest.dumps())
     loc.write_bytes_atomic(SUCCESS, b"")
-
-
-def feature_stats(manifest: dict[str, Any], split: str | None = None) -> dict[str, Any] | None:
-    """{feature: statistics} the write stored (spark/stats.py): of one split, or of all rows
-    when split is None; None when there are none."""
-    stats = manifest.get("stats") or {}
-    if split is not None:
-        return (stats.get("splits") or {}).get(split) or None
-    return stats.get("features") or None
-
-
-def stats_splits(manifest: dict[str, Any]) -> list[str]:
-    """The splits that have statistics, sorted (for error messages)."""
-    return sorted((manifest.get("stats") or {}).get("splits") or {})
-

@@ -7,10 +7,9 @@ does not name; refused before anything is written, naming the other data set.
 
 from __future__ import annotations
 
-import json
 import posixpath
 
-from tfspark.errors import OptionError
+from tfspark.errors import OptionError, TfsparkError
 from tfspark.store import manifest as mf
 from tfspark.store.fs import Location
 
@@ -63,15 +62,15 @@ def nested_data_set(loc: Location) -> str | None:
     return None
 
 
-def _splits(loc: Location) -> list[str]:
+def _splits(loc: Location) -> tuple[str, ...]:
     try:
-        return list(json.loads(loc.read_bytes(mf.NAME)).get("splits") or [])
-    except (OSError, ValueError, AttributeError):
-        return []
+        return mf.read_manifest(loc).splits
+    except TfsparkError:  # none, or damaged: no splits known
+        return ()
 
 
 def _is_split_manifest(loc: Location, rel: str, split: str) -> bool:
     try:
-        return json.loads(loc.read_bytes(rel)).get("split") == split
-    except (OSError, ValueError, AttributeError):
+        return mf.read_manifest(loc.child(split)).split == split
+    except TfsparkError:
         return False

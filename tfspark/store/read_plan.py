@@ -1,236 +1,92 @@
-"""What a reader reads: files, spec, compression, labels and per-file record counts, from a
-tfspark directory (its manifest), one split of it, or explicit TFRecord files with a spec.
+"""What a reader reads: files, spec, compression, labels and per-file counts, from a tfspark
+directory (its manifest), one split of it, explicit TFRecord files with a spec, or (spark.read)
+a directory of TFRecord files without a manifest.
 
-No TensorFlow and no pyspark: make_dataset (tfspark.tf) and read_batches (tfspark.numpy) plan
-here, so a bad path, split, spec or label fails before any pipeline is built.
+One planner for all three readers: make_dataset (tfspark.tf) and read_batches (tfspark.numpy)
+plan a training read (one split at a time, a spec to parse with); spark.read (tfspark.spark)
+plans a table read (`whole=True`: every split of a data set, raw records, files without a
+manifest). No TensorFlow and no pyspark, so a bad path, split, spec or label fails before any
+pipeline or Spark job is built.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import warnings
-from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tfspark.errors import OptionError, SchemaError, TfsparkError
-from tfspark.spec.layout import rows_of, rows_per_record
 from tfspark.spec.model import FeatureSpec
 from tfspark.store import manifest as mf
+from tfspark.store.commit import write_id_of
 from tfspark.store.fs import Location, locate
 from tfspark.wire.stream import sniff_gzip
 from tfspark.wire.tfrecord import normalize_compression
 
 AUTOTUNE = -1  # the value of tf.data.AUTOTUNE, without importing TensorFlow
+SNIFF = "auto"  # a file's compression, found from its first bytes when it is opened
 
 
 @dataclass(frozen=True)
 class ReadPlan:
     """What a reader will read: full file paths/URIs, the spec, compression, labels, and (with
-    a manifest) each file's record count."""
+    a manifest) each file's record count, rows (block layout) and partition values."""
 
     files: tuple[str, ...]
-    spec: FeatureSpec
+    spec: FeatureSpec | None  # None only for table reads of raw records or foreign files
     compression: str | None  # None | "gzip": the manifest's, or the files' when all agree
     labels: tuple[str, ...]
     records: tuple[int, ...] | None = None  # per file, from the manifest; None: unknown
-    compressions: tuple[str | None, ...] | None = None  # per file, when they differ
+    compressions: tuple[str | None, ...] | None = None  # per file, when they differ (SNIFF:
+    #                                                     found when the file is opened)
     rows_per_record: int = 1  # the layout: > 1 for blocks of rows (spec/layout.py)
     rows: tuple[int, ...] | None = None  # per file, block layout: rows (records are blocks)
     spec_given: bool = False  # spec= came from the caller, not from the data set's manifest
+    root: str = ""  # the directory read (a split's own with split=); "" for explicit files
+    rels: tuple[str, ...] = ()  # the files relative to root
+    partitions: tuple[Mapping[str, str | None], ...] = ()  # per file (partition_by values)
+    manifest: mf.Manifest | None = field(default=None, compare=False)
+    record_type: str = "Example"
 
     def file_compressions(self) -> tuple[str | None, ...]:
-        """Each file's compression (None or "gzip")."""
+        """Each file's compression (None, "gzip", or SNIFF)."""
         return self.compressions or (self.compression,) * len(self.files)
 
-
-@dataclass(frozen=True)
-class Shard:
-    """What one worker reads of a plan: its files, and what it takes of them per epoch."""
-
-    files: tuple[str, ...]
-    compressions: tuple[str | None, ...]
-    records: tuple[int, ...] | None  # this shard's records of each file; None: unknown
-    every: tuple[int, tuple[int, ...]] | None = None  # (n, starts): records s, s+n, s+2n,
-    #                                                   ... of each file, s = its start
-    rows: tuple[int, ...] | None = None  # this shard's rows of each file (block layout)
-    keep: tuple[int, ...] | None = None  # even shards: rows kept of each file (the first
-    #                                      of this shard's rows of it); None: every row
-    dropped: int = 0  # rows of this shard cut so that every shard takes as many
-
-    @property
-    def total(self) -> int | None:
-        """Rows per epoch; None when unknown."""
-        if self.keep is not None:
-            return sum(self.keep)
-        if self.records is None:
-            return None
-        return sum(self.rows if self.rows is not None else self.records)
-
-    def stride(self, f: int) -> tuple[int, int]:
-        """(n, s): this shard reads records s, s+n, s+2n, ... of file f ((1, 0): all)."""
-        return (self.every[0], self.every[1][f]) if self.every else (1, 0)
-
     def file_rows(self) -> tuple[int, ...] | None:
-        """This shard's rows of each file (before any cut); None when unknown."""
+        """Each file's rows (records in the row layout); None when unknown."""
         return self.rows if self.rows is not None else self.records
 
-
-def shard(plan: ReadPlan, shard: tuple[int, int] | None = None, even: bool = True) -> Shard:
-    """The part of `plan` that worker shard=(n, i) reads; the whole plan for None.
-
-    With at least n files, each worker gets whole files, assigned by record count (largest
-    first, to the worker with the fewest records), else every n-th record (numbered across
-    the files in order, so that the workers' shares differ by one record at most). The
-    parts are disjoint and together are everything. even=True (and known counts) cuts every
-    worker's epoch to the smallest part's rows, so all take the same number of steps (as
-    MultiWorkerMirroredStrategy needs): the rows cut are the last of the worker's files in
-    file order, the same in every epoch and in every reader; a warning says how many.
-    """
-    comps = plan.file_compressions()
-    if shard is None:
-        return Shard(plan.files, comps, plan.records, rows=plan.rows)
-    n, i = shard
-    counts = plan.records
-    rows = plan.rows if plan.rows is not None else counts  # what a worker's epoch counts
-    totals: list[int] | None = None
-    if len(plan.files) < n:  # by records
-        starts = [_starts(counts, n, k, len(plan.files)) for k in range(n)]
-        parts = [tuple(len(range(s, c, n)) for s, c in zip(starts[k], counts))
-                 for k in range(n)] if counts else None
-        row_parts = [tuple(_every_rows(c, r, plan.rows_per_record, n, s)
-                           for c, r, s in zip(counts, rows, starts[k])) for k in range(n)] \
-            if counts and rows else None
-        mine = Shard(plan.files, comps, parts[i] if parts else None, every=(n, starts[i]),
-                     rows=row_parts[i] if row_parts and plan.rows is not None else None)
-        totals = [sum(p) for p in row_parts] if row_parts else None
-    else:  # by files
-        owners = _assign(rows, len(plan.files), n)
-        picked = [f for f in range(len(plan.files)) if owners[f] == i]
-        mine = Shard(tuple(plan.files[f] for f in picked), tuple(comps[f] for f in picked),
-                     tuple(counts[f] for f in picked) if counts else None,
-                     rows=tuple(plan.rows[f] for f in picked) if plan.rows else None)
-        totals = [sum(c for c, o in zip(rows, owners) if o == k) for k in range(n)] \
-            if rows else None
-    if not even or totals is None:
-        return mine
-    take = min(totals)
-    if take == 0 and max(totals):
-        unit = "files and records" if plan.rows_per_record == 1 else "files and blocks"
-        raise OptionError(f"shard={shard!r}: some of the {n} workers get no rows (the data set "
-                          f"has too few {unit} to share), so even_shards would have every "
-                          f"worker read nothing; use fewer workers, or even_shards=False")
-    dropped = totals[i] - take
-    if dropped:
-        warnings.warn(f"even_shards: worker {i} of {n} reads {take:,} of its {totals[i]:,} "
-                      f"rows per epoch ({dropped:,} dropped, the last of its files) so that "
-                      f"every worker takes the same number of rows; even_shards=False reads "
-                      f"them all (then the workers' steps per epoch differ)", stacklevel=4)
-    return replace(mine, keep=_prefix(mine.file_rows() or (), take), dropped=dropped)
+    @property
+    def example_spec(self) -> FeatureSpec:
+        """The spec to parse with (a training read always has one)."""
+        if self.spec is None:
+            raise _raw_records(self.root, self.record_type)
+        return self.spec
 
 
-def split_shard(part: Shard, workers: int, worker: int, rows_per_record: int) -> Shard:
-    """One of `workers` disjoint parts of `part` that together are exactly its rows (no
-    evening: DataLoader workers of one rank are not ranks of their own): whole files when
-    there are at least `workers` files, else every workers-th of the shard's records."""
-    if workers == 1:
-        return part
-    n_files = len(part.files)
-    if n_files >= workers:
-        owners = _assign(part.keep or part.file_rows(), n_files, workers)
-        picked = [f for f in range(n_files) if owners[f] == worker]
-
-        def pick(values: tuple | None) -> tuple | None:
-            return None if values is None else tuple(values[f] for f in picked)
-
-        return replace(part, files=pick(part.files) or (), compressions=pick(
-            part.compressions) or (), records=pick(part.records), rows=pick(part.rows),
-            keep=pick(part.keep), dropped=0)
-    # The shard's records, numbered across its files, every workers-th: in file f the j-th
-    # of the shard's records with j = w_f, w_f + workers, ... (its records are full but the
-    # file's last, so rows and kept rows follow as for a file).
-    ws = _starts(part.records, workers, worker, n_files)
-    strides = [part.stride(f) for f in range(n_files)]
-    every = (strides[0][0] * workers if strides else workers,
-             tuple(s + n * w for (n, s), w in zip(strides, ws)))
-    records = rows = keep = None
-    if part.records is not None:
-        records = tuple(len(range(w, r, workers)) for w, r in zip(ws, part.records))
-        per_file = part.file_rows() or ()
-        rows = tuple(_every_rows(r, t, rows_per_record, workers, w)
-                     for r, t, w in zip(part.records, per_file, ws)) \
-            if part.rows is not None else None
-        if part.keep is not None:
-            keep = tuple(_kept_every(k, rows_per_record, workers, w)
-                         for k, w in zip(part.keep, ws))
-    return replace(part, every=every, records=records, rows=rows, keep=keep, dropped=0)
-
-
-def _starts(counts: tuple[int, ...] | None, n: int, k: int, n_files: int) -> tuple[int, ...]:
-    """The first record of each file that worker k of n takes when records are numbered
-    across the files in order (each file's own k without counts)."""
-    if counts is None:
-        return (k,) * n_files
-    out, before = [], 0
-    for c in counts:
-        out.append((k - before) % n)
-        before += c
-    return tuple(out)
-
-
-def _prefix(rows: tuple[int, ...], take: int) -> tuple[int, ...]:
-    """Rows kept of each file when the first `take` rows in file order are kept."""
-    out = []
-    for r in rows:
-        out.append(min(r, take))
-        take -= out[-1]
-    return tuple(out)
-
-
-def _kept_every(kept: int, per_record: int, n: int, k: int) -> int:
-    """Of a prefix of `kept` rows over records of `per_record` rows (full but the last), the
-    rows in records k, k+n, k+2n, ..."""
-    full, part = divmod(kept, per_record)
-    rows = len(range(k, full, n)) * per_record
-    if part and full % n == k:
-        rows += part
-    return rows
-
-
-def _every_rows(records: int, rows: int, per_record: int, n: int, k: int) -> int:
-    """Rows in records k, k+n, k+2n, ... of a file of `records` records holding `rows` rows,
-    every record full (per_record rows) but the last."""
-    taken = len(range(k, records, n))
-    if not taken or per_record == 1:
-        return taken
-    last = records - 1
-    if (last - k) % n:
-        return taken * per_record
-    return (taken - 1) * per_record + rows - last * per_record
-
-
-def _assign(counts: tuple[int, ...] | None, n_files: int, n: int) -> list[int]:
-    """The worker of each file: round robin without counts, else balanced by records (the
-    same on every worker: it depends only on the plan)."""
-    if counts is None:
-        return [f % n for f in range(n_files)]
-    load = [0] * n
-    owners = [0] * n_files
-    for f in sorted(range(n_files), key=lambda f: (-counts[f], f)):
-        k = min(range(n), key=lambda k: (load[k], k))
-        owners[f] = k
-        load[k] += counts[f]
-    return owners
+def _raw_records(where: str, record_type: str) -> SchemaError:
+    return SchemaError(f"{where!r} holds raw records (record_type {record_type!r}), not "
+                       f"tf.train.Example: there is no spec to parse them with. Read them with "
+                       f"tf.data.TFRecordDataset")
 
 
 def plan_read(path_or_files: Any, *, split: str | None = None,
               spec: FeatureSpec | str | dict | None = None,
               label_cols: Iterable[str] | str | None = None, compression: str | None = None,
-              check_files: bool = True) -> ReadPlan:
+              check_files: bool = True, whole: bool = False,
+              record_type: str | None = None) -> ReadPlan:
     """Files, spec, compression and labels to read; errors come here, before any training.
+
     check_files: every file must exist (a missing one is named in the error). A spec given
-    here must name keys the records hold (checked on the first records)."""
+    here must name keys the records hold (checked on the first records). whole (spark.read):
+    a data set with splits reads all of them unless split= picks one, `compression` overrides
+    the manifest's, `record_type` must agree with it, and a directory without a manifest reads
+    its TFRecord files (no spec: the caller infers one).
+    """
+    if whole:
+        return _plan_table(os.fspath(path_or_files), split, compression, record_type)
     plan = _plan(path_or_files, split, spec, label_cols, compression, check_files)
     if spec is not None and check_files:
         _check_spec_keys(plan)
@@ -244,7 +100,19 @@ def _plan(path_or_files: Any, split: str | None, spec: Any, label_cols: Any,
         loc = locate(path)
         if _is_file(loc):
             return _plan([path], split, spec, label_cols, compression, check_files)
-        return _plan_directory(path, loc, split, spec, label_cols, compression, check_files)
+        root, manifest = _resolve_split(path, loc, split, whole=False)
+        plan = _from_manifest(root, manifest, compression, override=False)
+        if manifest.spec is None:
+            raise _raw_records(root.uri, manifest.record_type)
+        feature_spec = _load_spec(spec)[0] if spec is not None else plan.example_spec
+        if feature_spec.record_type != manifest.record_type:
+            raise SchemaError(f"{root.uri!r} holds {manifest.record_type} records but the spec "
+                              f"given is for {feature_spec.record_type} records; leave spec= "
+                              f"out or give one of this data set's record type")
+        if check_files:
+            _check_exist(list(plan.files), root if not root.is_local else None,
+                         list(plan.rels))
+        return replace(plan, spec=feature_spec, labels=_labels(feature_spec, label_cols))
     if isinstance(path_or_files, (bytes, dict)) or not isinstance(path_or_files, Iterable):
         raise OptionError(f"make_dataset needs a directory or a list of TFRecord files, got "
                           f"{type(path_or_files).__name__}")
@@ -254,10 +122,10 @@ def _plan(path_or_files: Any, split: str | None, spec: Any, label_cols: Any,
     if spec is None:
         raise OptionError(f"reading {len(files)} explicit file(s) needs spec=: a FeatureSpec, "
                           f"its JSON, or the path of a spec or _tfspark.json file")
-    feature_spec, manifest = _load_spec(spec)
-    hint = manifest.get("compression") if manifest else None
+    feature_spec, given = _load_spec(spec)
+    hint = given.compression if given else None
     # Block files read as blocks only when the manifest given as spec= says so.
-    block = rows_per_record(manifest, "the manifest given as spec") if manifest else 1
+    block = given.rows_per_record if given else 1
     if check_files:
         _check_exist(files, None)
     labels = _labels(feature_spec, label_cols)
@@ -271,37 +139,76 @@ def _plan(path_or_files: Any, split: str | None, spec: Any, label_cols: Any,
                     compressions=None if len(set(comps)) <= 1 else comps, rows_per_record=block)
 
 
-def _plan_directory(path: str, loc: Location, split: str | None, spec: Any, label_cols: Any,
-                    compression: str | None, check_files: bool) -> ReadPlan:
-    root_uri, root, manifest = _resolve_split(path, loc, split)
-    record_type = manifest.get("record_type", "Example")
-    if record_type not in ("Example", "SequenceExample") or manifest.get("spec") is None:
-        raise SchemaError(f"{root_uri!r} holds raw records (record_type {record_type!r}), not "
-                          f"tf.train.Example: there is no spec to parse them with. Read them "
-                          f"with tf.data.TFRecordDataset")
-    comp = manifest.get("compression")
+def _from_manifest(root: Location, manifest: mf.Manifest, compression: str | None,
+                   override: bool, split: str | None = None) -> ReadPlan:
+    """The plan of the files a manifest names (of one split when given)."""
+    comp = manifest.compression
     if compression is not None and normalize_compression(compression) != comp:
-        raise OptionError(f"compression={compression!r} disagrees with the manifest of "
-                          f"{root_uri!r} ({comp or 'none'}); leave compression unset for "
-                          f"directories")
-    feature_spec = _load_spec(spec)[0] if spec is not None else \
-        FeatureSpec.from_dict(manifest["spec"])
-    if feature_spec.record_type != record_type:
-        raise SchemaError(f"{root_uri!r} holds {record_type} records but the spec given is for "
-                          f"{feature_spec.record_type} records; leave spec= out or give one "
-                          f"of this data set's record type")
-    rels = [_safe_rel(e["path"], root_uri) for e in manifest.get("files", [])]
-    if root.is_local:
-        files = [os.path.join(root.base, r) for r in rels]
+        if not override:
+            raise OptionError(f"compression={compression!r} disagrees with the manifest of "
+                              f"{root.uri!r} ({comp or 'none'}); leave compression unset for "
+                              f"directories")
+        comp = normalize_compression(compression)
+    entries = manifest.files_of(split=split)
+    rels = tuple(_safe_rel(e.path, root.uri) for e in entries)
+    block = manifest.rows_per_record
+    return ReadPlan(tuple(root.child_uri(r) for r in rels), manifest.spec, comp,
+                    tuple(manifest.spec.label_names) if manifest.spec else (),
+                    tuple(e.records for e in entries), rows_per_record=block,
+                    rows=tuple(e.row_count for e in entries) if block > 1 else None,
+                    root=root.uri, rels=rels, partitions=tuple(e.partition for e in entries),
+                    manifest=manifest, record_type=manifest.record_type)
+
+
+def _plan_table(path: str, split: str | None, compression: str | None,
+                record_type: str | None) -> ReadPlan:
+    """spark.read's plan (plan_read's `whole`)."""
+    import pyarrow.fs as pafs
+
+    loc = locate(path)
+    if loc.exists(mf.NAME) or split is not None:
+        if split is not None and not loc.exists(mf.NAME):
+            raise OptionError(f"option split={split!r} needs a data set written with splits "
+                              f"(a _tfspark.json manifest); {path!r} has no manifest")
+        root, manifest = _resolve_split(path, loc, None, whole=True)
+        if record_type and record_type != manifest.record_type:
+            raise OptionError(f"option recordType={record_type!r} contradicts the manifest of "
+                              f"{path!r}, which says {manifest.record_type!r}; drop the option")
+        if split is not None and split not in manifest.splits:
+            raise _no_split(path, split, manifest)
+        return _from_manifest(root, manifest, compression, override=True, split=split)
+    kind = loc.fs.get_file_info(loc.base).type
+    if kind == pafs.FileType.NotFound:
+        raise OptionError(f"input path {path!r} does not exist")
+    comp = normalize_compression(compression) if compression is not None else SNIFF
+    if kind == pafs.FileType.File:  # one file: read it whatever its name
+        rels: list[str] = [""]
     else:
-        files = [f"{root_uri.rstrip('/')}/{r}" for r in rels]
-    if check_files:
-        _check_exist(files, root if not root.is_local else None, rels)
-    counts = tuple(int(e["records"]) for e in manifest.get("files", []))
-    block = rows_per_record(manifest, root_uri)
-    rows = tuple(rows_of(e) for e in manifest.get("files", [])) if block > 1 else None
-    return ReadPlan(tuple(files), feature_spec, comp, _labels(feature_spec, label_cols), counts,
-                    rows_per_record=block, rows=rows)
+        listed = loc.list_files()
+        _refuse_uncommitted(path, listed)
+        rels = [rel for rel in listed if _is_data(rel)]
+    return ReadPlan(tuple(loc.child_uri(r) if r else loc.uri for r in rels), None, None, (),
+                    compressions=(comp,) * len(rels), root=loc.uri, rels=tuple(rels),
+                    partitions=({},) * len(rels), record_type=record_type or "Example")
+
+
+def _refuse_uncommitted(path: str, listed: list[str]) -> None:
+    """A directory with tfspark part files (or write_tfrecords' _backup/) but no manifest holds
+    a write that did not commit: its files may be partial or from failed attempts."""
+    parts = [r for r in listed if write_id_of(r)]
+    if not parts and not any(r.startswith("_backup/") for r in listed):
+        return
+    what = (f"{len(parts)} part file(s) of a tfspark write" if parts else
+            "the parquet backup (_backup/) of a tfspark write")
+    raise OptionError(f"{path!r} has no {mf.NAME} but holds {what} that did not commit: the "
+                      f"write failed, was killed or is still running, and its files may be "
+                      f"partial. Rewrite it (mode 'overwrite'); to look at one of the files "
+                      f"anyway, read that file's own path")
+
+
+def _is_data(rel: str) -> bool:
+    parts = rel.split("/")
+    return ".tfrecord" in parts[-1] and not any(p.startswith(("_", ".")) for p in parts)
 
 
 SPEC_CHECK_RECORDS = 100  # records looked at for the keys of a given spec
@@ -313,10 +220,11 @@ def _check_spec_keys(plan: ReadPlan) -> None:
     from tfspark.spec.layout import value_keys
     from tfspark.wire.example_py import record_keys
 
+    features = plan.example_spec.features
     if plan.rows_per_record > 1:  # (every block has "__rows": not a key of the spec's)
-        want = {k for f in plan.spec.features for k in value_keys(f)}
+        want = {k for f in features for k in value_keys(f)}
     else:
-        want = {k for f in plan.spec.features for k in f.keys}
+        want = {k for f in features for k in f.keys}
     seen: set[str] = set()
     looked = 0
     try:
@@ -348,29 +256,35 @@ def _first_records(plan: ReadPlan, n: int) -> Any:
                     return
 
 
-def _resolve_split(path: str, loc: Location, split: str | None) -> tuple[str, Location, dict]:
-    """(uri, location, manifest) of the directory to read."""
+def _resolve_split(path: str, loc: Location, split: str | None,
+                   whole: bool) -> tuple[Location, mf.Manifest]:
+    """(location, manifest) of the directory to read: a split's own directory with split=, or
+    the path itself (a training read refuses a data set with splits, a table read takes all).
+    """
     if split is None:
         manifest = mf.read_manifest(loc)
-        if manifest.get("splits"):
-            raise OptionError(f"{path!r} holds the splits {manifest['splits']}; read one at a "
-                              f"time with split='{manifest['splits'][0]}' (or another)")
-        return path, loc, manifest
+        if manifest.splits and not whole:
+            raise OptionError(f"{path!r} holds the splits {list(manifest.splits)}; read one at "
+                              f"a time with split='{manifest.splits[0]}' (or another)")
+        return loc, manifest
     if not isinstance(split, str) or not split or "/" in split or split in (".", ".."):
         raise OptionError(f"split must be a split name like 'train', got {split!r}")
-    sub_uri = f"{path.rstrip('/')}/{split}"
-    sub = locate(sub_uri)
+    sub = loc.child(split)
     if sub.exists(mf.NAME):
-        return sub_uri, sub, mf.read_manifest(sub)
+        return sub, mf.read_manifest(sub)
     if loc.exists(mf.NAME):
         manifest = mf.read_manifest(loc)
-        if manifest.get("split") == split:  # the path is that split's directory already
-            return path, loc, manifest
-        have = manifest.get("splits") or []
-        raise mf.ManifestError(f"{path!r} has no split {split!r}; "
-                               + (f"its splits are {have}" if have else
-                                  "it was written without splits: leave split unset"))
-    return sub_uri, sub, mf.read_manifest(sub)  # raises: no manifest here
+        if manifest.split == split:  # the path is that split's directory already
+            return loc, manifest
+        raise _no_split(path, split, manifest)
+    return sub, mf.read_manifest(sub)  # raises: no manifest here
+
+
+def _no_split(path: str, split: str, manifest: mf.Manifest) -> mf.ManifestError:
+    have = list(manifest.splits)
+    return mf.ManifestError(f"no split {split!r}: there is no such split in {path!r}; "
+                            + (f"its splits are {have}" if have else
+                               "it was written without splits: leave split unset"))
 
 
 def _safe_rel(rel: str, where: str) -> str:
@@ -419,10 +333,15 @@ def _sniff(path: str) -> str | None:
         return "gzip" if path.endswith(".gz") else None
 
 
-def _load_spec(spec: Any) -> tuple[FeatureSpec, dict[str, Any] | None]:
+def _load_spec(spec: Any) -> tuple[FeatureSpec, mf.Manifest | None]:
     """(FeatureSpec, the manifest it came from or None) from the forms `spec=` accepts."""
     if isinstance(spec, FeatureSpec):
         return spec, None
+    if isinstance(spec, mf.Manifest):
+        if spec.spec is None:
+            raise SchemaError("the manifest given as spec has no spec (record_type "
+                              f"{spec.record_type!r}): its records are not Examples")
+        return spec.spec, spec
     if isinstance(spec, (str, os.PathLike)) and not str(spec).lstrip().startswith("{"):
         return _spec_from_path(os.fspath(spec))
     if isinstance(spec, (str, bytes)):
@@ -434,14 +353,11 @@ def _load_spec(spec: Any) -> tuple[FeatureSpec, dict[str, Any] | None]:
         raise SchemaError(f"spec must be a FeatureSpec, JSON text, a dict or a path, got "
                           f"{type(spec).__name__}")
     if spec.get("format") == mf.FORMAT:
-        if spec.get("spec") is None:
-            raise SchemaError("the manifest given as spec has no spec (record_type "
-                              f"{spec.get('record_type')!r}): its records are not Examples")
-        return FeatureSpec.from_dict(spec["spec"]), spec
+        return _load_spec(mf.Manifest.from_dict(spec, "the manifest given as spec"))
     return FeatureSpec.from_dict(spec), None
 
 
-def _spec_from_path(path: str) -> tuple[FeatureSpec, dict[str, Any] | None]:
+def _spec_from_path(path: str) -> tuple[FeatureSpec, mf.Manifest | None]:
     loc = locate(path)
     if not _is_file(loc):
         if loc.exists(mf.NAME):

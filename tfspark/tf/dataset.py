@@ -21,8 +21,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from tfspark.spec.model import FeatureSpec
-from tfspark.store.read_plan import AUTOTUNE, ReadPlan, Shard, check_read_args, plan_read
-from tfspark.store.read_plan import shard as shard_plan
+from tfspark.store.read_plan import AUTOTUNE, ReadPlan, check_read_args, plan_read
+from tfspark.store.shards import Shard
+from tfspark.store.shards import shard as shard_plan
 
 _PARSE_ROWS = 8192  # block layout: rows parsed per parse_example call, at least
 
@@ -107,9 +108,10 @@ def build_pipeline(plan: ReadPlan, batch_size: int, *, shuffle_buffer: int | Non
     per_read = batch_size if block == 1 else -(-max(batch_size, _PARSE_ROWS) // block)
     # A spec given by the caller may require features the files lack: each file's records are
     # checked for them, so the error names the file and record (the manifest's spec fits).
-    required = [f for f in plan.spec.features if f.required] if plan.spec_given else []
+    spec = plan.example_spec
+    required = [f for f in spec.features if f.required] if plan.spec_given else []
     ds = _records(part, per_read, shuffle_files, seed, num_parallel_reads, deterministic,
-                  _required_check(plan.spec, required, per_read), block)
+                  _required_check(spec, required, per_read), block)
     if cache is True:
         ds = ds.cache()
     elif isinstance(cache, str):
@@ -119,7 +121,7 @@ def build_pipeline(plan: ReadPlan, batch_size: int, *, shuffle_buffer: int | Non
     if block > 1:
         # Blocks -> rows, whole batches of blocks per parse: a window of `buffer` rows' blocks
         # is shuffled as blocks, parsed, and its rows permuted (new permutations every pass).
-        parse = make_block_parser(plan.spec)
+        parse = make_block_parser(spec)
         if buffer > 0:
             ds = tf.data.Dataset.zip(ds.rebatch(-(-buffer // block)), seeds).map(
                 lambda blocks, s: _permute_rows(parse(
@@ -134,7 +136,7 @@ def build_pipeline(plan: ReadPlan, batch_size: int, *, shuffle_buffer: int | Non
             deterministic=deterministic)
     if part.keep is not None:  # even shards: each epoch its rows exactly, batches end with it
         if block > 1:
-            ds = _with_cut_blocks(ds, part, plan.spec, block)
+            ds = _with_cut_blocks(ds, part, spec, block)
         ds = ds.rebatch(batch_size, drop_remainder=drop_remainder)
     ds = ds.repeat() if epochs is None else ds.repeat(epochs) if epochs > 1 else ds
     if part.keep is None:
@@ -147,7 +149,7 @@ def build_pipeline(plan: ReadPlan, batch_size: int, *, shuffle_buffer: int | Non
         total = every * epochs if every is not None else _steps(known * epochs, batch_size,
                                                                 drop_remainder)
         ds = ds.apply(tf.data.experimental.assert_cardinality(total))
-    ds = ds.map(make_parser(plan.spec, plan.labels) if block == 1 else _labeler(plan.labels),
+    ds = ds.map(make_parser(spec, plan.labels) if block == 1 else _labeler(plan.labels),
                 num_parallel_calls=AUTOTUNE, deterministic=deterministic)
     ds = ds.prefetch(AUTOTUNE)
     options = tf.data.Options()

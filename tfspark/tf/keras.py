@@ -34,7 +34,7 @@ def keras_inputs(spec: FeatureSpec | str | os.PathLike, *, include_labels: bool 
     import keras
 
     if isinstance(spec, (str, os.PathLike)):
-        spec = FeatureSpec.from_dict(read_manifest(os.fspath(spec))["spec"] or {})
+        spec = read_manifest(os.fspath(spec)).spec or FeatureSpec(())
     if not isinstance(spec, FeatureSpec):
         raise SchemaError(f"keras_inputs needs a tfspark.FeatureSpec or a data set's path, got "
                           f"{type(spec).__name__}")

@@ -27,11 +27,12 @@ from typing import Any
 
 from tfspark.errors import SchemaError
 from tfspark.spec.kinds import float_of_json as _num
-from tfspark.spec.model import Feature, FeatureSpec
+from tfspark.spec.model import Feature
 from tfspark.store import manifest as mf
 
 
-def keras_preprocessing(path_or_manifest: str | os.PathLike | dict, *, split: str | None = None,
+def keras_preprocessing(path_or_manifest: str | os.PathLike | mf.Manifest, *,
+                        split: str | None = None,
                         categorical: Iterable[str] = (), bucketize: Iterable[str] = (),
                         max_tokens: int | None = None, skip: Iterable[str] = (),
                         arrays: str = "multi_hot", impute: bool = True) -> dict[str, Any]:
@@ -61,15 +62,17 @@ def keras_preprocessing(path_or_manifest: str | os.PathLike | dict, *, split: st
     (at least 1). Raises SchemaError when the data set has no statistics (written with
     stats=False or through the data source) or names are not its features.
     """
-    m = path_or_manifest if isinstance(path_or_manifest, dict) else \
+    m = path_or_manifest if isinstance(path_or_manifest, mf.Manifest) else \
         mf.read_manifest(os.fspath(path_or_manifest))
-    spec = FeatureSpec.from_dict(m["spec"])
-    per = mf.feature_stats(m, split)
+    if m.spec is None:
+        raise SchemaError("the data set holds raw records (no spec): nothing to preprocess")
+    spec = m.spec
+    per = m.feature_stats(split)
     if not per:
         raise SchemaError("the data set has no feature statistics" + (
-            f" for split {split!r} (splits with statistics: {mf.stats_splits(m)})" if split
+            f" for split {split!r} (splits with statistics: {m.stats_splits()})" if split
             else "") + ": write it with tfspark.write_tfrecords(..., stats=True) (the default)")
-    if (m.get("stats") or {}).get("features_scope") == "last write":
+    if m.stats.get("features_scope") == "last write":
         warnings.warn("the data set's statistics cover only the rows of its last append; "
                       "overwrite it to compute them over all rows", stacklevel=2)
     if arrays not in ("multi_hot", "ids"):

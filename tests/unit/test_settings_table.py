@@ -1,0 +1,69 @@
+"""The table of write settings (WriteOptions' fields) is where every surface comes from:
+write_tfrecords' signature, the data source's options, the export config keys and flags, and
+the README's table of data-source options."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+
+from tfspark.cli.config import KEYS, ExportConfig
+from tfspark.cli.main import build_parser
+from tfspark.errors import OptionError
+from tfspark.store.options import WriteOptions, write_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+TABLE = write_settings()
+
+
+def test_write_tfrecords_takes_every_workflow_setting():
+    pytest.importorskip("pyspark")
+    from tfspark.spark.export import write_tfrecords
+
+    params = list(inspect.signature(write_tfrecords).parameters.values())
+    assert [p.name for p in params[:2]] == ["df", "path"]
+    assert {p.name: p.default for p in params[2:]} == \
+        {t.name: t.default for t in TABLE if t.workflow}
+    for t in TABLE:
+        if t.workflow:
+            assert f"    {t.name} (default" in (write_tfrecords.__doc__ or "")
+
+
+def test_export_config_and_flags_cover_every_workflow_setting():
+    flags = build_parser()._subparsers._group_actions[0].choices["export"].format_help()
+    for t in TABLE:
+        if not t.workflow:
+            continue
+        assert t.config_key in KEYS
+        assert "--" + t.config_key.replace("_", "-") in flags, t.name
+        assert getattr(ExportConfig(), t.config_key) == t.config_value
+
+
+def test_the_data_source_knows_every_option_and_lists_them():
+    with pytest.raises(OptionError) as info:
+        WriteOptions.from_source_options({"path": "/x", "bogus": "1"})
+    for t in TABLE:
+        if t.option:
+            assert f"{t.option} (" in str(info.value)
+            assert not t.workflow or t.name in {x.name for x in TABLE}
+
+
+def test_the_readme_option_table_matches():
+    text = (ROOT / "README.md").read_text()
+    table = text[text.index("| option | values |"):].split("\n\n")[0]
+    named = {n for row in table.splitlines()[2:] for n in
+             re.findall(r"`(\w+)`", row.split("|")[1])}
+    assert named == {t.option for t in TABLE if t.option} | {"codec"}
+
+
+def test_a_setting_checks_its_value_on_every_surface():
+    with pytest.raises(OptionError, match="gzip_level must be an integer from 1 to 9"):
+        WriteOptions.from_arguments("/x", gzip_level=10)
+    with pytest.raises(OptionError, match="option gzipLevel must be an integer from 1 to 9"):
+        WriteOptions.from_source_options({"path": "/x", "gzipLevel": "10"})
+    with pytest.raises(OptionError, match="key 'gzip_level' in command line must be an int"):
+        ExportConfig().with_overrides(gzip_level="9")
+    assert ExportConfig(output="/x").with_overrides(gzip_level=9).write_options().gzip_level == 9
