@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # what IDEs and type checkers see; at run time __getattr__ lo
     from tfspark.tf.dataset import make_dataset
     from tfspark.tf.keras import keras_inputs
     from tfspark.tf.layers import MeanImputation, PooledEmbedding, PooledMean
+    from tfspark.tf.parsing import parsing_spec, sequence_parsing_spec
     from tfspark.tf.preprocessing import keras_preprocessing
 
 _API = {
@@ -49,6 +50,8 @@ _API = {
     "Ragged": "tfspark.numpy",
     "keras_inputs": "tfspark.tf.keras",
     "keras_preprocessing": "tfspark.tf.preprocessing",
+    "parsing_spec": "tfspark.tf.parsing",
+    "sequence_parsing_spec": "tfspark.tf.parsing",
     "PooledEmbedding": "tfspark.tf.layers",
     "PooledMean": "tfspark.tf.layers",
     "MeanImputation": "tfspark.tf.layers",
@@ -73,7 +76,8 @@ __all__ = [  # a literal list, so linters and IDEs see the TYPE_CHECKING imports
     "Ragged", "ReadOptions", "Report", "SchemaError", "TfsparkError", "TrainingError",
     "WriteConflictError", "WriteOptions", "WriteResult",
     "encode_batch", "infer_spec", "keras_inputs", "keras_preprocessing", "make_dataset",
-    "read_batches", "register", "train_on_spark", "verify", "write_tfrecords"]
+    "parsing_spec", "read_batches", "register", "sequence_parsing_spec", "train_on_spark",
+    "verify", "write_tfrecords"]
 # Submodules reachable as attributes without an import (tfspark.store.manifest.read_manifest(...)).
 # None is named like a function above: importing it would shadow that function.
 _MODULES = {"spec": "tfspark.spec", "errors": "tfspark.errors", "store": "tfspark.store",

@@ -26,6 +26,7 @@ from pyspark.sql import types as T
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 tf = pytest.importorskip("tensorflow")
 
+import tfspark  # noqa: E402
 from tfspark.arrow.encode import encode_records  # noqa: E402
 from tfspark.spec import infer_spec  # noqa: E402
 from tfspark.wire.stream import RecordWriter  # noqa: E402
@@ -214,7 +215,8 @@ def test_any_table_round_trips(workdir, table, gzip):
     with open(path, "wb") as fh, RecordWriter(fh, compression="gzip" if gzip else None) as w:
         w.write_framed(buf)
     ds = tf.data.TFRecordDataset(path, compression_type="GZIP" if gzip else "")
-    parsed = tf.io.parse_example(ds.batch(len(rows)).get_single_element(), spec.parsing_spec())
+    parsed = tf.io.parse_example(ds.batch(len(rows)).get_single_element(),
+                                 tfspark.parsing_spec(spec))
 
     expected: dict[str, list] = {}
     for i, (n, c) in enumerate(zip(names, cols)):

@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from tfspark.errors import CorruptRecordError, SchemaError
 from tfspark.spec.model import Feature, FeatureSpec
-from tfspark.wire import example_read as ul
+from tfspark.wire import example_read
 from tfspark.wire.example_index import index_records, key_table
 from tfspark.wire.protobuf import (
     FEATURE_LISTS,
@@ -194,8 +194,9 @@ class RecordIndex:
         """A fixed scalar int64 / float32 feature in one pass; null where absent or empty."""
         out = np.zeros(self.n, np.int64 if f.dtype == "int64" else np.float32)
         valid = np.empty(self.n, np.bool_)
-        code, rec, info = ul.scalars(self.data, *self.index, k, KIND_OF_DTYPE[f.dtype], out,
-                                     out.view(np.uint8), valid)
+        code, rec, info = example_read.scalars(self.data, *self.index, k,
+                                               KIND_OF_DTYPE[f.dtype], out, out.view(np.uint8),
+                                               valid)
         self.check(code, rec, info, f, f.name, f.dtype)
         if valid.all():
             return pa.array(out)
@@ -206,23 +207,23 @@ class RecordIndex:
     def values(self, f: Feature, key: str, k: int, dtype: str):
         """(counts per record, -1 when absent; element offsets n+1; values) of key k."""
         counts = np.empty(self.n, np.int64)
-        code, rec, info, nbytes = ul.count_values(self.data, *self.index, k, KIND_OF_DTYPE[dtype],
-                                                  counts)
+        code, rec, info, nbytes = example_read.count_values(self.data, *self.index, k,
+                                                            KIND_OF_DTYPE[dtype], counts)
         self.check(code, rec, info, f, key, dtype)
         rows = np.zeros(self.n + 1, np.int64)
         np.cumsum(np.maximum(counts, 0), out=rows[1:])
         total = int(rows[-1])
         if dtype == "int64":
             out = np.empty(total, np.int64)
-            ul.fill_ints(self.data, *self.index, k, rows, out)
+            example_read.fill_ints(self.data, *self.index, k, rows, out)
             return counts, rows, out
         if dtype == "float32":
             out = np.empty(total, np.float32)
-            ul.fill_floats(self.data, *self.index, k, rows, out, out.view(np.uint8))
+            example_read.fill_floats(self.data, *self.index, k, rows, out, out.view(np.uint8))
             return counts, rows, out
         blob = np.empty(nbytes, np.uint8)
         blob_offsets = np.empty(total + 1, np.int64)
-        ul.fill_bytes(self.data, *self.index, k, rows, blob, blob_offsets)
+        example_read.fill_bytes(self.data, *self.index, k, rows, blob, blob_offsets)
         return counts, rows, (blob, blob_offsets)
 
 
@@ -230,8 +231,8 @@ def _sequence_column(ctx: RecordIndex, f: Feature, j: int) -> pa.Array:
     """Feature list j of a SequenceExample as a list (steps) of lists (values); null where a
     record has no such list."""
     counts, row_steps, rows, values = ctx.steps(f, j)
-    inner = _list(rows, _leaf(f.dtype, values, rows[-1]), None)
-    return _list(row_steps, inner, counts < 0)
+    inner = list_array(rows, _leaf(f.dtype, values, rows[-1]), None)
+    return list_array(row_steps, inner, counts < 0)
 
 
 def _feature_column(ctx: RecordIndex, f: Feature, k: int) -> pa.Array:
@@ -248,8 +249,8 @@ def _feature_column(ctx: RecordIndex, f: Feature, k: int) -> pa.Array:
             raise ctx.error(rec, f"ragged feature {f.name!r}: row lengths add up to "
                                  f"{int(sums[rec])} but there are {int(np.diff(rows)[rec])} "
                                  f"values")
-        inner = _list(inner_offsets, _leaf(f.dtype, values, inner_offsets[-1]), None)
-        return _list(lrows, inner, ~present)
+        inner = list_array(inner_offsets, _leaf(f.dtype, values, inner_offsets[-1]), None)
+        return list_array(lrows, inner, ~present)
     if f.kind == "fixed" and not f.shape and f.dtype != "string":
         return ctx.scalars(f, k)
     counts, rows, values = ctx.values(f, f.name, k, f.dtype)
@@ -265,7 +266,7 @@ def _feature_column(ctx: RecordIndex, f: Feature, k: int) -> pa.Array:
             rec = int(np.argmax(bad))
             raise ctx.error(rec, f"feature {f.name!r} has {int(counts[rec])} values but the spec "
                                  f"fixes its shape to {list(f.shape)}", schema=True)
-    return _list(rows, _leaf(f.dtype, values, rows[-1]), ~present)
+    return list_array(rows, _leaf(f.dtype, values, rows[-1]), ~present)
 
 
 def _any_negative(lengths: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -293,7 +294,9 @@ def _strings(valid: np.ndarray, rows: np.ndarray, values) -> pa.Array:
                                  [mask, pa.py_buffer(row_offsets), pa.py_buffer(blob)])
 
 
-def _list(offsets: np.ndarray, values: pa.Array, null: np.ndarray | None) -> pa.Array:
+def list_array(offsets: np.ndarray, values: pa.Array, null: np.ndarray | None) -> pa.Array:
+    """A list column of `values` cut at `offsets`, null where `null` says (large offsets when
+    the values need them)."""
     mask = None if null is None or not null.any() else pa.array(null)
     if offsets[-1] < 2**31:
         return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), values, mask=mask)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from tfspark.arrow.decode import Decoder, _list
+from tfspark.arrow.decode import Decoder, list_array
 from tfspark.errors import CorruptRecordError
 from tfspark.spec import layout
 from tfspark.spec.model import Feature, FeatureSpec
@@ -117,7 +117,7 @@ def _feature(f: Feature, blocks: pa.RecordBatch, sizes: np.ndarray, starts: np.n
         check_counts(value_counts, sizes * k, where, f, "values")
         if not f.shape:  # scalars: null where null, like the row layout's absent features
             return _mask(values, null) if null.any() else values
-        return _list(np.arange(n + 1, dtype=np.int64) * k, values, null)
+        return list_array(np.arange(n + 1, dtype=np.int64) * k, values, null)
     lengths_col = blocks.column(keys[1])
     check_counts(_counts(lengths_col), sizes, where, f, "row lengths")
     lengths = _flat(lengths_col).astype(np.int64)
@@ -130,7 +130,7 @@ def _feature(f: Feature, blocks: pa.RecordBatch, sizes: np.ndarray, starts: np.n
     per_block = rows[starts[1:]] - rows[starts[:-1]]
     if f.kind == "varlen":
         check_counts(value_counts, per_block, where, f, "values")
-        return _list(rows, values, null)
+        return list_array(rows, values, null)
     inner_col = blocks.column(keys[2])
     check_counts(_counts(inner_col), per_block, where, f, "inner lengths")
     inner = _flat(inner_col).astype(np.int64)
@@ -139,7 +139,7 @@ def _feature(f: Feature, blocks: pa.RecordBatch, sizes: np.ndarray, starts: np.n
     inner_rows = np.concatenate([[0], np.cumsum(inner)]).astype(np.int64)
     check_counts(value_counts, inner_rows[rows[starts[1:]]] - inner_rows[rows[starts[:-1]]],
                  where, f, "values")
-    return _list(rows, _list(inner_rows, values, None), null)
+    return list_array(rows, list_array(inner_rows, values, None), null)
 
 
 def _mask(values: pa.Array, null: np.ndarray) -> pa.Array:

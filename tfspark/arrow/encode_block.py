@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from tfspark.arrow.encode import BatchEncoder, _Col, _column, _columns_of
+from tfspark.arrow.columns import Column, column_of, columns_of
+from tfspark.arrow.encode import BatchEncoder
 from tfspark.spec import layout
 from tfspark.spec.model import Feature, FeatureSpec
 from tfspark.wire.protobuf import BYTES, FLOAT, INT
@@ -30,47 +31,47 @@ class BlockEncoder(BatchEncoder):
         super().__init__(spec, null_elements=null_elements)
         self.rows_per_record = rows_per_record
 
-    def _columns(self, batch: pa.RecordBatch) -> tuple[list[_Col], int]:
+    def _columns(self, batch: pa.RecordBatch) -> tuple[list[Column], int]:
         n = batch.num_rows
         starts = np.append(np.arange(0, n, self.rows_per_record, dtype=np.int64), n)
         blocks = len(starts) - 1
-        cols = [_Col(layout.ROWS_KEY, INT, np.arange(blocks + 1, dtype=np.int64),
+        cols = [Column(layout.ROWS_KEY, INT, np.arange(blocks + 1, dtype=np.int64),
                      np.ones(blocks, bool), np.diff(starts), scalar=True)]
         for f in self.spec.features:
-            arr = _column(batch, f.path)
-            row_cols = _columns_of(f, arr, self.null_elements)  # checks every value
+            arr = column_of(batch, f.path)
+            row_cols = columns_of(f, arr, self.null_elements)  # checks every value
             nulls = ~arr.is_valid().to_numpy(zero_copy_only=False) if arr.null_count else None
             cols.extend(_blocks_of(f, row_cols, nulls, starts))
         return cols, blocks
 
 
-def _blocks_of(f: Feature, row_cols: list[_Col], nulls: np.ndarray | None,
-               starts: np.ndarray) -> list[_Col]:
+def _blocks_of(f: Feature, row_cols: list[Column], nulls: np.ndarray | None,
+               starts: np.ndarray) -> list[Column]:
     """f's block columns from its per-row columns; nulls: which rows are null (None: none)."""
     n = int(starts[-1])
     present = np.ones(n, bool) if nulls is None else ~nulls
     every = np.ones(len(starts) - 1, bool)
     keys = layout.value_keys(f)
-    out: list[_Col] = []
+    out: list[Column] = []
     if f.kind == "fixed":
         c = row_cols[0]
         k = f.shape[0] if f.shape else 1
         if nulls is None:  # every row holds its k elements already, in order
-            out.append(_Col(keys[0], c.kind, k * starts + c.rows[0], every, c.values, c.offsets))
+            out.append(Column(keys[0], c.kind, k * starts + c.rows[0], every, c.values, c.offsets))
         else:
             data, offsets = _gather(c, _sources(c.rows, present, k), _default(f, c.kind))
-            out.append(_Col(keys[0], c.kind, k * starts, every, data, offsets))
+            out.append(Column(keys[0], c.kind, k * starts, every, data, offsets))
     elif f.kind == "varlen":
         c = row_cols[0]
         if nulls is None:
             lengths = np.diff(c.rows).astype(np.int64)
-            out.append(_Col(keys[0], c.kind, c.rows[starts], every, c.values, c.offsets))
+            out.append(Column(keys[0], c.kind, c.rows[starts], every, c.values, c.offsets))
         else:
             data, offsets = _gather(c, _sources(c.rows, present, 0), None)
             lengths = np.where(present, np.diff(c.rows), 0).astype(np.int64)
             rows = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-            out.append(_Col(keys[0], c.kind, rows[starts], every, data, offsets))
-        out.append(_Col(keys[1], INT, starts, every, lengths))
+            out.append(Column(keys[0], c.kind, rows[starts], every, data, offsets))
+        out.append(Column(keys[1], INT, starts, every, lengths))
     else:  # 2-D ragged: values per row, inner lengths per inner list
         vals, inner = row_cols
         data, offsets = _gather(vals, _sources(vals.rows, present, 0), None)
@@ -79,16 +80,16 @@ def _blocks_of(f: Feature, row_cols: list[_Col], nulls: np.ndarray | None,
         inner_lengths = inner.values[_sources(inner.rows, present, 0)]
         outer = np.where(present, np.diff(inner.rows), 0).astype(np.int64)
         outer_rows = np.concatenate([[0], np.cumsum(outer)]).astype(np.int64)
-        out.append(_Col(keys[0], vals.kind, val_rows[starts], every, data, offsets))
-        out.append(_Col(keys[1], INT, starts, every, outer))
-        out.append(_Col(keys[2], INT, outer_rows[starts], every,
+        out.append(Column(keys[0], vals.kind, val_rows[starts], every, data, offsets))
+        out.append(Column(keys[1], INT, starts, every, outer))
+        out.append(Column(keys[2], INT, outer_rows[starts], every,
                         np.ascontiguousarray(inner_lengths, dtype=np.int64)))
     if nulls is not None and f.nullable:
         where = np.flatnonzero(nulls)
         block = np.searchsorted(starts, where, side="right") - 1
         counts = np.bincount(block, minlength=len(starts) - 1)
         rows = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        out.append(_Col(f.name + layout.NULLS, INT, rows, counts > 0,
+        out.append(Column(f.name + layout.NULLS, INT, rows, counts > 0,
                         (where - starts[block]).astype(np.int64)))
     return out
 
@@ -104,7 +105,7 @@ def _sources(rows: np.ndarray, present: np.ndarray, fill: int) -> np.ndarray:
     return np.where(base >= 0, base + within, -1)
 
 
-def _gather(c: _Col, src: np.ndarray, default: Any) -> tuple[np.ndarray, np.ndarray | None]:
+def _gather(c: Column, src: np.ndarray, default: Any) -> tuple[np.ndarray, np.ndarray | None]:
     """(values, byte offsets for BYTES) of elements src of column c (-1: the default)."""
     if c.kind != BYTES:
         pool = c.values if default is None else np.append(c.values, np.asarray(

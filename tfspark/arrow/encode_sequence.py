@@ -14,20 +14,20 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
-from tfspark.arrow.encode import (
-    _BLOCK_ROWS,
-    _Col,
-    _column,
-    _columns_of,
-    _leaf,
-    _list_parts,
-    _present,
+from tfspark.arrow.columns import (
+    BLOCK_ROWS,
+    Column,
+    column_of,
+    columns_of,
+    leaf_column,
+    list_parts,
+    present_rows,
+    size_column,
+    write_column,
 )
-from tfspark.arrow.encode import _size as _size_col
-from tfspark.arrow.encode import _write as _write_col
 from tfspark.arrow.values import BadRow
 from tfspark.spec.model import Feature
-from tfspark.wire import sequence_write as sw
+from tfspark.wire import sequence_write
 from tfspark.wire.protobuf import BYTES, FLOAT, INT
 from tfspark.wire.tfrecord import frame_into
 
@@ -42,44 +42,44 @@ class _Steps:
     key: str
     row_steps: np.ndarray  # int64, n+1 step offsets per row
     present: np.ndarray  # bool, n
-    steps: _Col  # the elements, with rows = step offsets into them (S+1)
+    steps: Column  # the elements, with rows = step offsets into them (S+1)
     inner: np.ndarray  # int64, S: bytes of each step's values
     body: np.ndarray  # int64, n: bytes of each row's FeatureList
 
 
-def columns(enc: BatchEncoder, batch: pa.RecordBatch) -> tuple[list[_Col], list[_Steps]]:
+def columns(enc: BatchEncoder, batch: pa.RecordBatch) -> tuple[list[Column], list[_Steps]]:
     """(context columns, feature-list columns) of the batch; BadRow names a bad row."""
-    ctx: list[_Col] = []
+    ctx: list[Column] = []
     lists: list[_Steps] = []
     for f in enc.spec.features:
-        arr = _column(batch, f.path)
+        arr = column_of(batch, f.path)
         if f.kind == "sequence":
             lists.append(_steps_of(f, arr, enc.null_elements))
         else:
-            ctx.extend(_columns_of(f, arr, enc.null_elements))
+            ctx.extend(columns_of(f, arr, enc.null_elements))
     ctx.sort(key=lambda c: c.key)
     lists.sort(key=lambda c: c.key)
     return ctx, lists
 
 
-def encode(enc: BatchEncoder, ctx: list[_Col], lists: list[_Steps], n: int,
+def encode(enc: BatchEncoder, ctx: list[Column], lists: list[_Steps], n: int,
            framed: bool) -> tuple[np.ndarray, np.ndarray]:
     """(buffer, n+1 record offsets): every row's SequenceExample, in enc's reused buffer."""
-    ctx_keys = [enc._key(c.key) for c in ctx]
-    list_keys = [enc._key(c.key) for c in lists]
+    ctx_keys = [enc.key_header(c.key) for c in ctx]
+    list_keys = [enc.key_header(c.key) for c in lists]
     ctx_sizes = np.zeros(n, np.int64)
     list_sizes = np.zeros(n, np.int64)
     for c, key in zip(ctx, ctx_keys):
-        _size_col(c, ctx_sizes, key)
+        size_column(c, ctx_sizes, key)
     for s, key in zip(lists, list_keys):
-        sw.size_lists(list_sizes, key, s.present, s.body)
-    offsets, ctx_cursor, list_cursor = sw.layout(ctx_sizes, list_sizes, framed)
-    out = enc._out(int(offsets[-1]))
-    for lo in range(0, n, _BLOCK_ROWS):
-        hi = min(lo + _BLOCK_ROWS, n)
-        sw.write_heads(out, offsets, ctx_sizes, list_sizes, framed, lo, hi)
+        sequence_write.size_lists(list_sizes, key, s.present, s.body)
+    offsets, ctx_cursor, list_cursor = sequence_write.layout(ctx_sizes, list_sizes, framed)
+    out = enc.buffer(int(offsets[-1]))
+    for lo in range(0, n, BLOCK_ROWS):
+        hi = min(lo + BLOCK_ROWS, n)
+        sequence_write.write_heads(out, offsets, ctx_sizes, list_sizes, framed, lo, hi)
         for c, key in zip(ctx, ctx_keys):
-            _write_col(c, out, ctx_cursor, lo, hi, key)
+            write_column(c, out, ctx_cursor, lo, hi, key)
         for s, key in zip(lists, list_keys):
             _write_list(s, out, list_cursor, lo, hi, key)
         if framed:
@@ -91,38 +91,36 @@ def _steps_of(f: Feature, arr: pa.Array, policy: str) -> _Steps:
     """A feature list column; a null row writes no entry, a null step is refused (or dropped
     with null_elements='drop'), like a null inner array of a ragged column."""
     n = len(arr)
-    present = _present(f, arr)
-    row_steps, inner = _list_parts(f, arr, present, policy, what="a null step (inner array)")
+    present = present_rows(f, arr)
+    row_steps, inner = list_parts(f, arr, present, policy, what="a null step (inner array)")
     # Which row each step belongs to: for errors only, and only those need it computed.
     owner = np.repeat(np.arange(n), np.diff(row_steps)) \
         if inner.null_count or not present.all() else None
     steps_present = present[owner] if owner is not None else np.ones(len(inner), bool)
-    step_rows, leaf = _list_parts(f, inner, steps_present, policy, row_of=owner)
+    step_rows, leaf = list_parts(f, inner, steps_present, policy, row_of=owner)
     try:
-        col = _leaf(f, f.name, step_rows, steps_present, leaf)
+        col = leaf_column(f, f.name, step_rows, steps_present, leaf)
     except BadRow as e:  # it counted steps: name the row that holds the step
         if owner is None:
             owner = np.repeat(np.arange(n), np.diff(row_steps))
         raise BadRow(e.template, int(owner[e.row]) if e.row < len(owner) else e.row) from None
     if col.kind == INT:
-        sizes = sw.int_steps(row_steps, step_rows, col.values)
+        sizes = sequence_write.int_steps(row_steps, step_rows, col.values)
     elif col.kind == FLOAT:
-        sizes = sw.float_steps(row_steps, step_rows)
+        sizes = sequence_write.float_steps(row_steps, step_rows)
     else:
-        sizes = sw.bytes_steps(row_steps, step_rows, col.offsets)
+        sizes = sequence_write.bytes_steps(row_steps, step_rows, col.offsets)
     return _Steps(f.name, row_steps, present, col, *sizes)
 
 
 def _write_list(s: _Steps, out: np.ndarray, cursor: np.ndarray, lo: int, hi: int,
                 key: np.ndarray) -> None:
     c = s.steps
+    head = (out, cursor, lo, hi, key, s.row_steps, s.present, s.body, s.inner, c.rows)
     if c.kind == INT:
-        sw.write_int_lists(out, cursor, lo, hi, key, s.row_steps, s.present, s.body, s.inner,
-                           c.rows, c.values)
+        sequence_write.write_int_lists(*head, c.values)
     elif c.kind == FLOAT:
-        sw.write_float_lists(out, cursor, lo, hi, key, s.row_steps, s.present, s.body,
-                             s.inner, c.rows, c.values.view(np.uint8))
+        sequence_write.write_float_lists(*head, c.values.view(np.uint8))
     else:
         assert c.kind == BYTES
-        sw.write_bytes_lists(out, cursor, lo, hi, key, s.row_steps, s.present, s.body,
-                             s.inner, c.rows, c.values, c.offsets)
+        sequence_write.write_bytes_lists(*head, c.values, c.offsets)

@@ -21,8 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from tfspark.errors import OptionError
 from tfspark.store.options import WriteOptions, write_settings
-from tfspark.store.settings import Setting, Where
-from tfspark.store.settings import positive_number as _positive_number
+from tfspark.store.settings import Setting, Where, positive_number
 
 SOURCE_FORMATS = ("auto", "table", "parquet", "csv")
 
@@ -91,7 +90,7 @@ def _config_rule(t: Setting) -> Callable[[str, Any, str], Any]:
         if isinstance(value, Mapping) and not value:
             return None  # an empty TOML table: unset
         if t.config:  # a key of its own (target_file_mb): converted when written
-            return _positive_number(at, value)
+            return positive_number(at, value)
         if t.typed is not None and (isinstance(value, bool) != (t.typed is bool)
                                     or not isinstance(value, t.typed)):
             raise _bad(key, value, where, _WANT[t.typed])

@@ -121,8 +121,7 @@ def _records(path: str, n: int, split: str | None):
         if n <= 0:
             return
         where = loc.join(f.path)
-        # compression=None: pyarrow would otherwise gunzip .gz files itself.
-        with loc.fs.open_input_stream(where, compression=None) as stream:
+        with loc.open_stream(f.path) as stream:
             for data in islice(read_records(stream, m.compression, path=where), n):
                 n -= 1
                 # Nulls show as None here; the spec table above says what a reader fills in.
@@ -140,7 +139,7 @@ def _block_rows(loc: Any, files: tuple[mf.FileEntry, ...], compression: str | No
     decoder = BlockDecoder(spec)
     for f in files:
         where = loc.join(f.path)
-        with loc.fs.open_input_stream(where, compression=None) as stream:
+        with loc.open_stream(f.path) as stream:
             for data in read_records(stream, compression, path=where):
                 buf = np.frombuffer(data, np.uint8)
                 rows = decoder.decode(buf, np.array([0, len(data)]), path=where)

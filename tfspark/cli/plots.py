@@ -17,7 +17,7 @@ from typing import Any
 
 from tfspark.cli.inspect import missing_local_path, stats_table
 from tfspark.errors import OptionError, SchemaError, require
-from tfspark.spec.kinds import float_of_json as _num
+from tfspark.spec.kinds import float_of_json
 from tfspark.store import manifest as mf
 
 TOP_BARS = 20
@@ -95,7 +95,7 @@ def _histogram(ax: Any, s: dict[str, Any]) -> bool:
     q = (s.get("quantiles") or {}).get("values") or []
     if not q or s.get("min") is None or s.get("max") is None:
         return False
-    edges = [_num(s["min"]), *map(_num, q), _num(s["max"])]
+    edges = [float_of_json(s["min"]), *map(float_of_json, q), float_of_json(s["max"])]
     rows = s.get("count") or s.get("rows") or 0
     lefts, widths, mass = [], [], []
     pending = 0.0

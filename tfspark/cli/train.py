@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tfspark.cli import train_features as tf_plan
+from tfspark.cli import train_features
 from tfspark.cli.config import TrainConfig
 from tfspark.errors import OptionError, SchemaError
 from tfspark.spec import Feature, FeatureSpec
@@ -70,7 +70,7 @@ def train(config: TrainConfig | Mapping[str, Any],
 
     stats = top.feature_stats(train_split) if cfg.use_stats else None
     if stats:  # the statistics of the export: every row of the split, no sample
-        p = tf_plan.plan(candidates, stats, cfg)
+        p = train_features.plan(candidates, stats, cfg)
         numeric, ignored = [f for f, _ in p.numeric], p.ignored
         categorical = [(f, vocab) for f, vocab, _ in p.categorical]
         arrays = [f for f, _ in p.arrays]
@@ -101,7 +101,7 @@ def train(config: TrainConfig | Mapping[str, Any],
 
     with worker.strategy.scope() if worker is not None else contextlib.nullcontext():
         if stats:
-            inputs, parts = tf_plan.model_parts(spec, p, cfg)
+            inputs, parts = train_features.model_parts(spec, p, cfg)
             model = _head(inputs, parts, task, cfg)
         else:
             model = _build_model(spec, numeric, categorical, task, sample_x, cfg)

@@ -263,7 +263,7 @@ class BatchReader:
             return take_table(table, np.flatnonzero(row_keep))
 
         try:
-            opened = loc.fs.open_input_file(loc.base)
+            opened = loc.open_input()
         except FileNotFoundError:
             raise FileNotFoundError(f"{name}: named for reading but it does not exist; the data "
                                     f"set is incomplete (deleted or moved files?)") from None
@@ -284,7 +284,7 @@ class BatchReader:
         except CorruptRecordError as e:
             if not gz:
                 raise
-            with loc.fs.open_input_stream(loc.base, compression=None) as again:
+            with loc.open_stream() as again:
                 raise (first_damage(again, "gzip", name) or e) from None
         want = whole if part.rows is not None or self.plan.rows_per_record == 1 else None
         if want is not None and rows != want:

@@ -20,7 +20,7 @@ from tfspark.arrow.encode_block import gather_bytes
 from tfspark.numpy.columns import Ragged, Table
 from tfspark.spec import layout
 from tfspark.spec.model import Feature, FeatureSpec
-from tfspark.wire import example_read as ul
+from tfspark.wire import example_read
 from tfspark.wire.protobuf import KIND_OF_DTYPE, TOO_MANY
 
 _DTYPES = {"int64": np.int64, "float32": np.float32, "string": object}
@@ -99,7 +99,7 @@ def _row_column(ctx: RecordIndex, f: Feature, k: int, strings: str) -> Any:
     if f.kind == "fixed" and not f.shape and f.dtype != "string":
         out = np.empty(n, _DTYPES[f.dtype])
         valid = np.empty(n, np.bool_)
-        code, rec, info = ul.scalars(ctx.data, *ctx.index, k, KIND_OF_DTYPE[f.dtype], out,
+        code, rec, info = example_read.scalars(ctx.data, *ctx.index, k, KIND_OF_DTYPE[f.dtype], out,
                                      out.view(np.uint8), valid)
         ctx.check(code, rec, info, f, f.name, f.dtype)
         if not valid.all():

@@ -19,13 +19,10 @@ from __future__ import annotations
 import json
 import logging
 import os
-import posixpath
 import re
 import socket
 from dataclasses import dataclass, field, replace
 from typing import Any
-
-import pyarrow.fs as pafs
 
 from tfspark.errors import OptionError, TfsparkError
 from tfspark.store import manifest as mf
@@ -139,13 +136,12 @@ def sweep_dead(path: str) -> None:
     loc = locate(path)
     if not loc.exists():
         return
-    for info in loc.fs.get_file_info(pafs.FileSelector(loc.base)):
-        name = posixpath.basename(info.path)
+    for name, _ in loc.entries():
         m = re.fullmatch(re.escape(STAGING_PREFIX) + r"[0-9a-f]+-(\d+)-(.+)", name)
         if m and m.group(2) == _host() and not _alive(int(m.group(1))):
             log.info("tfspark: removing %s, the staged backup of a write whose driver died",
-                     info.path)
-            loc.fs.delete_dir(info.path)
+                     loc.child_uri(name))
+            loc.delete_dir(name)
 
 
 def _alive(pid: int) -> bool:
@@ -217,22 +213,19 @@ def _publish_path(target: str, pending: dict[str, Any]) -> str:
     files = list(pending.get("files", []))
     if pending["mode"] == "overwrite":  # the old backup's entries go; others' staging stays
         keep = set(files) | {MARKER}
-        for info in loc.fs.get_file_info(pafs.FileSelector(loc.base)):
-            name = posixpath.basename(info.path)
+        for name, is_dir in loc.entries():
             if name in keep or name.startswith(STAGING_PREFIX):
                 continue
-            if info.type == pafs.FileType.Directory:
-                loc.fs.delete_dir(info.path)
+            if is_dir:
+                loc.delete_dir(name)
             else:
-                loc.fs.delete_file(info.path)
+                loc.delete(name)
     for rel in files:
-        src = staging.join(rel)
-        if loc.fs.get_file_info(src).type == pafs.FileType.File:  # not moved yet
-            loc.fs.create_dir(posixpath.dirname(loc.join(rel)), recursive=True)
+        if staging.kind(rel) == "file":  # not moved yet
             try:
-                loc.fs.move(src, loc.join(rel))
+                staging.move(rel, loc, rel)
             except FileNotFoundError:  # moved meanwhile (a next write's roll_forward)
-                if loc.fs.get_file_info(loc.join(rel)).type != pafs.FileType.File:
+                if loc.kind(rel) != "file":
                     raise
     staging.delete_all()
     return target

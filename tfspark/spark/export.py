@@ -21,9 +21,9 @@ from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
 from tfspark.errors import CountMismatchError, OptionError
-from tfspark.spark import backup as bk
 from tfspark.spark import observe, sizing
 from tfspark.spark import stats as spark_stats
+from tfspark.spark.backup import StagedBackup, publish, roll_forward, sweep_dead
 from tfspark.spark.source import register
 from tfspark.spark.tasks import write_through_tasks
 from tfspark.spark.undo import undo_on_failure
@@ -131,11 +131,11 @@ def export(df: DataFrame, opts: WriteOptions) -> WriteResult:
     write_id = new_write_id()
     with undo_on_failure(opts.path, write_id):
         loc.check_writable()
-        bk.roll_forward(spark, opts.path)  # a committed write's backup that a kill left staged
+        roll_forward(spark, opts.path)  # a committed write's backup that a kill left staged
         old = existing_manifest(loc, str(opts.mode))
         started_from = StartedFrom(last_write(old))  # what this write commits against
         previous = old if opts.mode == "append" else None
-        backup = bk.StagedBackup.plan(spark, opts.backup_table,
+        backup = StagedBackup.plan(spark, opts.backup_table,
                                       opts.backup_path or _default_backup(loc, opts.path),
                                       str(opts.mode), write_id)
         if opts.backup_table and opts.mode == "errorifexists" and \
@@ -144,7 +144,7 @@ def export(df: DataFrame, opts: WriteOptions) -> WriteResult:
                               f"mode='overwrite' or 'append', or another backup_table")
         backup.check_append(spark, df.schema)
         if backup.kind == "path":
-            bk.sweep_dead(backup.target)
+            sweep_dead(backup.target)
 
         started = time.perf_counter()
         try:
@@ -153,7 +153,7 @@ def export(df: DataFrame, opts: WriteOptions) -> WriteResult:
         except BaseException:
             _discard_unless_committed(spark, loc, backup)
             raise
-        bk.publish(spark, loc, write_id)
+        publish(spark, loc, write_id)
         result = _result(opts.path, spec, manifest, write_id, backup.target, facts["rows"],
                          backup_rows, opts.compression)
     result = replace(result, seconds={"backup": round(backup_done - started, 2),
@@ -183,7 +183,7 @@ def _check_backup_path(opts: WriteOptions) -> None:
 
 
 def _stage_and_write(spark: Any, df: DataFrame, opts: WriteOptions, base_spec: FeatureSpec,
-                     data_cols: list[str], backup: bk.StagedBackup,
+                     data_cols: list[str], backup: StagedBackup,
                      previous: mf.Manifest | None, started_from: StartedFrom,
                      write_id: str) -> tuple[FeatureSpec, dict, int, float, mf.Manifest]:
     """Stage the backup (observing the facts the spec needs), then write the TFRecords from
@@ -237,7 +237,7 @@ def _check_append_facts(path: str, stored: FeatureSpec, facts: dict[str, Any]) -
                               f"variable-length")
 
 
-def _discard_unless_committed(spark: Any, loc: Location, backup: bk.StagedBackup) -> None:
+def _discard_unless_committed(spark: Any, loc: Location, backup: StagedBackup) -> None:
     """After a failure: drop the staging, unless the manifest committed it (a failure after
     the commit): then it is published instead, now or by the next write."""
     try:

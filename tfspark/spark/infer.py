@@ -237,9 +237,8 @@ def infer_schema(loc: Any, files: list[Any], opts: Any,
     stats: dict[str, KeyStats] = {}
     n = 0
     for entry in chosen:
-        path = loc.join(entry.rel) if entry.rel else loc.base
-        name = loc.uri.rstrip("/") + "/" + entry.rel if entry.rel else loc.uri
-        with loc.fs.open_input_file(path) as raw:
+        name = loc.child_uri(entry.rel) if entry.rel else loc.uri
+        with loc.open_input(entry.rel) as raw:
             gz = sniff_gzip(raw) if entry.compression == "auto" else entry.compression == "gzip"
             stream = pa.CompressedInputStream(raw, "gzip") if gz else raw
             left = opts.sample_records

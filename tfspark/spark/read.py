@@ -13,7 +13,6 @@ Options: see tfspark.store.options.READ_OPTIONS (checked into a ReadOptions ther
 from __future__ import annotations
 
 import dataclasses
-import posixpath
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -185,8 +184,7 @@ class TfrecordReader(DataSourceReader):
         if entry is None:  # no files: Spark still runs one empty partition
             return
         loc = locate(self.root)
-        path = loc.join(entry.rel) if entry.rel else loc.base
-        name = posixpath.join(self.root, entry.rel) if entry.rel else self.root
+        name = loc.child_uri(entry.rel) if entry.rel else loc.uri
         restorer = Restorer(self.schema, self._constants(entry))
         missed = MISSED if self.strict else None
         decoder: Decoder | BlockDecoder | None = None
@@ -205,7 +203,7 @@ class TfrecordReader(DataSourceReader):
                                     canon.num_rows)
 
         try:
-            opened = loc.fs.open_input_file(path)
+            opened = loc.open_input(entry.rel)
         except FileNotFoundError:
             raise FileNotFoundError(f"{name}: named for reading (by the manifest) but it does "
                                     f"not exist; the data set is incomplete (deleted or moved "

@@ -41,7 +41,7 @@ def footers(files: list[str]) -> tuple[int, float | None, int] | None:
     try:
         for path in files:
             loc = locate(path)
-            with loc.fs.open_input_file(loc.base) as f:
+            with loc.open_input() as f:
                 meta = pq.ParquetFile(f).metadata
             rows += meta.num_rows
             for i in range(meta.num_row_groups):

@@ -10,12 +10,9 @@ came back from a Spark task is raised as its own class again (`unwrapped`).
 from __future__ import annotations
 
 import logging
-import posixpath
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-
-import pyarrow.fs as pafs
 
 from tfspark import errors
 from tfspark.errors import TfsparkError
@@ -50,8 +47,7 @@ class _Before:
             loc = locate(path)
             if not loc.exists():
                 return cls(path, False, set())
-            infos = loc.fs.get_file_info(pafs.FileSelector(loc.base, recursive=True))
-            return cls(path, True, {posixpath.relpath(i.path, loc.base) for i in infos})
+            return cls(path, True, {rel for rel, _ in loc.entries(recursive=True)})
         except (OSError, ValueError):
             return None
 
@@ -60,18 +56,17 @@ class _Before:
         loc = locate(self.path)
         if not loc.exists() or _committed(loc, write_id):
             return
-        infos = loc.fs.get_file_info(pafs.FileSelector(loc.base, recursive=True))
-        new = [i for i in infos if posixpath.relpath(i.path, loc.base) not in self.entries]
-        for i in new:  # this write's files carry its id (part files, task markers, staging)
-            if i.type == pafs.FileType.File and write_id in i.path[len(loc.base):]:
-                loc.fs.delete_file(i.path)
-        dirs = [i.path for i in new if i.type == pafs.FileType.Directory]
+        new = [(rel, is_dir) for rel, is_dir in loc.entries(recursive=True)
+                 if rel not in self.entries]
+        for rel, is_dir in new:  # this write's files carry its id (part files, markers, staging)
+            if not is_dir and write_id in rel:
+                loc.delete(rel)
+        dirs = [loc.child(rel) for rel, is_dir in new if is_dir]
         if not self.existed:
-            dirs.append(loc.base)
-        for d in sorted(dirs, key=lambda p: p.count("/"), reverse=True):  # deepest first
-            if loc.fs.get_file_info(d).type == pafs.FileType.Directory and \
-                    not loc.fs.get_file_info(pafs.FileSelector(d)):
-                loc.fs.delete_dir(d)
+            dirs.append(loc)
+        for d in sorted(dirs, key=lambda d: d.base.count("/"), reverse=True):  # deepest first
+            if d.is_dir() and not d.entries():
+                d.delete_all()
 
 
 def _committed(loc: Location, write_id: str) -> bool:

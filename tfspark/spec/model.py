@@ -1,7 +1,8 @@
 """Feature and FeatureSpec: what each column becomes in a tf.train.Example, and its JSON form.
 
 Pure data: no pyspark, no TensorFlow. The Spark type mapping is in from_spark.py, the JSON
-checks in validate.py, the tf.io parsing spec in tfspark/tf/parsing.py.
+checks in validate.py; the tf.io parsing spec of a spec is built on the TensorFlow side
+(tfspark.tf.parsing: tfspark.parsing_spec(spec)).
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from importlib import import_module
 from typing import Any
 
 from tfspark.errors import SchemaError
@@ -151,29 +151,6 @@ class FeatureSpec:
         features, schema, record_type = check_spec_dict(doc)
         return cls(tuple(Feature(**f) for f in features), source_schema=schema,
                    record_type=record_type)
-
-    def parsing_spec(self) -> dict[str, Any]:
-        """{name: tf.io.FixedLenFeature | VarLenFeature | RaggedFeature} for tf.io.parse_example
-        (SchemaError for a SequenceExample spec: see sequence_parsing_spec).
-
-        Needs TensorFlow (tfspark[tf]); the TensorFlow code lives in tfspark.tf.parsing.
-        """
-        # Looked up at call time: the spec tier never imports TensorFlow code itself.
-        parsing: dict[str, Any] = import_module("tfspark.tf.parsing").parsing_spec(self)
-        return parsing
-
-    def sequence_parsing_spec(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        """(context_features, sequence_features) for tf.io.parse_sequence_example, for a
-        SequenceExample spec: feature lists parse to RaggedTensor [batch, steps, values].
-
-        Needs TensorFlow (tfspark[tf]).
-        """
-        if not self.is_sequence:
-            raise SchemaError("the spec is for tf.train.Example records: use parsing_spec() "
-                              "with tf.io.parse_example")
-        pair: tuple[dict[str, Any], dict[str, Any]] = import_module(
-            "tfspark.tf.parsing").sequence_parsing_spec(self)
-        return pair
 
 
 def check_labels(features: Iterable[Feature], label_cols: Iterable[str]) -> set[str]:

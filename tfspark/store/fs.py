@@ -12,6 +12,7 @@ import posixpath
 import urllib.parse
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow.fs as pafs
 
@@ -61,14 +62,59 @@ class Location:
         """The filesystem path of `parts` under base."""
         return posixpath.join(self.base, *parts)
 
+    def kind(self, rel: str = "") -> str | None:
+        """"file", "dir" (a bucket or prefix holding objects on a store) or None (nothing)."""
+        t = self.fs.get_file_info(self.join(rel) if rel else self.base).type
+        return {pafs.FileType.File: "file", pafs.FileType.Directory: "dir"}.get(t)
+
     def exists(self, rel: str = "") -> bool:
         """Whether base (or base/rel) exists, as a file or a directory."""
-        return self.fs.get_file_info(self.join(rel) if rel else self.base).type != \
-            pafs.FileType.NotFound
+        return self.kind(rel) is not None
 
     def is_dir(self) -> bool:
-        """Whether base is a directory (a bucket or prefix holding objects on a store)."""
-        return self.fs.get_file_info(self.base).type == pafs.FileType.Directory
+        """Whether base is a directory."""
+        return self.kind() == "dir"
+
+    def size(self, rel: str = "") -> int:
+        """The size in bytes of the file base (or base/rel)."""
+        return int(self.fs.get_file_info(self.join(rel) if rel else self.base).size)
+
+    def open_input(self, rel: str = "") -> Any:
+        """base (or base/rel) for random access (a pyarrow NativeFile, read as is)."""
+        return self.fs.open_input_file(self.join(rel) if rel else self.base)
+
+    def open_stream(self, rel: str = "") -> Any:
+        """base (or base/rel) as a sequential stream, read as is (no decompression)."""
+        return self.fs.open_input_stream(self.join(rel) if rel else self.base,
+                                         compression=None)
+
+    def open_output(self, rel: str) -> Any:
+        """base/rel for writing (its directory made first), written as is."""
+        target = self.join(rel)
+        self.fs.create_dir(posixpath.dirname(target), recursive=True)
+        return self.fs.open_output_stream(target, compression=None)
+
+    def make_dir(self, rel: str = "") -> None:
+        """Create base (or base/rel) and its parents."""
+        self.fs.create_dir(self.join(rel) if rel else self.base, recursive=True)
+
+    def entries(self, recursive: bool = False) -> list[tuple[str, bool]]:
+        """(relative path, is a directory) of what is under base (nothing if it is absent)."""
+        if not self.exists():
+            return []
+        infos = self.fs.get_file_info(pafs.FileSelector(self.base, recursive=recursive))
+        return sorted((posixpath.relpath(i.path, self.base), i.type == pafs.FileType.Directory)
+                      for i in infos)
+
+    def move(self, rel: str, to: Location, to_rel: str) -> None:
+        """Move base/rel to to/to_rel (the same store), making its directory."""
+        target = to.join(to_rel)
+        to.fs.create_dir(posixpath.dirname(target), recursive=True)
+        self.fs.move(self.join(rel), target)
+
+    def delete_dir(self, rel: str) -> None:
+        """Delete the directory base/rel and everything under it."""
+        self.fs.delete_dir(self.join(rel))
 
     def is_empty(self) -> bool:
         """True when base does not exist or is an empty directory (a file is not empty)."""
@@ -81,15 +127,11 @@ class Location:
 
     def list_files(self, recursive: bool = True) -> list[str]:
         """Relative paths of all files under base."""
-        if not self.exists():
-            return []
-        infos = self.fs.get_file_info(pafs.FileSelector(self.base, recursive=recursive))
-        return sorted(posixpath.relpath(i.path, self.base) for i in infos
-                      if i.type == pafs.FileType.File)
+        return [rel for rel, is_dir in self.entries(recursive) if not is_dir]
 
     def read_bytes(self, rel: str) -> bytes:
         """The whole content of base/rel, read as is (no decompression)."""
-        with self.fs.open_input_stream(self.join(rel), compression=None) as f:
+        with self.open_stream(rel) as f:
             return f.read()
 
     def write_bytes_atomic(self, rel: str, data: bytes) -> None:

@@ -144,7 +144,7 @@ def _parquet_rows(loc: Any) -> int:
     for rel in loc.list_files():
         if any(p.startswith(("_", ".")) for p in rel.split("/")):
             continue
-        with loc.fs.open_input_file(loc.join(rel)) as f:
+        with loc.open_input(rel) as f:
             rows += pq.ParquetFile(f).metadata.num_rows
     return rows
 
@@ -161,7 +161,7 @@ def _check_file(loc: Any, entry: mf.FileEntry, compression: str | None,
     chunk: list[bytes] = []
     size = max(1, _CHUNK_RECORDS // block)  # blocks hold many rows each
     try:
-        with loc.fs.open_input_stream(loc.join(rel), compression=None) as f:
+        with loc.open_stream(rel) as f:
             for record in read_records(f, compression=compression, path=rel):
                 chunk.append(record)
                 if len(chunk) == size:
@@ -176,7 +176,7 @@ def _check_file(loc: Any, entry: mf.FileEntry, compression: str | None,
     except TfsparkError as e:
         report.problems.append(f"{rel}: {e}")
     report.records += count
-    report.bytes += loc.fs.get_file_info(loc.join(rel)).size
+    report.bytes += loc.size(rel)
     if count != entry.records:
         report.problems.append(f"{rel}: holds {count} readable records but the manifest says "
                                f"{entry.records}")

@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from tfspark.arrow.encode import BatchEncoder, bytes_buffers
+from tfspark.arrow.encode import BatchEncoder
+from tfspark.arrow.values import bytes_buffers
 from tfspark.errors import EncodeError
 from tfspark.store import partitions
 from tfspark.store.fs import Location
@@ -158,9 +159,8 @@ class TaskFiles:
                 f"{file_suffix(self.compression)}")
         self._seq += 1
         rel = f"{folder}/{name}" if folder else name
-        self.loc.fs.create_dir(self.loc.join(folder) if folder else self.loc.base, recursive=True)
         # compression=None: pyarrow would otherwise gzip ".gz" names a second time.
-        stream = self.loc.fs.open_output_stream(self.loc.join(rel), compression=None)
+        stream = self.loc.open_output(rel)
         writer = RecordWriter(stream, compression=self.compression, gzip_level=self.gzip_level)
         opened = _Open(rel, stream, writer, split, partition)
         self._open[key] = opened

@@ -163,7 +163,6 @@ def _from_manifest(root: Location, manifest: mf.Manifest, compression: str | Non
 def _plan_table(path: str, split: str | None, compression: str | None,
                 record_type: str | None) -> ReadPlan:
     """spark.read's plan (plan_read's `whole`)."""
-    import pyarrow.fs as pafs
 
     loc = locate(path)
     if loc.exists(mf.NAME) or split is not None:
@@ -177,11 +176,11 @@ def _plan_table(path: str, split: str | None, compression: str | None,
         if split is not None and split not in manifest.splits:
             raise _no_split(path, split, manifest)
         return _from_manifest(root, manifest, compression, override=True, split=split)
-    kind = loc.fs.get_file_info(loc.base).type
-    if kind == pafs.FileType.NotFound:
+    kind = loc.kind()
+    if kind is None:
         raise OptionError(f"input path {path!r} does not exist")
     comp = normalize_compression(compression) if compression is not None else SNIFF
-    if kind == pafs.FileType.File:  # one file: read it whatever its name
+    if kind == "file":  # one file: read it whatever its name
         rels: list[str] = [""]
     else:
         listed = loc.list_files()
@@ -248,7 +247,7 @@ def _first_records(plan: ReadPlan, n: int) -> Any:
 
     for name, comp in zip(plan.files, plan.file_compressions()):
         loc = locate(name)
-        with loc.fs.open_input_stream(loc.base, compression=None) as f:
+        with loc.open_stream() as f:
             for data in read_records(f, comp, path=name):
                 yield data
                 n -= 1
@@ -296,10 +295,9 @@ def _safe_rel(rel: str, where: str) -> str:
 
 
 def _is_file(loc: Location) -> bool:
-    import pyarrow.fs as pafs
 
     try:
-        return loc.fs.get_file_info(loc.base).type == pafs.FileType.File
+        return loc.kind() == "file"
     except OSError:
         return False
 
@@ -327,7 +325,7 @@ def _sniff(path: str) -> str | None:
     """A file's compression from its content (the gzip magic bytes), whatever its name."""
     loc = locate(path)
     try:
-        with loc.fs.open_input_file(loc.base) as f:
+        with loc.open_input() as f:
             return "gzip" if sniff_gzip(f) else None
     except OSError:  # unreadable here (a file TF's filesystems reach): fall back on the name
         return "gzip" if path.endswith(".gz") else None
@@ -363,7 +361,7 @@ def _spec_from_path(path: str) -> tuple[FeatureSpec, mf.Manifest | None]:
         if loc.exists(mf.NAME):
             return _load_spec(mf.read_manifest(loc))
         raise SchemaError(f"spec path {path!r} is neither a JSON file nor a tfspark directory")
-    with loc.fs.open_input_stream(loc.base, compression=None) as f:
+    with loc.open_stream() as f:
         text = f.read()
     try:
         return _load_spec(json.loads(text))

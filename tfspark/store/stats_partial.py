@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tfspark.arrow.encode import _column
+from tfspark.arrow.columns import column_of
 from tfspark.arrow.values import to_int64
 from tfspark.spec import Feature, FeatureSpec
 from tfspark.spec.kinds import json_float
@@ -48,7 +48,7 @@ class PartialStats:
         group = self.groups.setdefault(split or rules.ALL, {})
         for f in self.spec.features:
             acc = group.setdefault(f.name, {"rows": 0, "nulls": 0})
-            _add(acc, f, _column(batch, f.path), self)
+            _add(acc, f, column_of(batch, f.path), self)
 
     def result(self) -> dict[str, Any]:
         """Plain data for the task's commit message."""

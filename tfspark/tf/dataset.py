@@ -301,7 +301,7 @@ def _diagnose(name: Any, comp: Any, seen: Any, count: Any, stride: Any) -> str:
     loc = locate(path)
     total = 0
     try:
-        with loc.fs.open_input_stream(loc.base, compression=None) as f:
+        with loc.open_stream() as f:
             for _ in read_records(f, "gzip" if comp.numpy() else None, path=path):
                 total += 1
     except CorruptRecordError as e:
@@ -321,18 +321,20 @@ def make_parser(spec: FeatureSpec, labels: Sequence[str] = ()) -> Any:
     """A function: batch of serialized Examples -> features (and labels), as make_dataset yields.
     SequenceExamples are parsed a batch at a time too (tf.io.parse_sequence_example)."""
     import tensorflow as tf
+
+    from tfspark.tf.parsing import parsing_spec, sequence_parsing_spec
     labels = tuple(labels)
 
     split = _labeler(labels)
     if spec.is_sequence:
-        context, sequence = spec.sequence_parsing_spec()
+        context, sequence = sequence_parsing_spec(spec)
 
         def parse_records(serialized: Any) -> dict[str, Any]:
             ctx, steps, _ = tf.io.parse_sequence_example(
                 serialized, context_features=context, sequence_features=sequence)
             return {**ctx, **steps}
     else:
-        parsing = spec.parsing_spec()
+        parsing = parsing_spec(spec)
 
         def parse_records(serialized: Any) -> dict[str, Any]:
             return dict(tf.io.parse_example(serialized, parsing))

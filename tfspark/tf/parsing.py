@@ -1,5 +1,5 @@
 """FeatureSpec -> the tf.io parsing spec: {name: FixedLenFeature | VarLenFeature |
-RaggedFeature}, what tf.io.parse_example takes (FeatureSpec.parsing_spec() calls this), and
+RaggedFeature}, what tf.io.parse_example takes (tfspark.parsing_spec(spec)), and
 for SequenceExamples the (context, sequence) pair tf.io.parse_sequence_example takes."""
 
 from __future__ import annotations
@@ -20,14 +20,17 @@ def parsing_spec(spec: FeatureSpec) -> dict[str, Any]:
     """{name: tf.io.FixedLenFeature | VarLenFeature | RaggedFeature} for tf.io.parse_example."""
     if spec.is_sequence:
         raise SchemaError("the spec is for tf.train.SequenceExample records, which "
-                          "tf.io.parse_example cannot parse: use spec.sequence_parsing_spec() "
-                          "with tf.io.parse_sequence_example")
+                          "tf.io.parse_example cannot parse: use "
+                          "tfspark.sequence_parsing_spec(spec) with tf.io.parse_sequence_example")
     return _features(spec.features)
 
 
 def sequence_parsing_spec(spec: FeatureSpec) -> tuple[dict[str, Any], dict[str, Any]]:
     """(context_features, sequence_features) for tf.io.parse_sequence_example: each feature
     list is a RaggedFeature, parsed to a RaggedTensor [batch, steps, values]."""
+    if not spec.is_sequence:
+        raise SchemaError("the spec is for tf.train.Example records: use "
+                          "tfspark.parsing_spec(spec) with tf.io.parse_example")
     context = _features([f for f in spec.features if f.kind != "sequence"])
     sequence = {f.name: tf.io.RaggedFeature(DTYPES[f.dtype], row_splits_dtype=tf.int64)
                 for f in spec.features if f.kind == "sequence"}

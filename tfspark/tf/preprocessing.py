@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tfspark.errors import SchemaError
-from tfspark.spec.kinds import float_of_json as _num
+from tfspark.spec.kinds import float_of_json
 from tfspark.spec.model import Feature
 from tfspark.store import manifest as mf
 
@@ -116,7 +116,7 @@ def _layer(f: Feature, s: dict[str, Any], bucketize: bool, categorical: bool,
     if f.kind != "fixed" or f.shape:
         return array_layer(f, s, max_tokens, arrays, name)
     if bucketize:
-        bounds = sorted({v for v in map(_num, s.get("quantiles", {}).get("values", []))
+        bounds = sorted({v for v in map(float_of_json, s.get("quantiles", {}).get("values", []))
                          if math.isfinite(v)})
         if not bounds:
             return "no finite values to take deciles of"
@@ -163,7 +163,7 @@ def normalization(s: dict[str, Any]) -> tuple[float, float] | None:
     src = s.get("filled") or s
     if src.get("mean") is None or src.get("variance") is None:
         return None
-    mean, variance = _num(src["mean"]), _num(src["variance"])
+    mean, variance = float_of_json(src["mean"]), float_of_json(src["variance"])
     if not (math.isfinite(mean) and math.isfinite(variance)):
         return None
     return mean, variance

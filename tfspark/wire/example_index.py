@@ -38,7 +38,7 @@ def key_hash(buf, start, end):
 
 
 @njit
-def _lookup(buf, ks, ke, keys, key_offsets, table):
+def lookup_key(buf, ks, ke, keys, key_offsets, table):
     """Index of the key buf[ks:ke] in keys, or -1 (an open-addressing table of index + 1)."""
     mask = table.shape[0] - 1
     slot = key_hash(buf, ks, ke) & mask
@@ -132,7 +132,7 @@ def index_records(buf, offsets, head, tail, keys, key_offsets, table, kinds, sta
                             k = -1
                             break
                 if k < 0:
-                    k = _lookup(buf, ks, ke, keys, key_offsets, table)
+                    k = lookup_key(buf, ks, ke, keys, key_offsets, table)
                 if k < 0:
                     if unknown[0] < 0:
                         unknown[0], unknown[1], unknown[2] = i, ks, ke
@@ -142,7 +142,7 @@ def index_records(buf, offsets, head, tail, keys, key_offsets, table, kinds, sta
                         and (buf[vs] == 0x0A or buf[vs] == 0x12 or buf[vs] == 0x1A)):
                     kind, la, lb = np.int64(buf[vs] >> 3), vs + 2, ve
                 else:
-                    kind, la, lb = _list_of(buf, vs, ve)
+                    kind, la, lb = list_of(buf, vs, ve)
                     if kind < 0:
                         return MALFORMED, i, la
                 kinds[i, k] = kind
@@ -153,7 +153,7 @@ def index_records(buf, offsets, head, tail, keys, key_offsets, table, kinds, sta
 
 
 @njit
-def _list_of(buf, s, e):
+def list_of(buf, s, e):
     """(kind, start, end) of the list in a Feature message: the last of its list fields."""
     kind, a, b = NONE, s, s
     pos = s

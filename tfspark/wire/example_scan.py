@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tfspark.wire.example_index import _list_of
+from tfspark.wire.example_index import list_of
 from tfspark.wire.example_read import count_list
 from tfspark.wire.jit import njit
 from tfspark.wire.protobuf import (
@@ -56,7 +56,7 @@ def _entries_of(buf, s, e, out, n, fill, rec, keys, kinds, counts, utf8, steps, 
             bad, ks, ke, vs, ve = map_entry(buf, a2, b2)
             if bad >= 0:
                 return MALFORMED, n
-            kind, la, lb = _list_of(buf, vs, ve)  # the last list field of the Feature wins
+            kind, la, lb = list_of(buf, vs, ve)  # the last list field of the Feature wins
             if kind < 0:
                 return MALFORMED, n
             if fill:
@@ -106,7 +106,7 @@ def _lists_of(buf, a, b, out, n, fill, rec, keys, kinds, counts, utf8, steps):
             t = b4
             if f4 != 1 or w4 != 2:
                 continue
-            kind, la, lb = _list_of(buf, a4, b4)
+            kind, la, lb = list_of(buf, a4, b4)
             if kind < 0:
                 return MALFORMED, n
             if fill:

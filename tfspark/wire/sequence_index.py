@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tfspark.wire.example_index import _list_of, _lookup
+from tfspark.wire.example_index import list_of, lookup_key
 from tfspark.wire.jit import njit
 from tfspark.wire.protobuf import MALFORMED, OK, map_entry, next_field
 
@@ -48,7 +48,7 @@ def index_lists(buf, offsets, head, tail, keys, key_offsets, table, starts, ends
                 bad, ks, ke, vs, ve = map_entry(buf, a2, b2)
                 if bad >= 0:
                     return MALFORMED, i, bad
-                k = _lookup(buf, ks, ke, keys, key_offsets, table)
+                k = lookup_key(buf, ks, ke, keys, key_offsets, table)
                 if k < 0:
                     if unknown[0] < 0:
                         unknown[0], unknown[1], unknown[2] = i, ks, ke
@@ -92,7 +92,7 @@ def index_steps(buf, starts, ends, k, row_steps, kinds, step_starts, step_ends):
         while pos < e:
             f, w, p, q = next_field(buf, pos, e)
             if f == 1 and w == 2:
-                kind, a, b = _list_of(buf, p, q)
+                kind, a, b = list_of(buf, p, q)
                 if kind < 0:
                     return MALFORMED, i, a
                 kinds[s, 0] = kind
