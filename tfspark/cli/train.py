@@ -33,7 +33,7 @@ from tfspark.tf.dataset import make_dataset
 
 def train(config: TrainConfig | Mapping[str, Any],
           echo: Callable[[str], None] = print, worker: Any = None) -> dict[str, Any]:
-    """Train, validate, save; return the numbers it printed (see the keys at the end).
+    """Train, validate, save; return the numbers it printed (see the keys of _fit's result).
 
     worker: a tfspark.tf.worker.WorkerContext when this is one of several workers of
     train_on_spark (see train_distributed): the model is built under its strategy, each worker
@@ -44,75 +44,147 @@ def train(config: TrainConfig | Mapping[str, Any],
     if cfg.batch_size % n:
         raise OptionError(f"batch_size {cfg.batch_size} is the global batch of {n} workers: "
                           f"make it a multiple of {n}")
-    batch = cfg.batch_size // n
-    top = mf.read_manifest(locate(cfg.data))
-    spec = top.spec
-    if spec is None:
-        raise SchemaError(f"{cfg.data!r} holds raw records, not Examples: nothing to train on")
-    splits = list(top.splits)
-    if splits and cfg.train_split not in splits:
-        raise OptionError(f"{cfg.data!r} has splits {splits} but no {cfg.train_split!r}; set "
-                          f"train_split")
-    train_split = cfg.train_split if splits else None
-    val_split = cfg.validation_split if cfg.validation_split in splits else None
-    label = _pick_label(spec, cfg.label)
-    candidates = [f for f in spec.features if f.name != label.name and f.name not in cfg.exclude]
-
-    def read(split: str | None, features: list[Feature], epochs: int | None = 1,
-             shuffle: int | None = cfg.shuffle_buffer, sample: bool = False) -> Any:
-        sub = dataclasses.replace(spec, features=tuple(features) + (label,))
-        # The sample that preprocessing adapts on is the same on every worker (whole data,
-        # fixed order); training and validation read this worker's shard.
-        return make_dataset(cfg.data, batch, split=split, spec=sub,
-                            label_cols=[label.name], epochs=epochs, seed=cfg.seed,
-                            shuffle_buffer=shuffle, deterministic=sample and n > 1,
-                            shard=worker.shard if worker is not None and not sample else None)
-
-    stats = top.feature_stats(train_split) if cfg.use_stats else None
-    if stats:  # the statistics of the export: every row of the split, no sample
-        p = train_features.plan(candidates, stats, cfg)
-        numeric, ignored = [f for f, _ in p.numeric], p.ignored
-        categorical = [(f, vocab) for f, vocab, _ in p.categorical]
-        arrays = [f for f, _ in p.arrays]
-        task = _task_from_stats(label, stats.get(label.name) or {})
-        how = {f.name: h for f, _, h in p.categorical}
-    else:  # no statistics (stats=False, or use_stats = false): adapt on a sample
-        usable = [f for f in candidates if f.kind == "fixed"]
-        sample_x, sample_y = _sample(read(train_split, usable, sample=True), cfg.adapt_batches)
-        numeric, categorical, ignored = _choose(candidates, sample_x, cfg.max_vocab)
-        arrays, how = [], {}
-        task = _task(label, sample_y.tolist())
-    used = numeric + [f for f, _ in categorical] + arrays
-    if not used:
-        raise SchemaError(f"no usable feature in {cfg.data!r}: {ignored}")
-    echo(f"label {label.name!r}: {task['kind']}"
-         + (f" ({task['classes']} classes)" if task["kind"] == "multiclass" else ""))
-    echo("preprocessing: " + ("from the export's statistics" if stats else
-                              f"adapted on {cfg.adapt_batches} batches (no statistics): "
-                              f"{len(sample_y)} rows, label mean {float(sample_y.mean()):.6f}"))
-    echo(f"numeric features ({len(numeric)}): {', '.join(f.name for f in numeric)}")
-    echo(f"categorical features ({len(categorical)}): "
-         + ", ".join(f"{f.name} ({len(v)} values{', ' + how[f.name] if f.name in how else ''})"
-                     for f, v in categorical))
-    if arrays:
-        echo(f"pooled array features ({len(arrays)}): {', '.join(f.name for f in arrays)}")
-    for name, why in ignored.items():
-        echo(f"ignored {name}: {why}")
-
+    data = _Data.of(cfg, cfg.batch_size // n, worker)
+    chosen = _choose(cfg, data)
+    chosen.describe(cfg, data.label.name, echo)
     with worker.strategy.scope() if worker is not None else contextlib.nullcontext():
-        if stats:
-            inputs, parts = train_features.model_parts(spec, p, cfg)
-            model = _head(inputs, parts, task, cfg)
-        else:
-            model = _build_model(spec, numeric, categorical, task, sample_x, cfg)
-    train_ds = read(train_split, used, epochs=None if cfg.steps_per_epoch else 1)
-    val_ds = read(val_split, used, shuffle=0) if val_split else None
+        model = _model(cfg, data, chosen)
+    train_ds = data.read(cfg, data.train_split, chosen.used,
+                         epochs=None if cfg.steps_per_epoch else 1)
+    val_ds = data.read(cfg, data.val_split, chosen.used, shuffle=0) if data.val_split else None
     if worker is not None:
         steps = cfg.steps_per_epoch or int(train_ds.cardinality())
-        echo(f"worker {worker.index} of {n}: shard {worker.index} of the {train_split or 'data'}"
-             f" at {batch} examples per step (global batch {cfg.batch_size}), {steps} steps "
-             f"per epoch")
+        echo(f"worker {worker.index} of {n}: shard {worker.index} of the "
+             f"{data.train_split or 'data'} at {data.batch} examples per step (global batch "
+             f"{cfg.batch_size}), {steps} steps per epoch")
+    return _fit(cfg, data, chosen, model, train_ds, val_ds, echo, worker)
 
+
+@dataclasses.dataclass
+class _Data:
+    """What the job reads: the data set's manifest and spec, its train and validation splits,
+    the label and the features that may be used, and how this process reads them."""
+
+    path: str
+    top: mf.Manifest
+    spec: FeatureSpec
+    train_split: str | None
+    val_split: str | None
+    label: Feature
+    candidates: list[Feature]
+    batch: int  # this process's batch (the global batch / workers)
+    worker: Any
+
+    @classmethod
+    def of(cls, cfg: TrainConfig, batch: int, worker: Any) -> _Data:
+        """The data of cfg.data; OptionError / SchemaError when it cannot be trained on."""
+        top = mf.read_manifest(locate(cfg.data))
+        spec = top.spec
+        if spec is None:
+            raise SchemaError(f"{cfg.data!r} holds raw records, not Examples: nothing to "
+                              f"train on")
+        splits = list(top.splits)
+        if splits and cfg.train_split not in splits:
+            raise OptionError(f"{cfg.data!r} has splits {splits} but no {cfg.train_split!r}; "
+                              f"set train_split")
+        label = _pick_label(spec, cfg.label)
+        return cls(cfg.data, top, spec, cfg.train_split if splits else None,
+                   cfg.validation_split if cfg.validation_split in splits else None, label,
+                   [f for f in spec.features if f.name != label.name
+                    and f.name not in cfg.exclude], batch, worker)
+
+    def read(self, cfg: TrainConfig, split: str | None, features: list[Feature],
+             epochs: int | None = 1, shuffle: int | None = None, sample: bool = False) -> Any:
+        """make_dataset of these features and the label (shuffle: cfg's unless given)."""
+        sub = dataclasses.replace(self.spec, features=tuple(features) + (self.label,))
+        several = self.worker is not None and self.worker.num_workers > 1
+        # The sample that preprocessing adapts on is the same on every worker (whole data,
+        # fixed order); training and validation read this worker's shard.
+        return make_dataset(self.path, self.batch, split=split, spec=sub,
+                            label_cols=[self.label.name], epochs=epochs, seed=cfg.seed,
+                            shuffle_buffer=cfg.shuffle_buffer if shuffle is None else shuffle,
+                            deterministic=sample and several,
+                            shard=self.worker.shard if self.worker is not None and not sample
+                            else None)
+
+
+@dataclasses.dataclass
+class _Chosen:
+    """What the job does with each feature, and the task: from the export's statistics (plan),
+    or adapted on a sample (sample_x, sample_y) when there are none."""
+
+    numeric: list[Feature]
+    categorical: list[tuple[Feature, list[Any]]]
+    arrays: list[Feature]
+    ignored: dict[str, str]
+    task: dict[str, Any]
+    how: dict[str, str]  # one-hot or embedded, per categorical feature
+    plan: Any = None  # train_features.Plan (from statistics)
+    sample_x: Any = None
+    sample_y: Any = None
+
+    @property
+    def used(self) -> list[Feature]:
+        """Every feature the model takes."""
+        return self.numeric + [f for f, _ in self.categorical] + self.arrays
+
+    def describe(self, cfg: TrainConfig, label: str, echo: Callable[[str], None]) -> None:
+        """The lines that say what the model takes and what it leaves out."""
+        task = self.task
+        echo(f"label {label!r}: {task['kind']}"
+             + (f" ({task['classes']} classes)" if task["kind"] == "multiclass" else ""))
+        echo("preprocessing: " + ("from the export's statistics" if self.plan is not None else
+                                  f"adapted on {cfg.adapt_batches} batches (no statistics): "
+                                  f"{len(self.sample_y)} rows, label mean "
+                                  f"{float(self.sample_y.mean()):.6f}"))
+        echo(f"numeric features ({len(self.numeric)}): "
+             f"{', '.join(f.name for f in self.numeric)}")
+        echo(f"categorical features ({len(self.categorical)}): " + ", ".join(
+            f"{f.name} ({len(v)} values{', ' + self.how[f.name] if f.name in self.how else ''})"
+            for f, v in self.categorical))
+        if self.arrays:
+            echo(f"pooled array features ({len(self.arrays)}): "
+                 f"{', '.join(f.name for f in self.arrays)}")
+        for name, why in self.ignored.items():
+            echo(f"ignored {name}: {why}")
+
+
+def _choose(cfg: TrainConfig, data: _Data) -> _Chosen:
+    """The features and task, from the statistics of the train split (every row, no sample),
+    or adapted on a sample without them (stats=False, or use_stats = false)."""
+    stats = data.top.feature_stats(data.train_split) if cfg.use_stats else None
+    if stats:
+        p = train_features.plan(data.candidates, stats, cfg)
+        chosen = _Chosen([f for f, _ in p.numeric], [(f, v) for f, v, _ in p.categorical],
+                         [f for f, _ in p.arrays], p.ignored,
+                         _task_from_stats(data.label, stats.get(data.label.name) or {}),
+                         {f.name: h for f, _, h in p.categorical}, plan=p)
+    else:
+        usable = [f for f in data.candidates if f.kind == "fixed"]
+        sample_x, sample_y = _sample(data.read(cfg, data.train_split, usable, sample=True),
+                                     cfg.adapt_batches)
+        numeric, categorical, ignored = _choose_from_sample(data.candidates, sample_x,
+                                                            cfg.max_vocab)
+        chosen = _Chosen(numeric, categorical, [], ignored,
+                         _task(data.label, sample_y.tolist()), {}, sample_x=sample_x,
+                         sample_y=sample_y)
+    if not chosen.used:
+        raise SchemaError(f"no usable feature in {cfg.data!r}: {chosen.ignored}")
+    return chosen
+
+
+def _model(cfg: TrainConfig, data: _Data, chosen: _Chosen) -> Any:
+    """The compiled model: preprocessing from the statistics' plan, or adapted on the sample."""
+    if chosen.plan is not None:
+        inputs, parts = train_features.model_parts(data.spec, chosen.plan, cfg)
+        return _head(inputs, parts, chosen.task, cfg)
+    return _build_model(data.spec, chosen.numeric, chosen.categorical, chosen.task,
+                        chosen.sample_x, cfg)
+
+
+def _fit(cfg: TrainConfig, data: _Data, chosen: _Chosen, model: Any, train_ds: Any,
+         val_ds: Any, echo: Callable[[str], None], worker: Any) -> dict[str, Any]:
+    """Fit (resuming from this run's checkpoints on the cluster), report and save."""
     input_rate = _input_rate(train_ds, cfg.bench_batches)
     echo(f"input pipeline alone: {input_rate:,.0f} examples/s")
     timer = _epoch_timer()
@@ -122,7 +194,7 @@ def train(config: TrainConfig | Mapping[str, Any],
                         callbacks=[timer] + ([resume] if resume is not None else []))
     # Every epoch once, also those trained before a restart (kept by the checkpoints).
     hist = resume.history if resume is not None else history.history
-    examples = _epoch_examples(cfg, top, train_split)
+    examples = _epoch_examples(cfg, data.top, data.train_split)
     train_rate = examples / min(timer.seconds) if timer.seconds else float("nan")
     echo(f"training: {train_rate:,.0f} examples/s (fastest epoch of {len(timer.seconds)})")
     final = {k: float(v[-1]) for k, v in hist.items()}
@@ -130,13 +202,15 @@ def train(config: TrainConfig | Mapping[str, Any],
     if worker is None or worker.is_chief:
         _save(model, cfg.model_out)
         echo(f"model saved to {cfg.model_out}")
-    return {"model_path": cfg.model_out, "task": task["kind"], "label": label.name,
-            "numeric": [f.name for f in numeric], "categorical": [f.name for f, _ in categorical],
-            "arrays": [f.name for f in arrays], "ignored": ignored,
-            "preprocessing": "statistics" if stats else "sample",
+    return {"model_path": cfg.model_out, "task": chosen.task["kind"], "label": data.label.name,
+            "numeric": [f.name for f in chosen.numeric],
+            "categorical": [f.name for f, _ in chosen.categorical],
+            "arrays": [f.name for f in chosen.arrays], "ignored": chosen.ignored,
+            "preprocessing": "statistics" if chosen.plan is not None else "sample",
             "input_examples_per_s": input_rate,
             "train_examples_per_s": train_rate, "final": final,
-            "epoch_seconds": list(timer.seconds), "workers": n,
+            "epoch_seconds": list(timer.seconds),
+            "workers": worker.num_workers if worker is not None else 1,
             "resumed_from": resume.resumed_from if resume is not None else 0,
             "history": {k: [float(x) for x in v] for k, v in hist.items()}}
 
@@ -180,7 +254,7 @@ def _sample(ds: Any, n_batches: int) -> tuple[dict[str, Any], Any]:
     return {k: np.concatenate(v) for k, v in xs.items()}, np.concatenate(ys)
 
 
-def _choose(features: list[Feature], sample: dict[str, Any], max_vocab: int
+def _choose_from_sample(features: list[Feature], sample: dict[str, Any], max_vocab: int
             ) -> tuple[list[Feature], list[tuple[Feature, list[str]]], dict[str, str]]:
     numeric, categorical, ignored = [], [], {}
     for f in features:

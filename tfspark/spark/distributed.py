@@ -58,6 +58,38 @@ def train_on_spark(spark: Any, train_fn: Callable[[Any], Any], num_workers: int,
     TrainingError when the stage failed more times than Spark retries it, quoting the failed
     worker's last output lines.
     """
+    sc = _barrier_context(spark, train_fn, num_workers)
+    slots = task_slots(sc)
+    if num_workers > slots:
+        raise OptionError(
+            f"num_workers={num_workers} but the cluster has {slots} task slot(s) (executor "
+            f"cores / spark.task.cpus, and GPUs per task): barrier tasks must all run at once; "
+            f"lower the number of workers or add executors")
+    if checkpoint_dir is not None:
+        checkpoint_dir = _local_dir(checkpoint_dir, "checkpoint_dir")
+    shared = [str(p) for p in shared_paths]
+    for p in shared:
+        locate(p)  # a bad URI fails here, with its own message
+    _check_visible(sc, shared, checkpoint_dir, slots)
+    job = _task(_pickled(train_fn), num_workers, checkpoint_dir, dict(env or {}))
+    # The barrier stage writes shuffle output that one more task collects: Spark retries a
+    # failed barrier stage only when it is a shuffle-map stage (a result stage is aborted).
+    rdd = sc.parallelize(range(num_workers), num_workers).barrier().mapPartitions(job) \
+        .repartition(1)
+    sc.setJobDescription(f"tfspark train_on_spark: {num_workers} workers")
+    try:
+        out = rdd.collect()
+    except Exception as e:  # noqa: BLE001 - Py4JJavaError: the stage failed for good
+        raise TrainingError(f"distributed training failed ({num_workers} workers): "
+                            f"{_worker_error(str(e))}") from e
+    finally:
+        sc.setJobDescription(None)
+    return pickle.loads(out[0]) if out else None
+
+
+def _barrier_context(spark: Any, train_fn: Any, num_workers: Any) -> Any:
+    """The SparkContext barrier tasks run on, after the arguments and the session are
+    checked: a function, a positive number of workers, classic Spark, no dynamic allocation."""
     if not callable(train_fn):
         raise OptionError(f"train_fn must be a function of the worker context, got "
                           f"{type(train_fn).__name__}")
@@ -73,41 +105,18 @@ def train_on_spark(spark: Any, train_fn: Callable[[Any], Any], num_workers: int,
             and not sc.master.startswith("local"):
         raise OptionError("barrier tasks do not run under dynamic allocation: start this "
                           "application with spark.dynamicAllocation.enabled=false")
-    slots = task_slots(sc)
-    if num_workers > slots:
-        raise OptionError(
-            f"num_workers={num_workers} but the cluster has {slots} task slot(s) (executor "
-            f"cores / spark.task.cpus, and GPUs per task): barrier tasks must all run at once; "
-            f"lower the number of workers or add executors")
-    if checkpoint_dir is not None:
-        checkpoint_dir = _local_dir(checkpoint_dir, "checkpoint_dir")
-    shared = [str(p) for p in shared_paths]
-    for p in shared:
-        locate(p)  # a bad URI fails here, with its own message
-    _check_visible(sc, shared, checkpoint_dir, slots)
+    return sc
 
+
+def _pickled(train_fn: Any) -> bytes:
+    """train_fn as cloudpickle bytes for the training processes, or why it cannot be sent."""
     from pyspark import cloudpickle
 
     try:
-        payload = cloudpickle.dumps(train_fn)
+        return bytes(cloudpickle.dumps(train_fn))
     except Exception as e:  # noqa: BLE001 - a lock, a SparkSession, an open file in its closure
         raise OptionError(f"train_fn cannot be sent to the executors ({e}); keep sessions, "
                           f"locks and open files out of what it refers to") from e
-    extra = dict(env or {})
-    job = _task(payload, num_workers, checkpoint_dir, extra)
-    # The barrier stage writes shuffle output that one more task collects: Spark retries a
-    # failed barrier stage only when it is a shuffle-map stage (a result stage is aborted).
-    rdd = sc.parallelize(range(num_workers), num_workers).barrier().mapPartitions(job) \
-        .repartition(1)
-    sc.setJobDescription(f"tfspark train_on_spark: {num_workers} workers")
-    try:
-        out = rdd.collect()
-    except Exception as e:  # noqa: BLE001 - Py4JJavaError: the stage failed for good
-        raise TrainingError(f"distributed training failed ({num_workers} workers): "
-                            f"{_worker_error(str(e))}") from e
-    finally:
-        sc.setJobDescription(None)
-    return pickle.loads(out[0]) if out else None
 
 
 def task_slots(sc: Any) -> int:

@@ -11,17 +11,17 @@ pipeline or Spark job is built.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tfspark.errors import OptionError, SchemaError, TfsparkError
+from tfspark.errors import OptionError, SchemaError
 from tfspark.spec.model import FeatureSpec
 from tfspark.store import manifest as mf
 from tfspark.store.commit import write_id_of
 from tfspark.store.fs import Location, locate
+from tfspark.store.read_spec import check_spec_keys, load_spec
 from tfspark.wire.stream import sniff_gzip
 from tfspark.wire.tfrecord import normalize_compression
 
@@ -89,7 +89,7 @@ def plan_read(path_or_files: Any, *, split: str | None = None,
         return _plan_table(os.fspath(path_or_files), split, compression, record_type)
     plan = _plan(path_or_files, split, spec, label_cols, compression, check_files)
     if spec is not None and check_files:
-        _check_spec_keys(plan)
+        check_spec_keys(plan)
     return replace(plan, spec_given=spec is not None)
 
 
@@ -104,7 +104,7 @@ def _plan(path_or_files: Any, split: str | None, spec: Any, label_cols: Any,
         plan = _from_manifest(root, manifest, compression, override=False)
         if manifest.spec is None:
             raise _raw_records(root.uri, manifest.record_type)
-        feature_spec = _load_spec(spec)[0] if spec is not None else plan.example_spec
+        feature_spec = load_spec(spec)[0] if spec is not None else plan.example_spec
         if feature_spec.record_type != manifest.record_type:
             raise SchemaError(f"{root.uri!r} holds {manifest.record_type} records but the spec "
                               f"given is for {feature_spec.record_type} records; leave spec= "
@@ -122,7 +122,7 @@ def _plan(path_or_files: Any, split: str | None, spec: Any, label_cols: Any,
     if spec is None:
         raise OptionError(f"reading {len(files)} explicit file(s) needs spec=: a FeatureSpec, "
                           f"its JSON, or the path of a spec or _tfspark.json file")
-    feature_spec, given = _load_spec(spec)
+    feature_spec, given = load_spec(spec)
     hint = given.compression if given else None
     # Block files read as blocks only when the manifest given as spec= says so.
     block = given.rows_per_record if given else 1
@@ -210,51 +210,6 @@ def _is_data(rel: str) -> bool:
     return ".tfrecord" in parts[-1] and not any(p.startswith(("_", ".")) for p in parts)
 
 
-SPEC_CHECK_RECORDS = 100  # records looked at for the keys of a given spec
-
-
-def _check_spec_keys(plan: ReadPlan) -> None:
-    """SchemaError when none of the spec's keys is in the first records of the data: such a
-    spec would read rows of pure defaults (a spec of other files, or of other names)."""
-    from tfspark.spec.layout import value_keys
-    from tfspark.wire.example_py import record_keys
-
-    features = plan.example_spec.features
-    if plan.rows_per_record > 1:  # (every block has "__rows": not a key of the spec's)
-        want = {k for f in features for k in value_keys(f)}
-    else:
-        want = {k for f in features for k in f.keys}
-    seen: set[str] = set()
-    looked = 0
-    try:
-        for data in _first_records(plan, SPEC_CHECK_RECORDS):
-            seen |= record_keys(data)
-            looked += 1
-            if seen & want:
-                return
-    except (TfsparkError, OSError):  # damage or a wrong compression: the read will say so
-        return
-    if looked and not seen & want:
-        shown = sorted(seen)[:20]
-        raise SchemaError(f"the spec given names none of the keys in {plan.files[0]!r} (first "
-                          f"{looked} records): the spec has {sorted(want)[:20]}, the records "
-                          f"hold {shown}; give the spec these files were written with")
-
-
-def _first_records(plan: ReadPlan, n: int) -> Any:
-    """The data of the first n records of the plan's files, in order."""
-    from tfspark.wire.stream import read_records
-
-    for name, comp in zip(plan.files, plan.file_compressions()):
-        loc = locate(name)
-        with loc.open_stream() as f:
-            for data in read_records(f, comp, path=name):
-                yield data
-                n -= 1
-                if n <= 0:
-                    return
-
-
 def _resolve_split(path: str, loc: Location, split: str | None,
                    whole: bool) -> tuple[Location, mf.Manifest]:
     """(location, manifest) of the directory to read: a split's own directory with split=, or
@@ -329,44 +284,6 @@ def _sniff(path: str) -> str | None:
             return "gzip" if sniff_gzip(f) else None
     except OSError:  # unreadable here (a file TF's filesystems reach): fall back on the name
         return "gzip" if path.endswith(".gz") else None
-
-
-def _load_spec(spec: Any) -> tuple[FeatureSpec, mf.Manifest | None]:
-    """(FeatureSpec, the manifest it came from or None) from the forms `spec=` accepts."""
-    if isinstance(spec, FeatureSpec):
-        return spec, None
-    if isinstance(spec, mf.Manifest):
-        if spec.spec is None:
-            raise SchemaError("the manifest given as spec has no spec (record_type "
-                              f"{spec.record_type!r}): its records are not Examples")
-        return spec.spec, spec
-    if isinstance(spec, (str, os.PathLike)) and not str(spec).lstrip().startswith("{"):
-        return _spec_from_path(os.fspath(spec))
-    if isinstance(spec, (str, bytes)):
-        try:
-            spec = json.loads(spec)
-        except json.JSONDecodeError as e:
-            raise SchemaError(f"spec is not valid JSON: {e}") from None
-    if not isinstance(spec, dict):
-        raise SchemaError(f"spec must be a FeatureSpec, JSON text, a dict or a path, got "
-                          f"{type(spec).__name__}")
-    if spec.get("format") == mf.FORMAT:
-        return _load_spec(mf.Manifest.from_dict(spec, "the manifest given as spec"))
-    return FeatureSpec.from_dict(spec), None
-
-
-def _spec_from_path(path: str) -> tuple[FeatureSpec, mf.Manifest | None]:
-    loc = locate(path)
-    if not _is_file(loc):
-        if loc.exists(mf.NAME):
-            return _load_spec(mf.read_manifest(loc))
-        raise SchemaError(f"spec path {path!r} is neither a JSON file nor a tfspark directory")
-    with loc.open_stream() as f:
-        text = f.read()
-    try:
-        return _load_spec(json.loads(text))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise SchemaError(f"spec file {path!r} is not valid JSON: {e}") from None
 
 
 def _labels(spec: FeatureSpec, label_cols: Iterable[str] | str | None) -> tuple[str, ...]:

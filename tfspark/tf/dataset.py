@@ -24,6 +24,7 @@ from tfspark.spec.model import FeatureSpec
 from tfspark.store.read_plan import AUTOTUNE, ReadPlan, check_read_args, plan_read
 from tfspark.store.shards import Shard
 from tfspark.store.shards import shard as shard_plan
+from tfspark.tf.parsing import labeler, make_block_parser, make_parser
 
 _PARSE_ROWS = 8192  # block layout: rows parsed per parse_example call, at least
 
@@ -149,7 +150,7 @@ def build_pipeline(plan: ReadPlan, batch_size: int, *, shuffle_buffer: int | Non
         total = every * epochs if every is not None else _steps(known * epochs, batch_size,
                                                                 drop_remainder)
         ds = ds.apply(tf.data.experimental.assert_cardinality(total))
-    ds = ds.map(make_parser(spec, plan.labels) if block == 1 else _labeler(plan.labels),
+    ds = ds.map(make_parser(spec, plan.labels) if block == 1 else labeler(plan.labels),
                 num_parallel_calls=AUTOTUNE, deterministic=deterministic)
     ds = ds.prefetch(AUTOTUNE)
     options = tf.data.Options()
@@ -315,67 +316,6 @@ def _diagnose(name: Any, comp: Any, seen: Any, count: Any, stride: Any) -> str:
         return (f"{path}: TensorFlow read {int(seen)} of its {mine} records; it may have changed "
                 f"while being read")
     return ""
-
-
-def make_parser(spec: FeatureSpec, labels: Sequence[str] = ()) -> Any:
-    """A function: batch of serialized Examples -> features (and labels), as make_dataset yields.
-    SequenceExamples are parsed a batch at a time too (tf.io.parse_sequence_example)."""
-    import tensorflow as tf
-
-    from tfspark.tf.parsing import parsing_spec, sequence_parsing_spec
-    labels = tuple(labels)
-
-    split = _labeler(labels)
-    if spec.is_sequence:
-        context, sequence = sequence_parsing_spec(spec)
-
-        def parse_records(serialized: Any) -> dict[str, Any]:
-            ctx, steps, _ = tf.io.parse_sequence_example(
-                serialized, context_features=context, sequence_features=sequence)
-            return {**ctx, **steps}
-    else:
-        parsing = parsing_spec(spec)
-
-        def parse_records(serialized: Any) -> dict[str, Any]:
-            return dict(tf.io.parse_example(serialized, parsing))
-
-    def parse(serialized: Any) -> Any:
-        parsed = parse_records(serialized)
-        for name, value in parsed.items():
-            if isinstance(value, tf.SparseTensor):
-                parsed[name] = tf.RaggedTensor.from_sparse(value)
-        return split(parsed)
-
-    return parse
-
-
-def make_block_parser(spec: FeatureSpec) -> Any:
-    """A function: batch of serialized block records -> {name: tensor} of all their rows, as
-    make_dataset yields features (labels not split off yet)."""
-    import tensorflow as tf
-
-    from tfspark.tf.parsing import block_parsing_spec, block_rows
-    parsing = block_parsing_spec(spec)
-
-    def parse(serialized: Any) -> Any:
-        return block_rows(tf.io.parse_example(serialized, parsing), spec)
-
-    return parse
-
-
-def _labeler(labels: Sequence[str]) -> Any:
-    """{name: tensor} -> (features, labels) as make_dataset yields them (features alone when
-    there are no labels)."""
-    labels = tuple(labels)
-
-    def split(parsed: Any) -> Any:
-        if not labels:
-            return parsed
-        parsed = dict(parsed)
-        ys = {name: parsed.pop(name) for name in labels}
-        return parsed, (ys[labels[0]] if len(labels) == 1 else ys)
-
-    return split
 
 
 def _permute_rows(rows: Any, seed: Any) -> Any:

@@ -1,9 +1,11 @@
 """FeatureSpec -> the tf.io parsing spec: {name: FixedLenFeature | VarLenFeature |
 RaggedFeature}, what tf.io.parse_example takes (tfspark.parsing_spec(spec)), and
-for SequenceExamples the (context, sequence) pair tf.io.parse_sequence_example takes."""
+for SequenceExamples the (context, sequence) pair tf.io.parse_sequence_example takes; and the
+functions make_dataset parses its batches with (make_parser, make_block_parser)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -91,3 +93,58 @@ def block_rows(parsed: dict[str, Any], spec: FeatureSpec) -> dict[str, Any]:
         value = parsed[f.name].values  # the block dimension merged away
         out[f.name] = tf.reshape(value, [rows, *f.shape]) if f.kind == "fixed" else value
     return out
+
+
+def make_parser(spec: FeatureSpec, labels: Sequence[str] = ()) -> Any:
+    """A function: batch of serialized Examples -> features (and labels), as make_dataset yields.
+    SequenceExamples are parsed a batch at a time too (tf.io.parse_sequence_example)."""
+    labels = tuple(labels)
+
+    split = labeler(labels)
+    if spec.is_sequence:
+        context, sequence = sequence_parsing_spec(spec)
+
+        def parse_records(serialized: Any) -> dict[str, Any]:
+            ctx, steps, _ = tf.io.parse_sequence_example(
+                serialized, context_features=context, sequence_features=sequence)
+            return {**ctx, **steps}
+    else:
+        parsing = parsing_spec(spec)
+
+        def parse_records(serialized: Any) -> dict[str, Any]:
+            return dict(tf.io.parse_example(serialized, parsing))
+
+    def parse(serialized: Any) -> Any:
+        parsed = parse_records(serialized)
+        for name, value in parsed.items():
+            if isinstance(value, tf.SparseTensor):
+                parsed[name] = tf.RaggedTensor.from_sparse(value)
+        return split(parsed)
+
+    return parse
+
+
+def make_block_parser(spec: FeatureSpec) -> Any:
+    """A function: batch of serialized block records -> {name: tensor} of all their rows, as
+    make_dataset yields features (labels not split off yet)."""
+    parsing = block_parsing_spec(spec)
+
+    def parse(serialized: Any) -> Any:
+        return block_rows(tf.io.parse_example(serialized, parsing), spec)
+
+    return parse
+
+
+def labeler(labels: Sequence[str]) -> Any:
+    """{name: tensor} -> (features, labels) as make_dataset yields them (features alone when
+    there are no labels)."""
+    labels = tuple(labels)
+
+    def split(parsed: Any) -> Any:
+        if not labels:
+            return parsed
+        parsed = dict(parsed)
+        ys = {name: parsed.pop(name) for name in labels}
+        return parsed, (ys[labels[0]] if len(labels) == 1 else ys)
+
+    return split

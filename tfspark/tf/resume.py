@@ -53,6 +53,53 @@ def remove_checkpoints(directory: str) -> None:
                 shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
 
 
+def _same_on_every_worker(strategy: Any, epoch: int, directory: str) -> None:
+    """Every worker must restore the same epoch, or their steps never line up. Mean, then the
+    spread around it: the same answer on every worker, so all stop together instead of some
+    waiting for the others forever."""
+    import tensorflow as tf
+
+    e = tf.constant(float(epoch), tf.float64)
+    mean = strategy.reduce("MEAN", e, axis=None)
+    spread = float(strategy.reduce("SUM", tf.square(e - mean), axis=None))
+    if spread > 0:
+        raise OptionError(f"checkpoint directory {directory!r} is not the same for every worker "
+                          f"(this one sees {epoch} epochs done, the mean is {float(mean):g}): "
+                          f"give a path every worker shares (a mounted or network filesystem)")
+
+
+def _restore(model: Any, checkpoint: str) -> dict[str, list[float]]:
+    """Load a checkpoint's weights (and optimizer state) into model; its history."""
+    if not model.built:
+        raise OptionError("build the model (keras.Input) before fit to resume it")
+    if model.optimizer is not None and not model.optimizer.built:
+        model.optimizer.build(model.trainable_variables)
+    model.load_weights(os.path.join(checkpoint, _WEIGHTS))
+    with open(os.path.join(checkpoint, _STATE)) as f:
+        state = json.load(f)
+    return {k: list(v) for k, v in state["history"].items()}
+
+
+def _save(model: Any, directory: str, epochs_done: int, history: dict[str, list[float]]) -> None:
+    """The checkpoint of an epoch: written to a new directory, renamed into place when whole;
+    only the newest _KEEP are kept."""
+    os.makedirs(directory, exist_ok=True)
+    final = os.path.join(directory, f"epoch-{epochs_done:05d}")
+    tmp = f"{final}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    with warnings.catch_warnings():
+        # Keras's saving calls np.array on TF variables, which numpy 2 flags.
+        warnings.filterwarnings("ignore", "__array__ implementation", DeprecationWarning)
+        model.save_weights(os.path.join(tmp, _WEIGHTS))
+    with open(os.path.join(tmp, _STATE), "w") as f:
+        json.dump({"epoch": epochs_done, "history": history}, f)
+    shutil.rmtree(final, ignore_errors=True)  # a rerun of an epoch saved before
+    os.rename(tmp, final)
+    for _, name in _checkpoints(directory)[:-_KEEP]:
+        shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
+
+
 def epoch_checkpoint(directory: str, *, is_chief: bool, strategy: Any = None,
                      log: Any = None) -> Any:
     """A Keras callback that saves each finished epoch (chief only) and resumes from the newest.
@@ -62,7 +109,6 @@ def epoch_checkpoint(directory: str, *, is_chief: bool, strategy: Any = None,
     log: a function of one line, told when a checkpoint is restored.
     """
     import keras
-    import tensorflow as tf
 
     class EpochCheckpoint(keras.callbacks.Callback):
         def __init__(self) -> None:
@@ -75,29 +121,11 @@ def epoch_checkpoint(directory: str, *, is_chief: bool, strategy: Any = None,
             found = latest_checkpoint(directory)
             epoch = found[0] if found else 0
             if strategy is not None and strategy.num_replicas_in_sync > 1:
-                # Every worker must restore the same epoch, or their steps never line up.
-                # Mean, then the spread around it: the same answer on every worker, so all
-                # stop together instead of some waiting for the others forever.
-                e = tf.constant(float(epoch), tf.float64)
-                mean = strategy.reduce("MEAN", e, axis=None)
-                spread = float(strategy.reduce("SUM", tf.square(e - mean), axis=None))
-                if spread > 0:
-                    raise OptionError(
-                        f"checkpoint directory {directory!r} is not the same for every worker "
-                        f"(this one sees {epoch} epochs done, the mean is {float(mean):g}): "
-                        f"give a path every worker shares (a mounted or network filesystem)")
-            self.history = {}
-            self.resumed_from = 0
+                _same_on_every_worker(strategy, epoch, directory)
+            self.history, self.resumed_from = {}, 0
             if found is None:
                 return
-            if not self.model.built:
-                raise OptionError("build the model (keras.Input) before fit to resume it")
-            if self.model.optimizer is not None and not self.model.optimizer.built:
-                self.model.optimizer.build(self.model.trainable_variables)
-            self.model.load_weights(os.path.join(found[1], _WEIGHTS))
-            with open(os.path.join(found[1], _STATE)) as f:
-                state = json.load(f)
-            self.history = {k: list(v) for k, v in state["history"].items()}
+            self.history = _restore(self.model, found[1])
             self.resumed_from = epoch
             if log is not None:
                 log(f"resumed from the checkpoint of epoch {epoch} ({found[1]})")
@@ -108,23 +136,6 @@ def epoch_checkpoint(directory: str, *, is_chief: bool, strategy: Any = None,
             for k, v in (logs or {}).items():
                 self.history.setdefault(k, []).append(float(v))
             if is_chief:
-                self._save(epoch + 1)
-
-        def _save(self, epochs_done: int) -> None:
-            os.makedirs(directory, exist_ok=True)
-            final = os.path.join(directory, f"epoch-{epochs_done:05d}")
-            tmp = f"{final}.tmp-{os.getpid()}"
-            shutil.rmtree(tmp, ignore_errors=True)
-            os.makedirs(tmp)
-            with warnings.catch_warnings():
-                # Keras's saving calls np.array on TF variables, which numpy 2 flags.
-                warnings.filterwarnings("ignore", "__array__ implementation", DeprecationWarning)
-                self.model.save_weights(os.path.join(tmp, _WEIGHTS))
-            with open(os.path.join(tmp, _STATE), "w") as f:
-                json.dump({"epoch": epochs_done, "history": self.history}, f)
-            shutil.rmtree(final, ignore_errors=True)  # a rerun of an epoch saved before
-            os.rename(tmp, final)
-            for _, name in _checkpoints(directory)[:-_KEEP]:
-                shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
+                _save(self.model, directory, epoch + 1, self.history)
 
     return EpochCheckpoint()
