@@ -94,7 +94,10 @@ def test_public_names_have_docstrings(name):
 def test_the_package_api_is_documented():
     missing = []
     for name in tfspark.__all__:
-        obj = getattr(tfspark, name)
+        try:
+            obj = getattr(tfspark, name)
+        except tfspark.MissingExtraError:  # its extra is not installed here (the no-TF lane)
+            continue
         doc = _doc_of_class(obj) if inspect.isclass(obj) else _doc_of_function(obj)
         if not doc:
             missing.append(name)

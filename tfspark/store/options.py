@@ -244,12 +244,12 @@ _PATH_HELP = "output directory or URI (what save(path) passes)"
 _OPTION_HELP = {t.option: t.help for t in write_settings() if t.option}
 READ_OPTIONS = {
     "path": "a data set directory (with or without _tfspark.json) or one TFRecord file",
-    "recordType": "Example (default) | SequenceExample | ByteArray (each record as one binary "
+    "recordtype": "Example (default) | SequenceExample | ByteArray (each record as one binary "
                   "column 'value')",
     "split": "read only this split of a data set written with splits",
     "compression": "none | gzip: overrides the manifest and gzip detection",
-    "schemaSampleRecords": "records read per file to infer a schema (default 1000)",
-    "schemaSampleFiles": "files sampled to infer a schema, spread over the list (default 1024)",
+    "schemasamplerecords": "records read per file to infer a schema (default 1000)",
+    "schemasamplefiles": "files sampled to infer a schema, spread over the list (default 1024)",
     "verify": "true (default) | false: check both CRCs of every record",
 }
 

@@ -31,7 +31,7 @@ from tfspark.spec.model import Feature
 from tfspark.store import manifest as mf
 
 
-def keras_preprocessing(path_or_manifest: str | os.PathLike | mf.Manifest, *,
+def keras_preprocessing(path_or_manifest: str | os.PathLike | mf.Manifest | dict, *,
                         split: str | None = None,
                         categorical: Iterable[str] = (), bucketize: Iterable[str] = (),
                         max_tokens: int | None = None, skip: Iterable[str] = (),
@@ -63,6 +63,7 @@ def keras_preprocessing(path_or_manifest: str | os.PathLike | mf.Manifest, *,
     stats=False or through the data source) or names are not its features.
     """
     m = path_or_manifest if isinstance(path_or_manifest, mf.Manifest) else \
+        mf.Manifest.from_dict(path_or_manifest) if isinstance(path_or_manifest, dict) else \
         mf.read_manifest(os.fspath(path_or_manifest))
     if m.spec is None:
         raise SchemaError("the data set holds raw records (no spec): nothing to preprocess")
