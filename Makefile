@@ -2,7 +2,9 @@
 #
 #   make setup   create .venv and install tfspark[spark,dev] in it (cheap when already done)
 #   make demo    run the main job on embedded sample data (local Spark, local warehouse)
-#   make test    run the tests, then list the 10 slowest; "no tests collected" is a failure
+#   make test    run every test, then list the 10 slowest; "no tests collected" is a failure
+#   make test-fast   the edit loop: unit tests (also without TensorFlow) and the integration
+#                tests but the slow ones, the loopback cluster, packaging, faults and training
 #   make lint    ruff check, mypy, and the tier contracts (lint-imports; all in pyproject.toml)
 #   make bench   run the benchmarks (bench/run_all.py; BENCH_ARGS=--quick for a smoke run)
 #
@@ -25,10 +27,10 @@ export SPARK_CONF_DIR ?= $(CURDIR)/conf
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 
 .DEFAULT_GOAL := help
-.PHONY: help setup demo test lint bench clean
+.PHONY: help setup demo test test-fast unit-without-tf lint bench clean
 
 help:
-	@sed -n '3,10p' $(firstword $(MAKEFILE_LIST)) | sed 's/^# *//'
+	@sed -n '3,12p' $(firstword $(MAKEFILE_LIST)) | sed 's/^# *//'
 
 setup: $(STAMP)
 
@@ -44,10 +46,22 @@ demo: setup
 	$(PY) -m tfspark.cli demo
 
 # pytest exits 5 when it collected no tests: that is a broken run, not a green one.
-test: setup
+test: setup unit-without-tf
 	@$(PY) -m pytest --durations=10 $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests; failing" >&2; exit 1; fi; \
 	exit $$rc
+
+# Lanes by marker (pyproject.toml): `make test` runs them all, as CI does.
+FAST := not slow and not cluster and not packaging and not faults and not training
+test-fast: setup unit-without-tf
+	@$(PY) -m pytest --durations=10 -m "$(FAST)" $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test-fast: pytest collected no tests; failing" >&2; exit 1; fi; \
+	exit $$rc
+
+# tests/unit pass on a machine without TensorFlow (imports of it blocked here).
+unit-without-tf: setup
+	@$(PY) -c "import sys; sys.modules.update(tensorflow=None, keras=None); import pytest; \
+		sys.exit(pytest.main(['tests/unit', '-q', '-p', 'no:cacheprovider']))"
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -1,7 +1,8 @@
 """`tfspark` on the command line when things go wrong: one readable line (plus a hint), no
 traceback, a non-zero exit; the traceback only with --debug. Help texts read well.
 
-Run as a user runs it (a subprocess in a scratch directory); only the last test starts Spark.
+Errors found before any JVM starts are checked in this process (`main(argv)` in a scratch
+directory); what needs Spark, Java or a signal runs as a user runs it, in a subprocess.
 """
 
 from __future__ import annotations
@@ -30,6 +31,19 @@ def _run(args: list[str], cwd: Path, timeout: int = 120,
                           capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.fixture
+def cli(tmp_path, capsys, monkeypatch):
+    """main(argv) run in tmp_path, as a finished process: (returncode, stdout, stderr)."""
+    monkeypatch.chdir(tmp_path)
+
+    def run(args: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess:
+        code = main(args)
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(args, code, out, err)
+
+    return run
+
+
 def _lines(text: str) -> list[str]:
     return [ln for ln in text.splitlines() if ln.strip()]
 
@@ -48,54 +62,54 @@ def _one_error(done: subprocess.CompletedProcess, hint: str | None = None) -> st
 
 # ---------------------------------------------------------------- errors without Spark
 
-def test_inspect_missing_path_is_one_line_with_a_hint(tmp_path):
-    done = _run(["inspect", "no/such/data"], cwd=tmp_path)
+def test_inspect_missing_path_is_one_line_with_a_hint(tmp_path, cli):
+    done = cli(["inspect", "no/such/data"])
     line = _one_error(done, hint="check the path")
     assert line == "error: no/such/data: No such file or directory"
     assert str(tmp_path) in done.stderr  # the hint says where relative paths start
 
 
 @pytest.mark.parametrize("where", ["before", "after"])
-def test_debug_prints_the_traceback(tmp_path, where):
+def test_debug_prints_the_traceback(tmp_path, where, cli):
     args = ["inspect", "no/such/data"]
     args = ["--debug", *args] if where == "before" else [*args, "--debug"]
-    done = _run(args, cwd=tmp_path)
+    done = cli(args)
     assert done.returncode == 2
     assert "Traceback (most recent call last)" in done.stderr
     assert "FileNotFoundError" in done.stderr
     assert _lines(done.stderr)[-2] == "error: no/such/data: No such file or directory"
 
 
-def test_verify_missing_path_and_non_tfspark_directory(tmp_path):
-    _one_error(_run(["verify", "missing"], cwd=tmp_path), hint="check the path")
+def test_verify_missing_path_and_non_tfspark_directory(tmp_path, cli):
+    _one_error(cli(["verify", "missing"]), hint="check the path")
     (tmp_path / "plain").mkdir()
     (tmp_path / "plain" / "notes.txt").write_text("not a data set\n")
-    done = _run(["verify", "plain"], cwd=tmp_path)
+    done = cli(["verify", "plain"])
     # A directory that exists is verified: the report names the problem, exit 1.
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr and done.stderr == ""
     assert "1 problem(s)" in done.stdout and "no _tfspark.json in 'plain'" in done.stdout
 
 
-def test_inspect_non_tfspark_directory_and_corrupt_file(tmp_path):
+def test_inspect_non_tfspark_directory_and_corrupt_file(tmp_path, cli):
     (tmp_path / "plain").mkdir()
-    line = _one_error(_run(["inspect", "plain"], cwd=tmp_path))
+    line = _one_error(cli(["inspect", "plain"]))
     assert line.startswith("error: no _tfspark.json in 'plain'")
     (tmp_path / "junk.tfrecord").write_bytes(b"this is not a TFRecord file at all" * 3)
-    line = _one_error(_run(["inspect", "junk.tfrecord"], cwd=tmp_path))
+    line = _one_error(cli(["inspect", "junk.tfrecord"]))
     assert "junk.tfrecord" in line and "CRC" in line
 
 
-def test_export_config_unknown_key_and_bad_value(tmp_path):
+def test_export_config_unknown_key_and_bad_value(tmp_path, cli):
     conf = tmp_path / "export.toml"
     conf.write_text('output = "out"\ncompresion = "gzip"\n')
-    line = _one_error(_run(["export", "--config", str(conf)], cwd=tmp_path))
+    line = _one_error(cli(["export", "--config", str(conf)]))
     assert "unknown key 'compresion'" in line and str(conf) in line
     conf.write_text('output = "out"\ntarget_file_mb = -1\n')
-    line = _one_error(_run(["export", "--config", str(conf)], cwd=tmp_path))
+    line = _one_error(cli(["export", "--config", str(conf)]))
     assert "key 'target_file_mb'" in line and "positive number" in line
     conf.write_text('output = "out"\n[split\n')
-    line = _one_error(_run(["export", "--config", str(conf)], cwd=tmp_path))
+    line = _one_error(cli(["export", "--config", str(conf)]))
     assert "is not valid TOML" in line
     assert not (tmp_path / "out").exists() and not (tmp_path / "warehouse").exists()
 

@@ -380,6 +380,8 @@ def test_mirrored_strategy_iterates(tf, data):
     assert n == result.splits["validation"]["rows"]
 
 
+@pytest.mark.training
+@pytest.mark.slow
 def test_train_job_on_two_spark_workers_adapting_on_a_sample(data, spark, tmp_path):
     """`tfspark train --workers 2` without statistics: both workers adapt on the same sample
     (the whole split, fixed order), so they build the same model; the chief saves it."""

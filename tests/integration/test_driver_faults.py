@@ -54,7 +54,7 @@ from tfspark.store.integrity import verify
 
 needs_proc = pytest.mark.skipif(not os.path.isdir("/proc"), reason="the tests find processes "
                                 "and their children through Linux's /proc")
-pytestmark = [pytest.mark.spark, pytest.mark.slow, needs_proc]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.faults, needs_proc]
 
 ROWS = 10_000  # per killed write: 1 task, 40 Arrow batches of 250 rows at 1 s a batch
 BATCH_ROWS = 250  # (the kill comes within seconds: the writes are long only to be sure of it)

@@ -32,7 +32,7 @@ from faultcheck import (
     spawn,
 )
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow,
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.faults,
               pytest.mark.skipif(not os.path.isdir("/proc"), reason="the driver finds its "
                                  "Python workers through Linux's /proc")]
 

@@ -17,7 +17,7 @@ from pyspark import cloudpickle
 import tfspark
 from tfspark.errors import OptionError, TrainingError
 
-pytestmark = [pytest.mark.spark, pytest.mark.tf, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.tf, pytest.mark.slow, pytest.mark.training]
 
 # The workers cannot import this test module: its functions travel by value, as a notebook's do.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
