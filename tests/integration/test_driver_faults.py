@@ -547,19 +547,19 @@ def test_a_publish_stopped_after_the_commit_is_finished_by_the_next_write(spark,
     """Interrupted between its manifest commit and moving its staged backup into place (a
     KeyboardInterrupt there, as Ctrl-C would), a write is committed but its backup is still
     staged: verify says so, and the next write_tfrecords to the path finishes the move first."""
-    from tfspark.spark import backup
+    from tfspark.spark import export
 
     out = tmp_path / "ds"
     write(spark, "workflow", out, *OLD, mode="errorifexists")
-    real = backup.publish
+    real = export.publish
 
     def stopped(*args: Any, **kw: Any) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(backup, "publish", stopped)
+    monkeypatch.setattr(export, "publish", stopped)
     with pytest.raises(KeyboardInterrupt):
         write(spark, "workflow", out, 0, 500, mode="overwrite")
-    monkeypatch.setattr(backup, "publish", real)
+    monkeypatch.setattr(export, "publish", real)
     manifest = json.loads((out / "_tfspark.json").read_text())
     assert manifest["records"] == 500 and manifest["backup"]["pending"]
     problems = verify(str(out)).problems

@@ -25,8 +25,8 @@ from tfspark.errors import CorruptRecordError, OptionError
 from tfspark.numpy.columns import Table, concat_tables, num_rows, slice_table, take_table
 from tfspark.numpy.decode import STRING_FORMS, NumpyDecoder
 from tfspark.spec.model import FeatureSpec
-from tfspark.store.fs import locate
-from tfspark.store.read_plan import ReadPlan, check_read_args, plan_read
+from tfspark.store.fetch import AHEAD, IO_THREADS, Fetcher, FileCache
+from tfspark.store.read_plan import ReadPlan, check_io_args, check_read_args, plan_read
 from tfspark.store.shards import Shard, split_shard
 from tfspark.store.shards import shard as shard_plan
 from tfspark.wire.stream import first_damage, stream_framed
@@ -43,7 +43,9 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
                  epochs: int | None = 1, shard: tuple[int, int] | None = None,
                  even_shards: bool = True, drop_remainder: bool = False,
                  num_threads: int | None = None, shuffle_files: bool = True,
-                 compression: str | None = None, strings: str = "object") -> BatchReader:
+                 compression: str | None = None, strings: str = "object",
+                 filesystem: Any = None, io_threads: int | None = None,
+                 cache_dir: str | os.PathLike | None = None) -> BatchReader:
     """Batches of NumPy arrays read from tfspark output (row or block layout), like make_dataset
     without TensorFlow: the same arguments mean the same (see make_dataset), and
 
@@ -53,6 +55,14 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
       "bytes": each string as its uint8 bytes, a Ragged one level below the feature's shape
       (a scalar string column is Ragged(uint8 values, row_splits)). "bytes" creates no Python
       object per value, so it decodes faster and scales with threads.
+    filesystem: where the paths are (a pyarrow.fs.FileSystem, or an fsspec filesystem); default:
+      from the path (local, or a URI's scheme and query options).
+    io_threads: requests in flight at once when files are on an object store (default 16),
+      whatever num_threads is: each file is read ahead in ranges of 8 MiB, 4 at a time, and
+      the next files are opened while one is decoded (store/fetch.py).
+    cache_dir: a local directory where remote files, once read whole and checked, are kept
+      (per write of the data set, so a rewritten data set is fetched anew); later epochs and
+      runs read them from there.
 
     Yields (features, labels) as make_dataset does (features alone without label columns):
     features is {name: column}. A fixed feature is an array [batch] or [batch, n] (strings: an
@@ -70,12 +80,17 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
         raise OptionError(f"num_threads must be a positive int or None, got {num_threads!r}")
     if strings not in STRING_FORMS:
         raise OptionError(f"strings must be one of {list(STRING_FORMS)}, got {strings!r}")
+    check_io_args(io_threads, cache_dir)
     plan = plan_read(path_or_files, split=split, spec=spec, label_cols=label_cols,
-                     compression=compression)
-    return BatchReader(plan, batch_size, shuffle_buffer=shuffle_buffer, seed=seed, epochs=epochs,
-                       shard=shard, even_shards=even_shards, drop_remainder=drop_remainder,
-                       num_threads=num_threads or min(8, os.cpu_count() or 1),
-                       shuffle_files=shuffle_files, strings=strings)
+                     compression=compression, filesystem=filesystem)
+    reader = BatchReader(plan, batch_size, shuffle_buffer=shuffle_buffer, seed=seed,
+                         epochs=epochs, shard=shard, even_shards=even_shards,
+                         drop_remainder=drop_remainder,
+                         num_threads=num_threads or min(8, os.cpu_count() or 1),
+                         shuffle_files=shuffle_files, strings=strings,
+                         io_threads=io_threads or IO_THREADS,
+                         cache_dir=None if cache_dir is None else os.fspath(cache_dir))
+    return reader
 
 
 class BatchReader:
@@ -84,13 +99,15 @@ class BatchReader:
     def __init__(self, plan: ReadPlan, batch_size: int, *, shuffle_buffer: int | None,
                  seed: int | None, epochs: int | None, shard: tuple[int, int] | None,
                  even_shards: bool, drop_remainder: bool, num_threads: int,
-                 shuffle_files: bool, strings: str = "object"):
+                 shuffle_files: bool, strings: str = "object", io_threads: int = IO_THREADS,
+                 cache_dir: str | None = None):
         self.plan, self.batch_size, self.epochs = plan, batch_size, epochs
         self.part: Shard = shard_plan(plan, shard, even_shards)
         self.buffer = 10 * batch_size if shuffle_buffer is None else shuffle_buffer
         self.seed, self.drop_remainder = seed, drop_remainder
         self.num_threads, self.shuffle_files = num_threads, shuffle_files
         self.labels, self.strings = plan.labels, strings
+        self.io_threads, self.cache_dir = io_threads, cache_dir  # for remote files
         self._iterations = 0
 
     def for_worker(self, workers: int, worker: int) -> BatchReader:
@@ -191,8 +208,26 @@ class BatchReader:
         with one thread)."""
         out: queue.Queue = queue.Queue(maxsize=2 * self.num_threads)
         stop = threading.Event()
-        todo = iter(order)
         lock = threading.Lock()
+        fetcher = Fetcher(self.io_threads, cache=FileCache(self.cache_dir)
+                          if self.cache_dir else None)
+        # Remote files: the next ones are opened (their first ranges requested) while earlier
+        # ones are read, so one file's latency hides behind another's decoding.
+        ahead = 0 if all(loc.is_local for loc in self.part.files) else \
+            max(1, self.io_threads // AHEAD)
+        opened: dict[int, Any] = {}
+        cursor = [0]
+
+        def next_file() -> tuple[int, Any] | None:
+            with lock:
+                if cursor[0] >= len(order):
+                    return None
+                f = order[cursor[0]]
+                cursor[0] += 1
+                for g in order[cursor[0]:cursor[0] + ahead]:
+                    if g not in opened:
+                        opened[g] = self._open(fetcher, g)
+                return f, opened.pop(f, None)
 
         def put(item: Any) -> bool:
             while not stop.is_set():
@@ -208,11 +243,11 @@ class BatchReader:
                                    self.strings)
             try:
                 while not stop.is_set():
-                    with lock:
-                        f = next(todo, None)
-                    if f is None:
+                    picked = next_file()
+                    if picked is None:
                         break
-                    for chunk in self._read_file(f, decoder):
+                    f, stream = picked
+                    for chunk in self._read_file(f, decoder, stream or self._open(fetcher, f)):
                         if not put(chunk):
                             return
             except BaseException as e:  # noqa: BLE001 - handed to the consumer
@@ -238,15 +273,33 @@ class BatchReader:
             stop.set()
             for t in threads:
                 t.join(timeout=10)
+            for stream in opened.values():
+                stream.close()
+            fetcher.close()
 
-    def _read_file(self, f: int, decoder: NumpyDecoder) -> Iterator[Table]:
+    def _open(self, fetcher: Fetcher, f: int) -> Any:
+        """File f of the part, open for streaming (remote: read ahead; cached by its write)."""
+        part = self.part
+        return fetcher.open(part.files[f], part.sizes[f] if part.sizes else None,
+                            part.versions[f] if part.versions else None)
+
+    def _check_count(self, name: str, rows: int, whole: int | None) -> None:
+        """A file read to its end holds the rows its manifest entry lists."""
+        want = whole if self.part.rows is not None or self.plan.rows_per_record == 1 else None
+        if want is not None and rows != want:
+            raise CorruptRecordError(f"{name}: holds {rows} rows for this reader but the "
+                                     f"manifest lists {want}; the file was changed after the "
+                                     f"write: rewrite the data set", path=name)
+
+    def _read_file(self, f: int, decoder: NumpyDecoder, opened: Any) -> Iterator[Table]:
         """A file's rows in decoded chunks (this shard's records of it, the first `keep` rows
         of them with even shards), then its count check."""
         part = self.part
-        name = part.files[f]
+        loc = part.files[f]
+        name = loc.uri
         if part.keep is not None and part.keep[f] == 0:
+            opened.close()
             return
-        loc = locate(name)
         n, start = part.stride(f)
         seen_records = rows = 0
         per_chunk = max(1, _CHUNK_ROWS // self.plan.rows_per_record)
@@ -262,11 +315,6 @@ class BatchReader:
             row_keep = np.repeat(keep, sizes)
             return take_table(table, np.flatnonzero(row_keep))
 
-        try:
-            opened = loc.open_input()
-        except FileNotFoundError:
-            raise FileNotFoundError(f"{name}: named for reading but it does not exist; the data "
-                                    f"set is incomplete (deleted or moved files?)") from None
         counts = part.file_rows()
         whole = counts[f] if counts is not None else None
         limit = part.keep[f] if part.keep is not None and part.keep[f] != whole else None
@@ -281,13 +329,14 @@ class BatchReader:
                         return  # even shards: the rest of the file is cut (not read)
                     rows += num_rows(table)
                     yield table
+                self._check_count(name, rows, whole)
+                if hasattr(raw, "complete"):  # read whole and checked: a cache may keep it
+                    raw.complete()
+        except FileNotFoundError:
+            raise FileNotFoundError(f"{name}: named for reading but it does not exist; the data "
+                                    f"set is incomplete (deleted or moved files?)") from None
         except CorruptRecordError as e:
             if not gz:
                 raise
             with loc.open_stream() as again:
                 raise (first_damage(again, "gzip", name) or e) from None
-        want = whole if part.rows is not None or self.plan.rows_per_record == 1 else None
-        if want is not None and rows != want:
-            raise CorruptRecordError(f"{name}: holds {rows} rows for this reader but the "
-                                     f"manifest lists {want}; the file was changed after the "
-                                     f"write: rewrite the data set", path=name)

@@ -204,8 +204,14 @@ def publish(spark: Any, output: Location, write_id: str) -> None:
         if manifest.last_write != write_id:
             return
         done = {k: v for k, v in (manifest.backup or {}).items() if k != "pending"}
+        # A backup inside the data set is also found by its place there, so a copy of the
+        # data set (gsutil cp, aws s3 sync) finds its own copy of the backup.
+        inside = target.base[len(output.base) + 1:] if entry["kind"] == "path" and \
+            type(target.fs) is type(output.fs) and \
+            target.base.startswith(output.base + "/") else None
         mf.write_manifest(output, replace(manifest, backup=dict(
-            done, location=location, write_id=write_id)))
+            done, location=location, write_id=write_id, **({"inside": inside} if inside
+                                                            else {}))))
 
 
 def _publish_path(target: str, pending: dict[str, Any]) -> str:

@@ -25,7 +25,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from tfspark.errors import CorruptRecordError
 from tfspark.spec import FeatureSpec
 from tfspark.store import manifest as mf
-from tfspark.store.fs import locate
+from tfspark.store.fs import Location
 from tfspark.store.options import ReadOptions
 from tfspark.store.read_plan import SNIFF, plan_read
 from tfspark.wire.stream import sniff_gzip, stream_framed
@@ -47,7 +47,7 @@ class FileEntry:
 class Source:
     """What a read path holds: its files, record type, and the spec and schema of its manifest."""
 
-    root: str
+    root: Location  # the data set (or the file) read, on its filesystem
     files: list[FileEntry]
     record_type: str
     spec: FeatureSpec | None  # None: no manifest (inferred or user schema) or ByteArray
@@ -71,10 +71,11 @@ def discover(opts: ReadOptions) -> Source:
              for i, (rel, comp, part) in enumerate(zip(plan.rels, plan.file_compressions(),
                                                        plan.partitions))]
     m = plan.manifest
+    assert plan.home is not None  # a table read always has its directory (or file)
     if m is None:
-        return Source(plan.root, files, plan.record_type, None, None, [])
+        return Source(plan.home, files, plan.record_type, None, None, [])
     partition_by = list(m.partition_by)
-    return Source(plan.root, files, m.record_type, m.spec,
+    return Source(plan.home, files, m.record_type, m.spec,
                   _manifest_schema(m, m.spec, partition_by), partition_by, m.rows_per_record)
 
 
@@ -126,7 +127,7 @@ def read_schema(opts: ReadOptions) -> T.StructType:
         return T.StructType([T.StructField("value", T.BinaryType(), False)])
     from tfspark.spark.infer import infer_schema
 
-    return infer_schema(locate(src.root), src.files, opts, src.record_type)[0]
+    return infer_schema(src.root, src.files, opts, src.record_type)[0]
 
 
 # ---------------------------------------------------------------- reading
@@ -183,7 +184,7 @@ class TfrecordReader(DataSourceReader):
         entry: FileEntry | None = getattr(partition, "entry", None)
         if entry is None:  # no files: Spark still runs one empty partition
             return
-        loc = locate(self.root)
+        loc = self.root
         name = loc.child_uri(entry.rel) if entry.rel else loc.uri
         restorer = Restorer(self.schema, self._constants(entry))
         missed = MISSED if self.strict else None

@@ -1,8 +1,13 @@
 """Where files live: local paths (including Databricks /Volumes and /dbfs mounts) and object
-stores (s3://, gs://, abfs://, hdfs://) through pyarrow's filesystems, behind a few helpers.
+stores (s3://, gs://, abfs://, hdfs://) through pyarrow's filesystems; the one way tfspark
+touches files.
 
-Paths stay strings in the caller's form; `Location` pairs a pyarrow filesystem with the
-filesystem-relative base path.
+A `Location` pairs a filesystem with a path inside it and carries it along: a child of a
+location is on the same filesystem, so options given once (a URI's query options such as
+`?endpoint_override=...&region=...`, or a `filesystem=` object: pyarrow's, or fsspec's through
+pyarrow's PyFileSystem) hold for every file below it, on the driver and, pickled, on Spark's
+executors. Its `uri` is for people: the scheme and path, never the query (which may hold
+credentials).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ class Location:
 
     fs: pafs.FileSystem
     base: str  # path inside fs, no trailing slash
-    uri: str  # as the user gave it
+    uri: str  # for people: as the user gave it, without a URI's query
 
     @property
     def is_local(self) -> bool:
@@ -55,8 +60,21 @@ class Location:
         """A path inside fs in the caller's form: a local path, or a URI of uri's scheme."""
         if self.is_local:
             return path
-        scheme = self.uri.split("://", 1)[0] if "://" in self.uri else self.fs.type_name
-        return f"{scheme}://{path}"
+        if "://" not in self.uri:  # a filesystem= given with a bare path
+            return path
+        return f"{self.uri.split('://', 1)[0]}://{path}"
+
+    def resolve(self, uri: str) -> Location:
+        """The Location of a path or URI another write recorded (a backup's): on this
+        location's filesystem when it names a place there, else opened on its own."""
+        if self.is_local and "://" not in uri:
+            return locate(uri)
+        scheme = self.uri.split("://", 1)[0] if "://" in self.uri else None
+        if scheme and uri.startswith(scheme + "://"):
+            return Location(self.fs, uri.split("://", 1)[1].rstrip("/"), uri)
+        if "://" not in uri and not self.is_local:
+            return Location(self.fs, uri.rstrip("/"), uri)
+        return locate(uri)
 
     def join(self, *parts: str) -> str:
         """The filesystem path of `parts` under base."""
@@ -128,6 +146,14 @@ class Location:
     def list_files(self, recursive: bool = True) -> list[str]:
         """Relative paths of all files under base."""
         return [rel for rel, is_dir in self.entries(recursive) if not is_dir]
+
+    def file_sizes(self) -> dict[str, int]:
+        """{relative path: bytes} of every file under base, from one listing."""
+        if not self.exists():
+            return {}
+        infos = self.fs.get_file_info(pafs.FileSelector(self.base, recursive=True))
+        return {posixpath.relpath(i.path, self.base): int(i.size) for i in infos
+                if i.type == pafs.FileType.File}
 
     def read_bytes(self, rel: str) -> bytes:
         """The whole content of base/rel, read as is (no decompression)."""
@@ -223,15 +249,59 @@ def absolute(path: str) -> str:
     return os.path.abspath(path)
 
 
-def locate(path: str) -> Location:
-    """The Location of a local path, file:// URI or object-store URI (s3://, gs://, abfs://, ...).
+def redact(uri: str) -> str:
+    """A path or URI as it may be shown: its query (options that may hold keys) as "?..." and
+    a password in it (s3://KEY:SECRET@bucket/...) as "***"."""
+    if "://" not in uri:
+        return uri
+    scheme, rest = uri.split("://", 1)
+    rest, query, _ = rest.partition("?")
+    authority, slash, tail = rest.partition("/")
+    user, at, host = authority.rpartition("@")
+    if at and ":" in user:
+        authority = f"{user.split(':', 1)[0]}:***@{host}"
+    return f"{scheme}://{authority}{slash}{tail}" + ("?..." if query else "")
 
-    Raises OptionError for an empty path or a URI pyarrow cannot open (unknown scheme,
-    missing credentials).
+
+def as_filesystem(filesystem: Any) -> pafs.FileSystem:
+    """A pyarrow FileSystem from what `filesystem=` accepts: a pyarrow FileSystem, or an fsspec
+    filesystem (wrapped in pyarrow's PyFileSystem(FSSpecHandler(...)))."""
+    if isinstance(filesystem, pafs.FileSystem):
+        return filesystem
+    if hasattr(filesystem, "protocol") and hasattr(filesystem, "open"):  # fsspec's interface
+        return pafs.PyFileSystem(pafs.FSSpecHandler(filesystem))
+    raise OptionError(f"filesystem= must be a pyarrow.fs.FileSystem (S3FileSystem, "
+                      f"GcsFileSystem, AzureFileSystem, ...) or an fsspec filesystem, got "
+                      f"{type(filesystem).__name__}")
+
+
+def locate(path: str | os.PathLike | Location, filesystem: Any = None) -> Location:
+    """The Location of a local path, a file:// URI or an object-store URI (s3://, gs://,
+    abfs://, ... with pyarrow's query options), or of a path inside `filesystem` (a scheme
+    before it is dropped: "s3://bucket/key" and "bucket/key" are the same object there).
+
+    Raises OptionError for an empty path, a filesystem= tfspark cannot use, or a URI pyarrow
+    cannot open (unknown scheme, missing credentials); messages never show a URI's query.
     """
+    if isinstance(path, Location):
+        return path
+    if isinstance(path, os.PathLike):
+        path = os.fspath(path)
     if not isinstance(path, str) or not path.strip():
         raise OptionError(f"output path must be a non-empty string, got {path!r}; pass "
                           f"save(path) or .option('path', ...)")
+    if filesystem is not None:
+        fs = as_filesystem(filesystem)
+        scheme, _, inner = path.rpartition("://")
+        if isinstance(fs, pafs.LocalFileSystem):
+            inner = posixpath.abspath(inner)
+        elif inner.startswith("/") and not isinstance(fs, pafs.PyFileSystem):
+            raise OptionError(f"path {redact(path)!r} starts with '/' but filesystem= is a "
+                              f"{type(fs).__name__}, where paths are bucket/key: give the "
+                              f"path in that store (the same filesystem= holds for every path "
+                              f"argument)")
+        shown = f"{scheme}://{inner}" if scheme else inner
+        return Location(fs, inner.rstrip("/") or "/", shown.split("?", 1)[0])
     try:
         if "://" in path and not path.startswith("file://"):
             fs, base = pafs.FileSystem.from_uri(path)
@@ -239,6 +309,8 @@ def locate(path: str) -> Location:
             local = path[len("file://"):] if path.startswith("file://") else path
             fs, base = pafs.LocalFileSystem(), posixpath.abspath(local)
     except Exception as e:  # pyarrow raises ArrowInvalid/OSError for unknown schemes
-        raise OptionError(f"cannot open path {path!r}: {e}. Use a local path or an s3://, "
-                          f"gs://, abfs:// or hdfs:// URI with credentials configured") from None
-    return Location(fs, base.rstrip("/") or "/", path)
+        why = str(e).replace(path, redact(path)).split("?", 1)[0]
+        raise OptionError(f"cannot open path {redact(path)!r}: {why}. Use a local path, or an "
+                          f"s3://, gs://, abfs:// or hdfs:// URI with credentials configured, "
+                          f"or pass filesystem=") from None
+    return Location(fs, base.rstrip("/") or "/", redact(path.split("?", 1)[0]))

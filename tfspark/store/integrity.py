@@ -10,6 +10,7 @@ rows (from the parquet footers). No Spark, no TensorFlow.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +20,8 @@ import numpy as np
 from tfspark.errors import CorruptRecordError, TfsparkError
 from tfspark.spec.model import FeatureSpec
 from tfspark.store import manifest as mf
-from tfspark.store.fs import locate, uri_to_path
+from tfspark.store.fetch import Fetcher
+from tfspark.store.fs import Location, locate, redact, uri_to_path
 from tfspark.wire.stream import read_records
 
 _DATA_FILE = re.compile(r"\.tfrecords?(\.gz)?$")
@@ -63,14 +65,14 @@ class Report:
         return "\n".join(lines)
 
 
-def verify(path: str) -> Report:
+def verify(path: str | os.PathLike, filesystem: Any = None) -> Report:
     """Check the data set at `path` against its manifest: every file present, both CRCs of every
     record, record counts, every record parsed with the spec, no stray data files.
 
     Problems (including a missing manifest) are collected in the Report, not raised.
     """
-    report = Report(path)
-    loc = locate(path)
+    report = Report(redact(os.fspath(path)))
+    loc = locate(path, filesystem)
     try:
         manifest = mf.read_manifest(loc)
     except TfsparkError as e:
@@ -79,19 +81,36 @@ def verify(path: str) -> Report:
     report.compression = manifest.compression
     report.rows_per_record = manifest.rows_per_record
     named = {f.path for f in manifest.files}
+    sizes = loc.file_sizes()  # one listing: which files are there, and their bytes
+    with Fetcher() as fetcher:
+        # the next files are opened (read ahead, on a store) while one is checked
+        ahead = 0 if loc.is_local else 4
+        opened: dict[int, Any] = {}
+        present = [i for i, e in enumerate(manifest.files) if e.path in sizes]
+        for k, i in enumerate(present):
+            for j in present[k:k + 1 + ahead]:
+                if j not in opened:
+                    entry = manifest.files[j]
+                    opened[j] = fetcher.open(loc.child(entry.path), sizes[entry.path])
+            report.bytes += sizes[manifest.files[i].path]
+            with opened.pop(i) as stream:
+                _check_file(stream, manifest.files[i], manifest.compression, manifest.spec,
+                            report, report.rows_per_record)
     for entry in manifest.files:
-        _check_file(loc, entry, manifest.compression, manifest.spec, report,
-                    report.rows_per_record)
-    for rel in loc.list_files():
+        if entry.path not in sizes:
+            report.problems.append(f"{entry.path}: missing (the manifest names it with "
+                                   f"{entry.records} records); restore it or rewrite the data "
+                                   f"set")
+    for rel in sizes:
         if _DATA_FILE.search(rel) and rel not in named and not rel.startswith("_"):
             report.problems.append(f"{rel}: extra data file that the manifest does not name "
                                    f"(readers ignore it; delete it if it is a leftover)")
     if manifest.backup:
-        _check_backup(manifest, report)
+        _check_backup(loc, manifest, report)
     return report
 
 
-def _check_backup(manifest: mf.Manifest, report: Report) -> None:
+def _check_backup(home: Location, manifest: mf.Manifest, report: Report) -> None:
     """The backup is the one the last write published, and holds the manifest's rows."""
     entry = manifest.backup or {}
     target = entry.get("target")
@@ -102,7 +121,8 @@ def _check_backup(manifest: mf.Manifest, report: Report) -> None:
             f"write_tfrecords to this path again (any mode): it finishes the move first")
         return
     try:
-        loc = locate(uri_to_path(str(entry.get("location") or target)))
+        loc = home.child(entry["inside"]) if entry.get("inside") else \
+            home.resolve(uri_to_path(str(entry.get("location") or target)))
         marker = json.loads(loc.read_bytes(mf.BACKUP_MARKER))
         rows = _parquet_rows(loc)
     except (OSError, ValueError, TfsparkError) as e:
@@ -149,25 +169,20 @@ def _parquet_rows(loc: Any) -> int:
     return rows
 
 
-def _check_file(loc: Any, entry: mf.FileEntry, compression: str | None,
+def _check_file(stream: Any, entry: mf.FileEntry, compression: str | None,
                 spec: FeatureSpec | None, report: Report, block: int) -> None:
     rel = entry.path
-    if not loc.exists(rel):
-        report.problems.append(f"{rel}: missing (the manifest names it with {entry.records} "
-                               f"records); restore it or rewrite the data set")
-        return
     report.files += 1
     count = rows = 0
     chunk: list[bytes] = []
     size = max(1, _CHUNK_RECORDS // block)  # blocks hold many rows each
     try:
-        with loc.open_stream(rel) as f:
-            for record in read_records(f, compression=compression, path=rel):
-                chunk.append(record)
-                if len(chunk) == size:
-                    rows += _parse(chunk, spec, rel, count, block)
-                    count += len(chunk)
-                    chunk = []
+        for record in read_records(stream, compression=compression, path=rel):
+            chunk.append(record)
+            if len(chunk) == size:
+                rows += _parse(chunk, spec, rel, count, block)
+                count += len(chunk)
+                chunk = []
         rows += _parse(chunk, spec, rel, count, block)
         count += len(chunk)
     except CorruptRecordError as e:
@@ -176,7 +191,6 @@ def _check_file(loc: Any, entry: mf.FileEntry, compression: str | None,
     except TfsparkError as e:
         report.problems.append(f"{rel}: {e}")
     report.records += count
-    report.bytes += loc.size(rel)
     if count != entry.records:
         report.problems.append(f"{rel}: holds {count} readable records but the manifest says "
                                f"{entry.records}")

@@ -17,9 +17,11 @@ On disk (the format older tfspark versions read; `Manifest.to_dict` writes it):
      "backup": {"kind": "path" | "table", "target": ..., "location": ..., "rows": n,
                 "complete": bool, "write_id": ...}}   # write_tfrecords' parquet copy
 "backup" holds "pending" (the staging, its files) between the commit and the backup's move into
-place; "complete": the backup holds every record of the data set. A split directory also gets
-its own manifest naming just its files (and "split": its name), so it reads on its own. Keys
-this version does not know are kept as they are (`extra`).
+place; "inside": the backup's path relative to the data set when it lies inside it (so a copy
+of the data set finds its copy of the backup); "complete": the backup holds every record of
+the data set. A split directory also gets its own manifest naming just its files (and
+"split": its name), so it reads on its own. Keys this version does not know are kept as they
+are (`extra`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import json
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
@@ -272,9 +275,10 @@ def _file(f: Any, i: int, block: int, bad: Any) -> FileEntry:
                      f.get("write_id"), f.get("rows"))
 
 
-def read_manifest(path: str | Location) -> Manifest:
-    """The manifest in directory `path`; ManifestError says what is wrong and what to do."""
-    loc = locate(path) if isinstance(path, str) else path
+def read_manifest(path: str | os.PathLike | Location, filesystem: Any = None) -> Manifest:
+    """The manifest in directory `path` (on `filesystem` when given: a pyarrow or fsspec
+    filesystem); ManifestError says what is wrong and what to do."""
+    loc = locate(path, filesystem)
     if not loc.exists(NAME):
         raise ManifestError(f"no {NAME} in {loc.uri!r}: it was not written by tfspark, or its "
                             f"write did not commit. Rewrite it, or read the files with an "

@@ -31,10 +31,11 @@ SNIFF = "auto"  # a file's compression, found from its first bytes when it is op
 
 @dataclass(frozen=True)
 class ReadPlan:
-    """What a reader will read: full file paths/URIs, the spec, compression, labels, and (with
-    a manifest) each file's record count, rows (block layout) and partition values."""
+    """What a reader will read: the files (Locations: each on its filesystem), the spec,
+    compression, labels, and (with a manifest) each file's record count, rows (block layout)
+    and partition values."""
 
-    files: tuple[str, ...]
+    locations: tuple[Location, ...]  # the files
     spec: FeatureSpec | None  # None only for table reads of raw records or foreign files
     compression: str | None  # None | "gzip": the manifest's, or the files' when all agree
     labels: tuple[str, ...]
@@ -49,10 +50,18 @@ class ReadPlan:
     partitions: tuple[Mapping[str, str | None], ...] = ()  # per file (partition_by values)
     manifest: mf.Manifest | None = field(default=None, compare=False)
     record_type: str = "Example"
+    home: Location | None = None  # the directory read, on its filesystem (root, for people)
+    sizes: tuple[int, ...] | None = None  # per file, bytes (the manifest's: no request each)
+    versions: tuple[str | None, ...] | None = None  # per file, the write that made it
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        """The files as people read them: local paths, or URIs without their query."""
+        return tuple(f.base if f.is_local else f.uri for f in self.locations)
 
     def file_compressions(self) -> tuple[str | None, ...]:
         """Each file's compression (None, "gzip", or SNIFF)."""
-        return self.compressions or (self.compression,) * len(self.files)
+        return self.compressions or (self.compression,) * len(self.locations)
 
     def file_rows(self) -> tuple[int, ...] | None:
         """Each file's rows (records in the row layout); None when unknown."""
@@ -76,53 +85,53 @@ def plan_read(path_or_files: Any, *, split: str | None = None,
               spec: FeatureSpec | str | dict | None = None,
               label_cols: Iterable[str] | str | None = None, compression: str | None = None,
               check_files: bool = True, whole: bool = False,
-              record_type: str | None = None) -> ReadPlan:
+              record_type: str | None = None, filesystem: Any = None) -> ReadPlan:
     """Files, spec, compression and labels to read; errors come here, before any training.
 
     check_files: every file must exist (a missing one is named in the error). A spec given
     here must name keys the records hold (checked on the first records). whole (spark.read):
     a data set with splits reads all of them unless split= picks one, `compression` overrides
     the manifest's, `record_type` must agree with it, and a directory without a manifest reads
-    its TFRecord files (no spec: the caller infers one).
+    its TFRecord files (no spec: the caller infers one). filesystem: where the paths are (a
+    pyarrow or fsspec filesystem); default: from each path (local, or a URI's scheme).
     """
     if whole:
-        return _plan_table(os.fspath(path_or_files), split, compression, record_type)
-    plan = _plan(path_or_files, split, spec, label_cols, compression, check_files)
+        return _plan_table(locate(path_or_files, filesystem), split, compression, record_type)
+    plan = _plan(path_or_files, split, spec, label_cols, compression, check_files, filesystem)
     if spec is not None and check_files:
         check_spec_keys(plan)
     return replace(plan, spec_given=spec is not None)
 
 
 def _plan(path_or_files: Any, split: str | None, spec: Any, label_cols: Any,
-          compression: str | None, check_files: bool) -> ReadPlan:
-    if isinstance(path_or_files, (str, os.PathLike)):
-        path = os.fspath(path_or_files)
-        loc = locate(path)
-        if _is_file(loc):
-            return _plan([path], split, spec, label_cols, compression, check_files)
-        root, manifest = _resolve_split(path, loc, split, whole=False)
+          compression: str | None, check_files: bool, filesystem: Any) -> ReadPlan:
+    if isinstance(path_or_files, (str, os.PathLike, Location)):
+        loc = locate(path_or_files, filesystem)
+        if loc.kind() == "file":
+            return _plan([loc], split, spec, label_cols, compression, check_files, filesystem)
+        root, manifest = _resolve_split(loc, split, whole=False)
         plan = _from_manifest(root, manifest, compression, override=False)
         if manifest.spec is None:
             raise _raw_records(root.uri, manifest.record_type)
-        feature_spec = load_spec(spec)[0] if spec is not None else plan.example_spec
+        feature_spec = load_spec(spec, filesystem)[0] if spec is not None else \
+            plan.example_spec
         if feature_spec.record_type != manifest.record_type:
             raise SchemaError(f"{root.uri!r} holds {manifest.record_type} records but the spec "
                               f"given is for {feature_spec.record_type} records; leave spec= "
                               f"out or give one of this data set's record type")
         if check_files:
-            _check_exist(list(plan.files), root if not root.is_local else None,
-                         list(plan.rels))
+            _check_exist(list(plan.locations), root, list(plan.rels))
         return replace(plan, spec=feature_spec, labels=_labels(feature_spec, label_cols))
     if isinstance(path_or_files, (bytes, dict)) or not isinstance(path_or_files, Iterable):
         raise OptionError(f"make_dataset needs a directory or a list of TFRecord files, got "
                           f"{type(path_or_files).__name__}")
-    files = [os.fspath(f) for f in path_or_files]
+    files = [locate(f, filesystem) for f in path_or_files]
     if split is not None:
         raise OptionError("split= only applies to a tfspark directory, not to a list of files")
     if spec is None:
         raise OptionError(f"reading {len(files)} explicit file(s) needs spec=: a FeatureSpec, "
                           f"its JSON, or the path of a spec or _tfspark.json file")
-    feature_spec, given = load_spec(spec)
+    feature_spec, given = load_spec(spec, filesystem)
     hint = given.compression if given else None
     # Block files read as blocks only when the manifest given as spec= says so.
     block = given.rows_per_record if given else 1
@@ -152,24 +161,25 @@ def _from_manifest(root: Location, manifest: mf.Manifest, compression: str | Non
     entries = manifest.files_of(split=split)
     rels = tuple(_safe_rel(e.path, root.uri) for e in entries)
     block = manifest.rows_per_record
-    return ReadPlan(tuple(root.child_uri(r) for r in rels), manifest.spec, comp,
+    return ReadPlan(tuple(root.child(r) for r in rels), manifest.spec, comp,
                     tuple(manifest.spec.label_names) if manifest.spec else (),
                     tuple(e.records for e in entries), rows_per_record=block,
                     rows=tuple(e.row_count for e in entries) if block > 1 else None,
                     root=root.uri, rels=rels, partitions=tuple(e.partition for e in entries),
-                    manifest=manifest, record_type=manifest.record_type)
+                    manifest=manifest, record_type=manifest.record_type, home=root,
+                    sizes=tuple(e.bytes for e in entries),
+                    versions=tuple(e.write_id or manifest.last_write for e in entries))
 
 
-def _plan_table(path: str, split: str | None, compression: str | None,
+def _plan_table(loc: Location, split: str | None, compression: str | None,
                 record_type: str | None) -> ReadPlan:
     """spark.read's plan (plan_read's `whole`)."""
-
-    loc = locate(path)
+    path = loc.uri
     if loc.exists(mf.NAME) or split is not None:
         if split is not None and not loc.exists(mf.NAME):
             raise OptionError(f"option split={split!r} needs a data set written with splits "
                               f"(a _tfspark.json manifest); {path!r} has no manifest")
-        root, manifest = _resolve_split(path, loc, None, whole=True)
+        root, manifest = _resolve_split(loc, None, whole=True)
         if record_type and record_type != manifest.record_type:
             raise OptionError(f"option recordType={record_type!r} contradicts the manifest of "
                               f"{path!r}, which says {manifest.record_type!r}; drop the option")
@@ -186,9 +196,10 @@ def _plan_table(path: str, split: str | None, compression: str | None,
         listed = loc.list_files()
         _refuse_uncommitted(path, listed)
         rels = [rel for rel in listed if _is_data(rel)]
-    return ReadPlan(tuple(loc.child_uri(r) if r else loc.uri for r in rels), None, None, (),
+    return ReadPlan(tuple(loc.child(r) if r else loc for r in rels), None, None, (),
                     compressions=(comp,) * len(rels), root=loc.uri, rels=tuple(rels),
-                    partitions=({},) * len(rels), record_type=record_type or "Example")
+                    partitions=({},) * len(rels), record_type=record_type or "Example",
+                    home=loc)
 
 
 def _refuse_uncommitted(path: str, listed: list[str]) -> None:
@@ -210,11 +221,12 @@ def _is_data(rel: str) -> bool:
     return ".tfrecord" in parts[-1] and not any(p.startswith(("_", ".")) for p in parts)
 
 
-def _resolve_split(path: str, loc: Location, split: str | None,
+def _resolve_split(loc: Location, split: str | None,
                    whole: bool) -> tuple[Location, mf.Manifest]:
     """(location, manifest) of the directory to read: a split's own directory with split=, or
     the path itself (a training read refuses a data set with splits, a table read takes all).
     """
+    path = loc.uri
     if split is None:
         manifest = mf.read_manifest(loc)
         if manifest.splits and not whole:
@@ -249,21 +261,13 @@ def _safe_rel(rel: str, where: str) -> str:
     return rel
 
 
-def _is_file(loc: Location) -> bool:
-
-    try:
-        return loc.kind() == "file"
-    except OSError:
-        return False
-
-
-def _check_exist(files: list[str], remote_root: Location | None,
+def _check_exist(files: list[Location], root: Location | None,
                  rels: list[str] | None = None) -> None:
-    if remote_root is not None and rels is not None:  # one listing, not a request per file
-        present = set(remote_root.list_files())
-        missing = [f for f, r in zip(files, rels) if r not in present]
+    if root is not None and not root.is_local and rels is not None:  # one listing, not a
+        present = set(root.list_files())                               # request per file
+        missing = [f.uri for f, r in zip(files, rels) if r not in present]
     else:
-        missing = [f for f in files if not _exists(f)]
+        missing = [f.uri for f in files if f.kind() != "file"]
     if missing:
         more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
         raise FileNotFoundError(f"TFRecord file {missing[0]!r}{more} named for reading does not "
@@ -271,19 +275,13 @@ def _check_exist(files: list[str], remote_root: Location | None,
                                 f"rewrite it or fix the file list")
 
 
-def _exists(path: str) -> bool:
-    loc = locate(path)
-    return _is_file(loc)
-
-
-def _sniff(path: str) -> str | None:
+def _sniff(loc: Location) -> str | None:
     """A file's compression from its content (the gzip magic bytes), whatever its name."""
-    loc = locate(path)
     try:
         with loc.open_input() as f:
             return "gzip" if sniff_gzip(f) else None
-    except OSError:  # unreadable here (a file TF's filesystems reach): fall back on the name
-        return "gzip" if path.endswith(".gz") else None
+    except OSError:  # unreadable here: fall back on the name
+        return "gzip" if loc.base.endswith(".gz") else None
 
 
 def _labels(spec: FeatureSpec, label_cols: Iterable[str] | str | None) -> tuple[str, ...]:
@@ -327,3 +325,15 @@ def check_read_args(batch_size: Any, shuffle_buffer: Any, epochs: Any, num_paral
         raise OptionError(f"seed must be an int or None, got {seed!r}")
     if not isinstance(cache, (bool, str)):
         raise OptionError(f"cache must be True/False or a file path, got {cache!r}")
+
+
+def check_io_args(io_threads: Any, cache_dir: Any) -> None:
+    """OptionError for a bad io_threads or cache_dir argument of a reader."""
+    if io_threads is not None and (not isinstance(io_threads, int) or
+                                   isinstance(io_threads, bool) or io_threads < 1):
+        raise OptionError(f"io_threads must be a positive int or None, got {io_threads!r}")
+    if cache_dir is not None:
+        if not isinstance(cache_dir, (str, os.PathLike)) or "://" in os.fspath(cache_dir):
+            raise OptionError(f"cache_dir must be a local directory, got {cache_dir!r}")
+        if os.path.exists(cache_dir) and not os.path.isdir(cache_dir):
+            raise OptionError(f"cache_dir {os.fspath(cache_dir)!r} is a file, not a directory")

@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any
 from tfspark.errors import SchemaError, TfsparkError
 from tfspark.spec.model import FeatureSpec
 from tfspark.store import manifest as mf
-from tfspark.store.fs import locate
+from tfspark.store.fs import Location, locate
 
 if TYPE_CHECKING:
     from tfspark.store.read_plan import ReadPlan
 
 
-def load_spec(spec: Any) -> tuple[FeatureSpec, mf.Manifest | None]:
+def load_spec(spec: Any, filesystem: Any = None) -> tuple[FeatureSpec, mf.Manifest | None]:
     """(FeatureSpec, the manifest it came from or None) from the forms `spec=` accepts."""
     if isinstance(spec, FeatureSpec):
         return spec, None
@@ -28,7 +28,7 @@ def load_spec(spec: Any) -> tuple[FeatureSpec, mf.Manifest | None]:
                               f"{spec.record_type!r}): its records are not Examples")
         return spec.spec, spec
     if isinstance(spec, (str, os.PathLike)) and not str(spec).lstrip().startswith("{"):
-        return _spec_from_path(os.fspath(spec))
+        return _spec_from_path(locate(os.fspath(spec), filesystem))
     if isinstance(spec, (str, bytes)):
         try:
             spec = json.loads(spec)
@@ -42,8 +42,8 @@ def load_spec(spec: Any) -> tuple[FeatureSpec, mf.Manifest | None]:
     return FeatureSpec.from_dict(spec), None
 
 
-def _spec_from_path(path: str) -> tuple[FeatureSpec, mf.Manifest | None]:
-    loc = locate(path)
+def _spec_from_path(loc: Location) -> tuple[FeatureSpec, mf.Manifest | None]:
+    path = loc.uri
     if loc.kind() != "file":
         if loc.exists(mf.NAME):
             return load_spec(mf.read_manifest(loc))
@@ -91,10 +91,9 @@ def _first_records(plan: ReadPlan, n: int) -> Any:
     """The data of the first n records of the plan's files, in order."""
     from tfspark.wire.stream import read_records
 
-    for name, comp in zip(plan.files, plan.file_compressions()):
-        loc = locate(name)
+    for loc, comp in zip(plan.locations, plan.file_compressions()):
         with loc.open_stream() as f:
-            for data in read_records(f, comp, path=name):
+            for data in read_records(f, comp, path=loc.uri):
                 yield data
                 n -= 1
                 if n <= 0:

@@ -9,6 +9,7 @@ import warnings
 from dataclasses import dataclass, replace
 
 from tfspark.errors import OptionError
+from tfspark.store.fs import Location
 from tfspark.store.read_plan import ReadPlan
 
 
@@ -16,12 +17,14 @@ from tfspark.store.read_plan import ReadPlan
 class Shard:
     """What one worker reads of a plan: its files, and what it takes of them per epoch."""
 
-    files: tuple[str, ...]
+    files: tuple[Location, ...]
     compressions: tuple[str | None, ...]
     records: tuple[int, ...] | None  # this shard's records of each file; None: unknown
     every: tuple[int, tuple[int, ...]] | None = None  # (n, starts): records s, s+n, s+2n,
     #                                                   ... of each file, s = its start
     rows: tuple[int, ...] | None = None  # this shard's rows of each file (block layout)
+    sizes: tuple[int, ...] | None = None  # bytes of each file (the manifest's)
+    versions: tuple[str | None, ...] | None = None  # the write of each file (cache keys)
     keep: tuple[int, ...] | None = None  # even shards: rows kept of each file (the first
     #                                      of this shard's rows of it); None: every row
     dropped: int = 0  # rows of this shard cut so that every shard takes as many
@@ -57,27 +60,32 @@ def shard(plan: ReadPlan, shard: tuple[int, int] | None = None, even: bool = Tru
     """
     comps = plan.file_compressions()
     if shard is None:
-        return Shard(plan.files, comps, plan.records, rows=plan.rows)
+        return Shard(plan.locations, comps, plan.records, rows=plan.rows, sizes=plan.sizes,
+                     versions=plan.versions)
     n, i = shard
     counts = plan.records
     rows = plan.rows if plan.rows is not None else counts  # what a worker's epoch counts
     totals: list[int] | None = None
-    if len(plan.files) < n:  # by records
-        starts = [_starts(counts, n, k, len(plan.files)) for k in range(n)]
+    if len(plan.locations) < n:  # by records
+        starts = [_starts(counts, n, k, len(plan.locations)) for k in range(n)]
         parts = [tuple(len(range(s, c, n)) for s, c in zip(starts[k], counts))
                  for k in range(n)] if counts else None
         row_parts = [tuple(_every_rows(c, r, plan.rows_per_record, n, s)
                            for c, r, s in zip(counts, rows, starts[k])) for k in range(n)] \
             if counts and rows else None
-        mine = Shard(plan.files, comps, parts[i] if parts else None, every=(n, starts[i]),
-                     rows=row_parts[i] if row_parts and plan.rows is not None else None)
+        mine = Shard(plan.locations, comps, parts[i] if parts else None, every=(n, starts[i]),
+                     rows=row_parts[i] if row_parts and plan.rows is not None else None,
+                     sizes=plan.sizes, versions=plan.versions)
         totals = [sum(p) for p in row_parts] if row_parts else None
     else:  # by files
-        owners = _assign(rows, len(plan.files), n)
-        picked = [f for f in range(len(plan.files)) if owners[f] == i]
-        mine = Shard(tuple(plan.files[f] for f in picked), tuple(comps[f] for f in picked),
-                     tuple(counts[f] for f in picked) if counts else None,
-                     rows=tuple(plan.rows[f] for f in picked) if plan.rows else None)
+        owners = _assign(rows, len(plan.locations), n)
+        picked = [f for f in range(len(plan.locations)) if owners[f] == i]
+        def chosen(values: tuple | None) -> tuple | None:
+            return None if values is None else tuple(values[f] for f in picked)
+
+        mine = Shard(tuple(plan.locations[f] for f in picked), tuple(comps[f] for f in picked),
+                     chosen(counts), rows=chosen(plan.rows), sizes=chosen(plan.sizes),
+                     versions=chosen(plan.versions))
         totals = [sum(c for c, o in zip(rows, owners) if o == k) for k in range(n)] \
             if rows else None
     if not even or totals is None:
@@ -113,7 +121,8 @@ def split_shard(part: Shard, workers: int, worker: int, rows_per_record: int) ->
 
         return replace(part, files=pick(part.files) or (), compressions=pick(
             part.compressions) or (), records=pick(part.records), rows=pick(part.rows),
-            keep=pick(part.keep), dropped=0)
+            sizes=pick(part.sizes), versions=pick(part.versions), keep=pick(part.keep),
+            dropped=0)
     # The shard's records, numbered across its files, every workers-th: in file f the j-th
     # of the shard's records with j = w_f, w_f + workers, ... (its records are full but the
     # file's last, so rows and kept rows follow as for a file).

@@ -18,13 +18,21 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from tfspark.spec.model import FeatureSpec
-from tfspark.store.read_plan import AUTOTUNE, ReadPlan, check_read_args, plan_read
+from tfspark.store.fetch import IO_THREADS
+from tfspark.store.read_plan import (
+    AUTOTUNE,
+    ReadPlan,
+    check_io_args,
+    check_read_args,
+    plan_read,
+)
 from tfspark.store.shards import Shard
 from tfspark.store.shards import shard as shard_plan
-from tfspark.tf.parsing import labeler, make_block_parser, make_parser
+from tfspark.tf.records import RecordSource, file_blocks
 
 _PARSE_ROWS = 8192  # block layout: rows parsed per parse_example call, at least
 
@@ -37,7 +45,9 @@ def make_dataset(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
                  epochs: int | None = 1, cache: bool | str = False, deterministic: bool = False,
                  drop_remainder: bool = False, num_parallel_reads: int = AUTOTUNE,
                  shuffle_files: bool = True, shard: tuple[int, int] | None = None,
-                 even_shards: bool = True, compression: str | None = None) -> Any:
+                 even_shards: bool = True, compression: str | None = None,
+                 filesystem: Any = None, io_threads: int | None = None,
+                 cache_dir: str | os.PathLike | None = None) -> Any:
     """A tf.data.Dataset of (features, labels) batches read from tfspark output.
 
     path_or_files: a tfspark directory (only the files its `_tfspark.json` names are read), a
@@ -67,6 +77,12 @@ def make_dataset(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
       differ from epoch to epoch). False: every record of the shard, steps may differ.
     compression: for explicit files only: None detects it from each file's first bytes (as
       every tfspark reader does), "gzip" or "none" forces it. Directories take the manifest's.
+    filesystem: where the paths are (a pyarrow.fs.FileSystem, or an fsspec filesystem); default:
+      from the path (local, or a URI's scheme and query options: s3://, gs://, abfs://, ...).
+      Files anywhere but the local disk are read by tfspark's own reader, not TensorFlow's
+      file systems (stock TensorFlow has no s3:// or abfs://).
+    io_threads, cache_dir: as read_batches' (requests in flight on an object store; a local
+      directory keeping remote files once read whole).
 
     Yields (features, labels): features is {name: tensor}; labels is a tensor for one label
     column, a {name: tensor} dict for several; with no label columns, the features dict alone.
@@ -86,21 +102,28 @@ def make_dataset(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
     file and, for a bad record, its byte offset.
     """
     check_read_args(batch_size, shuffle_buffer, epochs, num_parallel_reads, shard, cache, seed)
+    check_io_args(io_threads, cache_dir)
     plan = plan_read(path_or_files, split=split, spec=spec, label_cols=label_cols,
-                     compression=compression)
+                     compression=compression, filesystem=filesystem)
     return build_pipeline(plan, batch_size, shuffle_buffer=shuffle_buffer, seed=seed,
                           epochs=epochs, cache=cache, deterministic=deterministic,
                           drop_remainder=drop_remainder, num_parallel_reads=num_parallel_reads,
-                          shuffle_files=shuffle_files, shard=shard, even_shards=even_shards)
+                          shuffle_files=shuffle_files, shard=shard, even_shards=even_shards,
+                          io=(io_threads or IO_THREADS,
+                              None if cache_dir is None else os.fspath(cache_dir)))
 
 
 def build_pipeline(plan: ReadPlan, batch_size: int, *, shuffle_buffer: int | None = None,
                    seed: int | None = None, epochs: int | None = 1, cache: bool | str = False,
                    deterministic: bool = False, drop_remainder: bool = False,
                    num_parallel_reads: int = AUTOTUNE, shuffle_files: bool = True,
-                   shard: tuple[int, int] | None = None, even_shards: bool = True) -> Any:
-    """The tf.data pipeline for a ReadPlan (see make_dataset for the arguments)."""
+                   shard: tuple[int, int] | None = None, even_shards: bool = True,
+                   io: tuple[int, str | None] = (IO_THREADS, None)) -> Any:
+    """The tf.data pipeline for a ReadPlan (see make_dataset for the arguments; io:
+    io_threads and cache_dir)."""
     import tensorflow as tf
+
+    from tfspark.tf.parsing import labeler, make_block_parser, make_parser
 
     part = shard_plan(plan, shard, even_shards)
     block = plan.rows_per_record
@@ -112,7 +135,7 @@ def build_pipeline(plan: ReadPlan, batch_size: int, *, shuffle_buffer: int | Non
     spec = plan.example_spec
     required = [f for f in spec.features if f.required] if plan.spec_given else []
     ds = _records(part, per_read, shuffle_files, seed, num_parallel_reads, deterministic,
-                  _required_check(spec, required, per_read), block)
+                  _required_check(spec, required, per_read), block, io)
     if cache is True:
         ds = ds.cache()
     elif isinstance(cache, str):
@@ -168,10 +191,13 @@ def _steps(records: int | None, batch_size: int, drop_remainder: bool) -> int | 
 
 def _records(part: Shard, batch_size: int, shuffle_files: bool, seed: int | None,
              num_parallel_reads: int, deterministic: bool, check: Any = None,
-             block: int = 1) -> Any:
+             block: int = 1, io: tuple[int, str | None] = (IO_THREADS, None)) -> Any:
     """Blocks of up to batch_size serialized records, files read in parallel, each file's
     records checked: a corrupt, truncated or miscounted file fails naming itself; `check`
-    (name, block index, block) -> block, when given, looks at every block of a file."""
+    (name, block index, block) -> block, when given, looks at every block of a file.
+
+    Local files are read by TensorFlow's TFRecordDataset; files anywhere else, or with a
+    cache directory (io: io_threads, cache_dir), by tfspark's own reader (tf/records.py)."""
     import tensorflow as tf
 
     counts = list(part.records if part.records is not None else (-1,) * len(part.files))
@@ -179,8 +205,16 @@ def _records(part: Shard, batch_size: int, shuffle_files: bool, seed: int | None
         counts = [_whole_records(part, f, block) for f in range(len(part.files))]
     comps = ["GZIP" if c == "gzip" else "" for c in part.compressions]
     strides = [part.stride(f) for f in range(len(part.files))]
+    native = io[1] is None and all(loc.is_local for loc in part.files)
+    source = None if native else RecordSource(part, counts, batch_size, *io)
+    names = [loc.base if loc.is_local else loc.uri for loc in part.files]
 
-    def read_file(name: Any, comp: Any, count: Any, stride: Any) -> Any:
+    def read_file(f: Any, name: Any, comp: Any, count: Any, stride: Any) -> Any:
+        if source is not None:
+            blocks = file_blocks(source, f)
+            if check is not None:
+                blocks = blocks.enumerate().map(lambda i, b: check(name, i, b, stride))
+            return blocks
         records = tf.data.TFRecordDataset(name, compression_type=comp)
         if part.every:
             records = records.skip(stride[1]).shard(stride[0], 0)
@@ -194,7 +228,8 @@ def _records(part: Shard, batch_size: int, shuffle_files: bool, seed: int | None
             blocks = blocks.enumerate().map(lambda i, block: check(name, i, block, stride))
         return _checked(blocks, name, comp, count, stride)
 
-    ds = tf.data.Dataset.from_tensor_slices((tf.constant(list(part.files), dtype=tf.string),
+    ds = tf.data.Dataset.from_tensor_slices((tf.range(len(names), dtype=tf.int64),
+                                             tf.constant(names, dtype=tf.string),
                                              tf.constant(comps, dtype=tf.string),
                                              tf.constant(counts, dtype=tf.int64),
                                              tf.constant(strides, dtype=tf.int64,
@@ -220,16 +255,24 @@ def _with_cut_blocks(ds: Any, part: Shard, spec: FeatureSpec, block: int) -> Any
     goes through (at most one per file: the first rows of the block after the whole ones)."""
     import tensorflow as tf
 
+    from tfspark.tf.parsing import make_block_parser
+
     parse = make_block_parser(spec)
     rows = part.file_rows() or ()
-    for f, (name, comp) in enumerate(zip(part.files, part.compressions)):
+    for f, (loc, comp) in enumerate(zip(part.files, part.compressions)):
         assert part.keep is not None
         whole, kept = divmod(part.keep[f], block)
         if not kept or part.keep[f] == rows[f]:
             continue
         n, start = part.stride(f)
-        one = tf.data.TFRecordDataset(name, compression_type="GZIP" if comp == "gzip" else "")
-        one = one.skip(start + n * whole).take(1).batch(1).map(parse)
+        if loc.is_local:
+            one = tf.data.TFRecordDataset(loc.base,
+                                          compression_type="GZIP" if comp == "gzip" else "")
+            one = one.skip(start + n * whole).take(1).batch(1).map(parse)
+        else:  # the block after the whole ones, through tfspark's reader
+            one = file_blocks(RecordSource(replace(part, keep=None), [-1] * len(part.files),
+                                           1, IO_THREADS, None), tf.constant(f, tf.int64))
+            one = one.skip(whole).take(1).map(parse)  # (the source applies the stride)
         ds = ds.concatenate(one.map(lambda r, k=kept: {key: v[:k] for key, v in r.items()}))
     return ds
 

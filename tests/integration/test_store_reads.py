@@ -1,0 +1,157 @@
+"""Reading data sets where they live (issue 24): the same data set, written once locally and
+copied to a GCS emulator, an S3-compatible server and Azurite, read back by every reader with
+`filesystem=` and with a URI's query options; the rows equal the local read's. make_dataset
+reads them without TensorFlow's own file systems (stock TensorFlow has no s3 or abfs)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pyarrow.fs as pafs
+import pytest
+
+import tfspark
+from tfspark.store.fs import locate
+
+pytestmark = [pytest.mark.spark, pytest.mark.tf]
+STORES = ["gcs", "s3", "azurite"]
+
+
+@pytest.fixture(scope="module")
+def local_sets(spark, tmp_path_factory):
+    """Two local data sets: rows with splits (gzip), and blocks without."""
+    from pyspark.sql import functions as F
+
+    base = tmp_path_factory.mktemp("local")
+    df = spark.range(0, 3000, numPartitions=3).select(
+        "id", (F.col("id") % 5).alias("y"), (F.col("id") * 0.5).alias("x"),
+        F.concat(F.lit("s"), (F.col("id") % 97).cast("string")).alias("s"))
+    rows = str(base / "rows")
+    tfspark.write_tfrecords(df, rows, label_cols=["y"], compression="gzip",
+                            split={"train": 0.8, "test": 0.2}, split_key="id",
+                            max_records_per_file=500)
+    blocks = str(base / "blocks")
+    tfspark.write_tfrecords(df, blocks, label_cols=["y"], rows_per_record=64,
+                            max_records_per_file=700, stats=False)
+    return {"rows": rows, "blocks": blocks}
+
+
+def upload(local: str, fs: pafs.FileSystem, target: str) -> None:
+    pafs.copy_files(local, target, source_filesystem=pafs.LocalFileSystem(),
+                    destination_filesystem=fs)
+
+
+@pytest.fixture(params=STORES)
+def store(request):
+    return request.getfixturevalue(request.param)
+
+
+def ids_of(reader) -> list[int]:
+    return sorted(int(i) for b in reader for i in np.asarray(b[1] if isinstance(b, tuple)
+                                                               else b["id"]))
+
+
+def rows_of(reader) -> list[tuple]:
+    out = []
+    for features, _ in reader:
+        out += list(zip(np.asarray(features["id"]).tolist(),
+                        np.round(np.asarray(features["x"]), 3).tolist(),
+                        [bytes(v) for v in np.asarray(features["s"])]))
+    return sorted(out)
+
+
+def test_every_reader_on_every_store(store, local_sets):
+    fs = store.filesystem()
+    bucket = store.bucket()
+    for name, local in local_sets.items():
+        upload(local, fs, f"{bucket}/{name}")
+    split = {"split": "train"}
+    want = rows_of(tfspark.read_batches(local_sets["rows"], 500, **split))
+    got = rows_of(tfspark.read_batches(f"{bucket}/rows", 500, filesystem=fs, **split))
+    assert got == want and len(want) > 2000
+    uri = store.uri(f"{bucket}/rows")
+    if uri is not None:  # gs:// and abfs:// URIs cannot say how to reach an emulator
+        assert rows_of(tfspark.read_batches(uri, 500, **split)) == want
+    ds = tfspark.make_dataset(f"{bucket}/rows", 500, filesystem=fs, label_cols=["id"], **split)
+    assert sorted(int(i) for _, y in ds for i in y.numpy()) == [r[0] for r in want]
+    want_blocks = rows_of(tfspark.read_batches(local_sets["blocks"], 256))
+    assert rows_of(tfspark.read_batches(f"{bucket}/blocks", 256, filesystem=fs)) == \
+        want_blocks
+    ds = tfspark.make_dataset(f"{bucket}/blocks", 256, filesystem=fs, label_cols=["id"])
+    assert sorted(int(i) for _, y in ds for i in y.numpy()) == [r[0] for r in want_blocks]
+    report = tfspark.verify(f"{bucket}/rows", filesystem=fs)
+    assert report.ok and report.records == tfspark.verify(local_sets["rows"]).records, \
+        report.render()
+    layers = tfspark.keras_preprocessing(f"{bucket}/rows", split="train", filesystem=fs)
+    assert {"x", "s"} <= set(layers)
+    assert tfspark.manifest.read_manifest(f"{bucket}/rows", fs).splits == ("test", "train")
+
+
+def test_explicit_files_on_a_store(gcs, local_sets):
+    fs = gcs.filesystem()
+    bucket = gcs.bucket()
+    upload(local_sets["rows"], fs, f"{bucket}/rows")
+    manifest = tfspark.manifest.read_manifest(local_sets["rows"])
+    files = [f"gs://{bucket}/rows/{f.path}" for f in manifest.files if f.split == "test"]
+    local_spec = os.path.join(local_sets["rows"], "_tfspark.json")
+    with pytest.raises(tfspark.OptionError, match="starts with '/' but filesystem="):
+        tfspark.make_dataset(files, 100, spec=local_spec, filesystem=fs)
+    spec = f"{bucket}/rows/_tfspark.json"  # filesystem= holds for every path argument
+    ds = tfspark.make_dataset(files, 100, spec=spec, filesystem=fs, label_cols=["id"])
+    got = sorted(int(i) for _, y in ds for i in y.numpy())
+    want = ids_of(tfspark.read_batches(local_sets["rows"], 100, split="test",
+                                       label_cols=["id"]))
+    assert got == want
+
+
+def test_a_cache_keeps_what_was_read_whole(gcs, local_sets, tmp_path):
+    fs = gcs.filesystem()
+    bucket = gcs.bucket()
+    upload(local_sets["blocks"], fs, f"{bucket}/blocks")
+    cache = tmp_path / "cache"
+    want = ids_of(tfspark.read_batches(local_sets["blocks"], 256, label_cols=["id"]))
+    reader = tfspark.read_batches(f"{bucket}/blocks", 256, filesystem=fs, cache_dir=cache,
+                                  label_cols=["id"])
+    first = iter(reader)
+    next(first)  # a first batch, then stopped: nothing partial may be kept
+    first.close()
+    kept = [p for p in cache.rglob("*") if p.is_file()]
+    assert not any(".tmp-" in p.name for p in kept)
+    assert ids_of(reader) == want  # the first epoch fills the cache
+    kept = [p for p in cache.rglob("*") if p.is_file()]
+    files = len(tfspark.manifest.read_manifest(local_sets["blocks"]).files)
+    assert len(kept) == files
+    other = tmp_path / "other"  # make_dataset fills a cache as well
+    ds = tfspark.make_dataset(f"{bucket}/blocks", 256, filesystem=fs, cache_dir=other,
+                              label_cols=["id"])
+    assert sorted(int(i) for _, y in ds for i in y.numpy()) == want
+    assert len([p for p in other.rglob("*") if p.is_file()]) == files
+    for info in fs.get_file_info(pafs.FileSelector(f"{bucket}/blocks", recursive=True)):
+        if ".tfrecord" in info.path:
+            fs.delete_file(info.path)  # gone from the store: the cache must serve them
+    assert ids_of(reader) == want
+    # A new write of the data set has new file names and write ids: nothing stale is read.
+    upload(local_sets["rows"], fs, f"{bucket}/blocks2")
+    assert ids_of(tfspark.read_batches(f"{bucket}/blocks2", 256, filesystem=fs, split="test",
+                                       cache_dir=cache, label_cols=["id"])) == \
+        ids_of(tfspark.read_batches(local_sets["rows"], 256, split="test",
+                                    label_cols=["id"]))
+
+
+def test_a_uri_keeps_its_options_and_shows_none_of_them(s3, local_sets):
+    fs = s3.filesystem()
+    bucket = s3.bucket()
+    upload(local_sets["rows"], fs, f"{bucket}/rows")
+    uri = s3.uri(f"testing:s3cr3t@{bucket}/rows")  # moto takes any secret
+    loc = locate(uri)
+    assert loc.child("train").uri == f"s3://{bucket}/rows/train"
+    assert "s3cr3t" not in loc.uri
+    with pytest.raises(tfspark.ManifestError) as info:
+        tfspark.read_batches(uri, 10, split="nope")
+    assert "s3cr3t" not in str(info.value) and "endpoint" not in str(info.value)
+    with pytest.raises(tfspark.ManifestError) as info:
+        tfspark.read_batches(uri.replace("/rows", "/nothing"), 10)
+    assert "s3cr3t" not in str(info.value) and "endpoint" not in str(info.value)
+    assert len(ids_of(tfspark.read_batches(uri, 500, split="train",
+                                           label_cols=["id"]))) > 2000
