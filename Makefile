@@ -25,9 +25,12 @@ export PYSPARK_DRIVER_PYTHON ?= $(abspath $(PY))
 # Quiet logs and local defaults from conf/ (spark-defaults.conf, log4j2.properties).
 export SPARK_CONF_DIR ?= $(CURDIR)/conf
 export TF_CPP_MIN_LOG_LEVEL ?= 2
+# Azurite (npm), the ADLS emulator of the abfs:// tests, installed by `stores` next to the venv.
+AZURITE := $(VENV)/azurite
+export TFSPARK_AZURITE ?= $(abspath $(AZURITE))
 
 .DEFAULT_GOAL := help
-.PHONY: help setup demo test test-fast unit-without-tf lint bench clean
+.PHONY: help setup stores demo test test-fast unit-without-tf lint bench clean
 
 help:
 	@sed -n '3,12p' $(firstword $(MAKEFILE_LIST)) | sed 's/^# *//'
@@ -42,18 +45,26 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -e '.[spark,dev]'
 	@touch $@
 
+# The GCS emulator and moto's S3 server come with the dev extra; Azurite needs npm. Without npm
+# the abfs:// tests skip, saying so (CI sets TFSPARK_REQUIRE_STORES=1: there they fail).
+stores: setup
+	@if [ -x $(AZURITE)/node_modules/.bin/azurite-blob ]; then :; \
+	elif command -v npm >/dev/null; then \
+		npm install --silent --no-audit --no-fund --prefix $(AZURITE) azurite@3; \
+	else echo "npm not found: the abfs:// tests (Azurite) will skip; install Node.js and npm"; fi
+
 demo: setup
 	$(PY) -m tfspark.cli demo
 
 # pytest exits 5 when it collected no tests: that is a broken run, not a green one.
-test: setup unit-without-tf
+test: stores unit-without-tf
 	@$(PY) -m pytest --durations=10 $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests; failing" >&2; exit 1; fi; \
 	exit $$rc
 
 # Lanes by marker (pyproject.toml): `make test` runs them all, as CI does.
 FAST := not slow and not cluster and not packaging and not faults and not training
-test-fast: setup unit-without-tf
+test-fast: stores unit-without-tf
 	@$(PY) -m pytest --durations=10 -m "$(FAST)" $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test-fast: pytest collected no tests; failing" >&2; exit 1; fi; \
 	exit $$rc
