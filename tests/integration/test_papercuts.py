@@ -105,3 +105,20 @@ def test_data_source_errors_show_tfsparks_line_first(spark, tmp_path):
     assert "Traceback" not in text
     assert "Python data source writer: tfspark.errors.OptionError: unknown tfrecord " \
            "option(s) ['bogus']" in text
+
+
+def test_a_description_is_kept_and_shown(spark, tmp_path):
+    """The setting added as one table entry (issue 23): kept by both engines, kept by an
+    append that gives none, shown by tfspark inspect."""
+    from tfspark.cli.inspect import describe
+
+    out = str(tmp_path / "d")
+    df = spark.range(10)
+    tfspark.write_tfrecords(df, out, description="ids, first cut", stats=False)
+    df.write.format("tfrecord").mode("append").save(out)
+    assert tfspark.manifest.read_manifest(out).description == "ids, first cut"
+    assert "description: ids, first cut" in describe(out)
+    other = str(tmp_path / "e")
+    df.write.format("tfrecord").option("description", "via the source").mode("append") \
+        .save(other)
+    assert tfspark.manifest.read_manifest(other).description == "via the source"

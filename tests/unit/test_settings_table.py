@@ -67,3 +67,17 @@ def test_a_setting_checks_its_value_on_every_surface():
     with pytest.raises(OptionError, match="key 'gzip_level' in command line must be an int"):
         ExportConfig().with_overrides(gzip_level="9")
     assert ExportConfig(output="/x").with_overrides(gzip_level=9).write_options().gzip_level == 9
+
+
+def test_one_entry_makes_a_setting_on_every_surface():
+    """`description` is one WriteOptions field: it is a write_tfrecords keyword, a data-source
+    option, an export config key and a flag, all checked the same way."""
+    names = {t.name: t for t in TABLE}
+    assert names["description"].option == "description"
+    assert "description" in KEYS
+    export = build_parser()._subparsers._group_actions[0].choices["export"]
+    assert "--description" in export.format_help()
+    opts = WriteOptions.from_source_options({"path": "/x", "description": "clicks, v2"})
+    assert opts.description == "clicks, v2"
+    with pytest.raises(OptionError, match="description"):
+        WriteOptions.from_arguments("/x", description=3)

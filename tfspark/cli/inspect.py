@@ -45,6 +45,8 @@ def describe(path: str) -> str:
     lines = [f"{path}: {m.rows:,} {what} in "
              f"{len(m.files)} files, {m.bytes / 2**20:,.2f} MiB, "
              f"compression={m.compression or 'none'}"]
+    if m.description:
+        lines.append(f"description: {m.description}")
     groups: dict[str, list[int]] = {split: [0, 0, 0] for split in m.splits}
     for f in m.files:
         part = ",".join(f"{k}={v}" for k, v in f.partition.items())

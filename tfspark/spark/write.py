@@ -165,6 +165,8 @@ class TfrecordWriter(DataSourceArrowWriter):
                                                | {f.split for f in entries if f.split})))
         if self.schema is not None:
             manifest = replace(manifest, schema=self.schema)
+        if self.opts.description is not None:
+            manifest = replace(manifest, description=self.opts.description)
         if self.manifest_stats is not None:
             manifest = replace(manifest, stats=dict(self.manifest_stats))
         if self.opts.task_stats and self.spec is not None:

@@ -48,9 +48,9 @@ BACKUP_MARKER = "_tfspark_backup.json"
 BACKUP_STAGING = "_tfspark_staging-"
 FORMAT = "tfspark.manifest"
 VERSION = 1
-_KNOWN = {"format", "version", "created_by", "record_type", "compression", "spec",
-          "partition_by", "splits", "schema", "records", "bytes", "rows", "files", "layout",
-          "writes", "stats", "backup", "split"}
+_KNOWN = {"format", "version", "created_by", "description", "record_type", "compression",
+          "spec", "partition_by", "splits", "schema", "records", "bytes", "rows", "files",
+          "layout", "writes", "stats", "backup", "split"}
 
 
 @dataclass(frozen=True)
@@ -119,6 +119,7 @@ class Manifest:
     backup: Mapping[str, Any] | None = None
     split: str | None = None  # a split directory's manifest: its split
     created_by: str = f"tfspark {__version__}"
+    description: str | None = None  # the writer's note on the data set
     extra: Mapping[str, Any] = field(default_factory=dict)  # keys this version does not know
 
     # ---------------------------------------------------------------- counts and lookups
@@ -198,6 +199,8 @@ class Manifest:
             out.update(layout={"rows_per_record": self.rows_per_record}, rows=self.rows)
         if self.schema is not None:
             out["schema"] = dict(self.schema)
+        if self.description is not None:
+            out["description"] = self.description
         if self.backup is not None:
             out["backup"] = dict(self.backup)
         if self.split is not None:
@@ -252,7 +255,7 @@ class Manifest:
                              for w in doc.get("writes") or ()),
                 rows_per_record=block, schema=doc.get("schema"), stats=doc.get("stats") or {},
                 backup=doc.get("backup"), split=doc.get("split"),
-                created_by=doc.get("created_by", ""),
+                created_by=doc.get("created_by", ""), description=doc.get("description"),
                 extra={k: v for k, v in doc.items() if k not in _KNOWN})
         except (KeyError, TypeError) as e:
             bad(f"a write entry lacks {e}")

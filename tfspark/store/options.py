@@ -85,6 +85,9 @@ class WriteOptions:
     partition_by: tuple[str, ...] = _setting(
         (), s.column_names, "columns with one col=value/ directory per value",
         option="partitionBy", text=_NAMES)
+    description: str | None = _setting(
+        None, s.optional_str, "a note on the data set kept in its manifest (tfspark inspect "
+        "shows it; an append without one keeps the data set's)", option="description")
     spec: str | None = _setting(
         None, s.optional_str, "a FeatureSpec as JSON; default: inferred from the schema",
         option="spec", workflow=False)
