@@ -1,0 +1,175 @@
+"""Object-store reads (issue 24): the same data sets read from local disk and from a GCS
+emulator (fake-gcs-server on loopback) with 0, 20, 50 and 100 ms added to every request by a
+TCP proxy (tests/integration/stores.py: this kernel has no netem), side by side in one run.
+
+The standard 10-column table (5 double, 3 long, 2 short strings), --rows rows, written once per
+layout (rows; blocks of 1024) into 8 files with tfspark's encoders, copied into a bucket. For
+each place, reader and layout, one epoch at batch 1024 without shuffling:
+
+  read_batches   tfspark.read_batches(path, 1024, shuffle_buffer=0, filesystem=fs)
+                 (default threads: the cores, and io_threads=16 requests in flight)
+  make_dataset   tfspark.make_dataset(path, 1024, shuffle_buffer=0, filesystem=fs)
+
+rows/s (best of --repeat, places alternating) and the time to the first batch (from the call,
+so the manifest read and planning count). Targets on this 2-core machine: >= 0.9x local at
+50 ms and >= 0.8x at 100 ms, first batch within 1 s.
+
+The seed experiment: --small-rows rows of the same table as one small object per row (each a
+serialized tf.train.Example, as the per-row loaders stored them) read one after another, vs
+the tfspark data set of the same rows read by read_batches, on the emulator with no added
+latency, as a ratio (at 50 ms the per-object loop would take --small-rows x 50 ms).
+
+    python bench/bench_object_store.py --rows 2000000 --json bench/results/object_store.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "integration"))
+
+from bench_block import write_files  # noqa: E402
+from common import machine, save_json  # noqa: E402
+
+BATCH = 1024
+DELAYS = (0.0, 0.02, 0.05, 0.1)
+
+
+def timed(make) -> tuple[int, float, float]:
+    """(rows, seconds to the first batch, seconds in all) of one epoch."""
+    t = time.perf_counter()
+    first = None
+    rows = 0
+    for batch in make():
+        if first is None:
+            first = time.perf_counter() - t
+        rows += len(batch["f0"])
+    return rows, first or 0.0, time.perf_counter() - t
+
+
+def readers(path: str, fs) -> dict:
+    import tfspark
+
+    return {
+        "read_batches": lambda: tfspark.read_batches(path, BATCH, shuffle_buffer=0,
+                                                     label_cols=[], filesystem=fs),
+        "make_dataset": lambda: (
+            {k: v.numpy() for k, v in b.items()} for b in tfspark.make_dataset(
+                path, BATCH, shuffle_buffer=0, label_cols=[], filesystem=fs)),
+    }
+
+
+def seed_experiment(gcs, rows: int) -> dict:
+    """One object per row read one by one vs the data set of the same rows."""
+    import pyarrow.fs as pafs
+    from common import spark_schema, table
+
+    import tfspark
+
+    fs = gcs.filesystem()
+    bucket = gcs.bucket()
+    examples = tfspark.encode_batch(table(rows), tfspark.infer_spec(spark_schema()))
+    started = time.perf_counter()
+    for i, example in enumerate(examples):
+        with fs.open_output_stream(f"{bucket}/rows/{i:07d}.pb") as out:
+            out.write(example)
+    upload_s = time.perf_counter() - started
+    t = time.perf_counter()
+    got = 0
+    for info in fs.get_file_info(pafs.FileSelector(f"{bucket}/rows")):
+        with fs.open_input_file(info.path) as f:
+            got += len(f.read()) > 0
+    per_object = time.perf_counter() - t
+    assert got == rows, (got, rows)
+    tmp = tempfile.mkdtemp(prefix="tfspark-bench-seed-")
+    try:
+        local = write_files(rows, os.path.join(tmp, "ds"), 1)
+        pafs.copy_files(local, f"{bucket}/ds", source_filesystem=pafs.LocalFileSystem(),
+                        destination_filesystem=fs)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    n, _, secs = timed(readers(f"{bucket}/ds", fs)["read_batches"])
+    assert n == rows
+    return {"rows": rows, "per_object_s": per_object, "data_set_s": secs,
+            "upload_s": upload_s, "ratio": per_object / secs}
+
+
+def run(rows: int, repeat: int, small_rows: int) -> dict:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import pyarrow.fs as pafs
+    from stores import GcsEmulator
+
+    started = machine()
+    tmp = tempfile.mkdtemp(prefix="tfspark-bench-store-")
+    gcs = GcsEmulator()
+    try:
+        local = {"rows": write_files(rows, os.path.join(tmp, "rows"), 1),
+                 "blocks": write_files(rows, os.path.join(tmp, "blocks"), 1024)}
+        bucket = gcs.bucket()
+        for layout, d in local.items():
+            pafs.copy_files(d, f"{bucket}/{layout}", source_filesystem=pafs.LocalFileSystem(),
+                            destination_filesystem=gcs.filesystem())
+        places = {"local": (None, None)}
+        for delay in DELAYS:
+            places[f"gcs+{int(delay * 1000)}ms"] = (gcs.filesystem(delay), bucket)
+        results: dict[str, dict] = {}
+        for layout in local:
+            for place, (fs, bucket_name) in places.items():
+                path = local[layout] if fs is None else f"{bucket_name}/{layout}"
+                for reader, make in readers(path, fs).items():
+                    timed(make)  # warm up: tracing, compiled kernels, connections
+                    key = f"{layout}.{reader}.{place}"
+                    results[key] = {"rows_s": 0.0, "first_s": float("inf")}
+        for _ in range(repeat):  # places alternate, so drifts in load hit them all alike
+            for layout in local:
+                for reader in ("read_batches", "make_dataset"):
+                    for place, (fs, bucket_name) in places.items():
+                        path = local[layout] if fs is None else f"{bucket_name}/{layout}"
+                        n, first, secs = timed(readers(path, fs)[reader])
+                        if n != rows:
+                            raise SystemExit(f"{layout} {reader} {place}: {n} rows, not {rows}")
+                        r = results[f"{layout}.{reader}.{place}"]
+                        r["rows_s"] = max(r["rows_s"], n / secs)
+                        r["first_s"] = min(r["first_s"], first)
+        ratios = {}
+        for layout in local:
+            for reader in ("read_batches", "make_dataset"):
+                base = results[f"{layout}.{reader}.local"]["rows_s"]
+                for delay in DELAYS:
+                    key = f"{layout}.{reader}.gcs+{int(delay * 1000)}ms"
+                    ratios[key] = results[key]["rows_s"] / base
+        seed = seed_experiment(gcs, small_rows)
+    finally:
+        gcs.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return {"rows": rows, "repeat": repeat, "machine": started, "results": results,
+            "ratios_vs_local": ratios, "seed": seed}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", type=int, default=2_000_000)
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--small-rows", type=int, default=20_000)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    doc = run(args.rows, args.repeat, args.small_rows)
+    for key, r in doc["results"].items():
+        ratio = doc["ratios_vs_local"].get(key)
+        print(f"{key:40s} {r['rows_s']:>14,.0f} rows/s  first batch {r['first_s']:.3f} s"
+              + (f"  {ratio:.2f}x local" if ratio else ""))
+    s = doc["seed"]
+    print(f"seed: {s['rows']:,} objects one by one {s['per_object_s']:.1f} s; the data set "
+          f"{s['data_set_s']:.2f} s; {s['ratio']:,.0f}x")
+    save_json(args.json, doc)
+
+
+if __name__ == "__main__":
+    main()
