@@ -31,7 +31,7 @@ from tfspark.spark.write_plan import PARTITION_TYPES, Workflow, refuse_label_par
 from tfspark.spec import FeatureSpec, infer_spec
 from tfspark.store import manifest as mf
 from tfspark.store.commit import StartedFrom, existing_manifest, last_write, new_write_id
-from tfspark.store.fs import Location, locate
+from tfspark.store.fs import Location, locate, redact
 from tfspark.store.options import WriteOptions, workflow_doc, workflow_signature, write_settings
 from tfspark.store.placement import check_placement, enclosing_data_set
 
@@ -120,14 +120,20 @@ def export(df: DataFrame, opts: WriteOptions) -> WriteResult:
     spark = df.sparkSession
     data_cols, base_spec = _check_columns(df, opts)
     loc = locate(opts.path)
+    if "?" in opts.path.split("://", 1)[-1] and not opts.backup_table:
+        raise OptionError(f"write_tfrecords cannot write its parquet backup to "
+                          f"{redact(opts.path)!r} yet: Spark's writer does not take pyarrow's URI "
+                          f"options; give a plain URI whose store Spark is configured for, a "
+                          f"backup_table, or write with df.write.format('tfrecord')")
     check_placement(loc, str(opts.mode))
     _check_backup_path(opts)
     if not loc.is_empty():
         if opts.mode == "errorifexists":
-            raise OptionError(f"output path {opts.path!r} already exists; use mode='overwrite' "
-                              f"to replace it, mode='append' to add to it, or another path")
+            raise OptionError(f"output path {redact(opts.path)!r} already exists; use "
+                              f"mode='overwrite' to replace it, mode='append' to add to it, or "
+                              f"another path")
         if opts.mode == "ignore":
-            return WriteResult(opts.path, None, 0, 0, 0, skipped=True)
+            return WriteResult(redact(opts.path), None, 0, 0, 0, skipped=True)
     write_id = new_write_id()
     with undo_on_failure(opts.path, write_id):
         loc.check_writable()
@@ -154,7 +160,7 @@ def export(df: DataFrame, opts: WriteOptions) -> WriteResult:
             _discard_unless_committed(spark, loc, backup)
             raise
         publish(spark, loc, write_id)
-        result = _result(opts.path, spec, manifest, write_id, backup.target, facts["rows"],
+        result = _result(redact(opts.path), spec, manifest, write_id, backup.target, facts["rows"],
                          backup_rows, opts.compression)
     result = replace(result, seconds={"backup": round(backup_done - started, 2),
                                       "tfrecords": round(time.perf_counter() - backup_done, 2)})

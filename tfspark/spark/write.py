@@ -31,7 +31,7 @@ from tfspark.store.commit import (
     wait_for_tasks,
     write_id_of,
 )
-from tfspark.store.fs import Location, locate
+from tfspark.store.fs import Location, locate, redact
 from tfspark.store.options import WriteOptions
 
 log = logging.getLogger("tfspark")
@@ -133,7 +133,7 @@ class TfrecordWriter(DataSourceArrowWriter):
         lock.
         """
         if self.skip:
-            log.info("tfspark: %s exists; mode 'ignore' wrote nothing", self.uri)
+            log.info("tfspark: %s exists; mode 'ignore' wrote nothing", redact(self.uri))
             return None
         loc = locate(self.uri)
         files = [f for m in messages if isinstance(m, TaskCommit) for f in m.files]
@@ -141,7 +141,7 @@ class TfrecordWriter(DataSourceArrowWriter):
             with commit_lock(loc, self.write_id):  # check and write as one step
                 old = existing_manifest(loc, self.mode)
                 if last_write(old) != self.base_write:  # a write committed since planning
-                    raise WriteConflictError(conflict_message(self.uri, self.mode))
+                    raise WriteConflictError(conflict_message(redact(self.uri), self.mode))
                 manifest = self._manifest(old, files, messages)
                 mf.write_manifest(loc, manifest)
         except BaseException:

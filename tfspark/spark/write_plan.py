@@ -26,7 +26,7 @@ from tfspark.store.commit import (
     new_write_id,
     write_id_of,
 )
-from tfspark.store.fs import locate
+from tfspark.store.fs import locate, redact
 from tfspark.store.options import WriteOptions
 from tfspark.store.placement import check_placement
 
@@ -70,13 +70,13 @@ def plan_write(opts: WriteOptions, schema: StructType, overwrite: bool,
     old = existing_manifest(loc, mode)
     if workflow is None:  # the data source: the path as it is now
         if mode == "errorifexists" and not loc.is_empty():
-            raise OptionError(f"output path {opts.path!r} already exists and is not empty; use "
+            raise OptionError(f"output path {redact(opts.path)!r} already exists and is not empty; use "
                               f"mode 'overwrite' to replace it, 'append' to add to it, or "
                               f"another path")
         skip = mode == "ignore" and not loc.is_empty()
         base = StartedFrom(last_write(old))
     elif workflow.started_from.write_id != last_write(old):  # committed to since it began
-        raise WriteConflictError(conflict_message(opts.path, mode))
+        raise WriteConflictError(conflict_message(redact(opts.path), mode))
     else:
         base = workflow.started_from
     if not skip:
@@ -163,7 +163,7 @@ def _check_same_layout(opts: WriteOptions, old: mf.Manifest) -> None:
         def what(n: int) -> str:
             return "the row layout (one row per record)" if n == 1 else \
                 f"the block layout with rows_per_record={n}"
-        raise OptionError(f"{opts.path!r} holds {what(have)}; this append asks for "
+        raise OptionError(f"{redact(opts.path)!r} holds {what(have)}; this append asks for "
                           f"{what(opts.rows_per_record)}. Append with rowsPerRecord={have} "
                           f"(rows_per_record={have}), or overwrite the data set")
 
@@ -200,11 +200,11 @@ def _append_spec(opts: WriteOptions, old: mf.Manifest,
               ("partitionBy", list(old.partition_by), list(opts.partition_by))]
     for name, was, now in checks:
         if was != now:
-            raise OptionError(f"cannot append: the data set at {opts.path!r} has {name}={was!r} "
+            raise OptionError(f"cannot append: the data set at {redact(opts.path)!r} has {name}={was!r} "
                               f"but this write has {now!r}; use the same {name} or overwrite")
     if spec is None or old.spec is None:
         if (spec is None) != (old.spec is None):
-            raise SchemaError(f"cannot append to {opts.path!r}: its feature spec differs from "
+            raise SchemaError(f"cannot append to {redact(opts.path)!r}: its feature spec differs from "
                               f"this DataFrame's (the data set has no spec); write to a new path "
                               f"or overwrite")
         return spec
@@ -212,7 +212,7 @@ def _append_spec(opts: WriteOptions, old: mf.Manifest,
     diff = _spec_diff(stored, spec, labels=bool(opts.label_cols),
                       defaults=set(opts.defaults or {}))
     if diff:
-        raise SchemaError(f"cannot append to {opts.path!r}: its feature spec differs from this "
+        raise SchemaError(f"cannot append to {redact(opts.path)!r}: its feature spec differs from this "
                           f"DataFrame's ({diff}); cast the columns to the data set's types, "
                           f"write to a new path or overwrite")
     return stored
