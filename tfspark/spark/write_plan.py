@@ -70,9 +70,9 @@ def plan_write(opts: WriteOptions, schema: StructType, overwrite: bool,
     old = existing_manifest(loc, mode)
     if workflow is None:  # the data source: the path as it is now
         if mode == "errorifexists" and not loc.is_empty():
-            raise OptionError(f"output path {redact(opts.path)!r} already exists and is not empty; use "
-                              f"mode 'overwrite' to replace it, 'append' to add to it, or "
-                              f"another path")
+            raise OptionError(f"output path {redact(opts.path)!r} already exists and is not "
+                              f"empty; use mode 'overwrite' to replace it, 'append' to add to "
+                              f"it, or another path")
         skip = mode == "ignore" and not loc.is_empty()
         base = StartedFrom(last_write(old))
     elif workflow.started_from.write_id != last_write(old):  # committed to since it began
@@ -200,21 +200,22 @@ def _append_spec(opts: WriteOptions, old: mf.Manifest,
               ("partitionBy", list(old.partition_by), list(opts.partition_by))]
     for name, was, now in checks:
         if was != now:
-            raise OptionError(f"cannot append: the data set at {redact(opts.path)!r} has {name}={was!r} "
-                              f"but this write has {now!r}; use the same {name} or overwrite")
+            raise OptionError(f"cannot append: the data set at {redact(opts.path)!r} has "
+                              f"{name}={was!r} but this write has {now!r}; use the same {name} "
+                              f"or overwrite")
     if spec is None or old.spec is None:
         if (spec is None) != (old.spec is None):
-            raise SchemaError(f"cannot append to {redact(opts.path)!r}: its feature spec differs from "
-                              f"this DataFrame's (the data set has no spec); write to a new path "
-                              f"or overwrite")
+            raise SchemaError(f"cannot append to {redact(opts.path)!r}: its feature spec "
+                              f"differs from this DataFrame's (the data set has no spec); write "
+                              f"to a new path or overwrite")
         return spec
     stored = old.spec
     diff = _spec_diff(stored, spec, labels=bool(opts.label_cols),
                       defaults=set(opts.defaults or {}))
     if diff:
-        raise SchemaError(f"cannot append to {redact(opts.path)!r}: its feature spec differs from this "
-                          f"DataFrame's ({diff}); cast the columns to the data set's types, "
-                          f"write to a new path or overwrite")
+        raise SchemaError(f"cannot append to {redact(opts.path)!r}: its feature spec differs "
+                          f"from this DataFrame's ({diff}); cast the columns to the data set's "
+                          f"types, write to a new path or overwrite")
     return stored
 
 
