@@ -24,8 +24,8 @@ def test_write_tfrecords_takes_every_workflow_setting():
     from tfspark.spark.export import write_tfrecords
 
     params = list(inspect.signature(write_tfrecords).parameters.values())
-    assert [p.name for p in params[:2]] == ["df", "path"]
-    assert {p.name: p.default for p in params[2:]} == \
+    assert [p.name for p in params[:3]] == ["df", "path", "filesystem"]
+    assert {p.name: p.default for p in params[3:]} == \
         {t.name: t.default for t in TABLE if t.workflow}
     for t in TABLE:
         if t.workflow:

@@ -44,11 +44,15 @@ class StagedBackup:
     staging: str  # the staging directory (under target) or table
     mode: str  # "overwrite" (also a new backup) | "append"
     created: bool = False  # the target directory did not exist: discard removes it again
-    files: tuple[str, ...] = field(default=(), compare=False)  # staged data files (path kind)
+    where: Location | None = field(default=None, compare=False)  # path kind: the directory
+    # Path kind on a store Spark's writer cannot reach: staged by tfspark's tasks (pyarrow),
+    # whose files the driver lists (in `staged`) instead of the staging directory's listing.
+    by_tasks: bool = field(default=False, compare=False)
+    staged: list[str] = field(default_factory=list, compare=False)
 
     @classmethod
-    def plan(cls, spark: Any, table: str | None, path: str, mode: str,
-             write_id: str) -> StagedBackup:
+    def plan(cls, spark: Any, table: str | None, path: Location, mode: str,
+             write_id: str, by_tasks: bool = False) -> StagedBackup:
         """The staging of write `write_id` to the backup `table` or, when None, directory
         `path`. A staging directory's name says which write made it, and which driver (host
         and pid), so a later write can tell the leftovers of dead drivers (sweep_dead) from a
@@ -57,9 +61,16 @@ class StagedBackup:
         publish = "append" if mode == "append" else "overwrite"
         if table:
             return cls("table", table, f"{table}{_TABLE_STAGING}{token}", publish)
-        created = not locate(path).exists()
+        created = not path.exists()
         name = f"{STAGING_PREFIX}{token}-{os.getpid()}-{_host()}"
-        return cls("path", path, f"{path.rstrip('/')}/{name}", publish, created)
+        return cls("path", path.uri, path.child_uri(name), publish, created, where=path,
+                   by_tasks=by_tasks)
+
+    def _target(self) -> Location:
+        return self.where if self.where is not None else locate(self.target)
+
+    def _staging(self) -> Location:
+        return self._target().child(self.staging.rstrip("/").rsplit("/", 1)[-1])
 
     # ---------------------------------------------------------------- before the commit
 
@@ -78,6 +89,12 @@ class StagedBackup:
 
     def stage(self, spark: Any, df: Any) -> Any:
         """Write df's rows to the staging place; returns them read back (df's schema)."""
+        if self.by_tasks:
+            from tfspark.spark.backup_tasks import read_parquet, write_parquet
+
+            staging = self._staging()
+            self.staged[:] = [name for name, _ in write_parquet(df, staging)]
+            return read_parquet(spark, df.schema, staging, self.staged)
         writer = df.write.mode("error").format("parquet")
         if self.kind == "table":
             writer.saveAsTable(self.staging)
@@ -85,13 +102,17 @@ class StagedBackup:
         writer.save(self.staging)
         # By its files: Spark warns that a directory named _... is hidden ("All paths were
         # ignored") when it is read by name. Paths Spark would glob are read by directory.
-        files = [f"{self.staging}/{rel}" for rel in _data_files(locate(self.staging))]
+        files = [f"{self.staging}/{rel}" for rel in _data_files(self._staging())]
         if not files or any(c in self.staging for c in "*?[]{}\\"):
             return spark.read.schema(df.schema).parquet(self.staging)
         return spark.read.schema(df.schema).parquet(*files)
 
-    def staged_files(self, spark: Any) -> list[str]:
-        """Paths or URIs (what `locate` opens) of the staged parquet files."""
+    def staged_files(self, spark: Any) -> list[str | Location]:
+        """The staged parquet files (Locations, or paths and URIs `locate` opens)."""
+        if self.kind == "path":
+            staging = self._staging()
+            names = self.staged if self.by_tasks else _data_files(staging)
+            return [staging.child(r) for r in names]
         where = uri_to_path(table_location(spark, self.staging) if self.kind == "table"
                             else self.staging).rstrip("/")
         return [f"{where}/{r}" for r in _data_files(locate(where))]
@@ -101,8 +122,8 @@ class StagedBackup:
         if self.kind == "table":
             spark.sql(f"DROP TABLE IF EXISTS {self.staging}")
             return
-        locate(self.staging).delete_all()
-        target = locate(self.target)
+        self._staging().delete_all()
+        target = self._target()
         if self.created and target.exists() and not target.list_files():
             target.delete_all()
 
@@ -119,7 +140,8 @@ class StagedBackup:
                 rows, complete = before + write_rows, previous is None
         pending: dict[str, Any] = {"staging": self.staging, "mode": self.mode}
         if self.kind == "path":
-            pending["files"] = _data_files(locate(self.staging))
+            pending["files"] = list(self.staged) if self.by_tasks else \
+                _data_files(self._staging())
         elif self.mode == "append":
             pending["rows_before"] = rows - write_rows
         return {"kind": self.kind, "target": self.target, "rows": rows, "complete": complete,
@@ -130,7 +152,7 @@ def _host() -> str:
     return re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname())
 
 
-def sweep_dead(path: str) -> None:
+def sweep_dead(path: str | Location) -> None:
     """Remove the staging directories under a backup directory whose driver ran on this host
     and is gone (a killed write_tfrecords); those of other hosts, or of live drivers, stay."""
     loc = locate(path)
@@ -172,12 +194,20 @@ def _data_files(loc: Location) -> list[str]:
 def _exists(spark: Any, b: StagedBackup) -> bool:
     if b.kind == "table":
         return bool(spark.catalog.tableExists(b.target))
-    return bool(_data_files(locate(b.target)))
+    return bool(_data_files(b._target()))
 
 
 def _count(spark: Any, b: StagedBackup) -> int:
     if b.kind == "table":
         return int(spark.table(b.target).count())
+    if b.by_tasks:  # from the footers: Spark cannot read this store
+        from tfspark.spark.sizing import footers
+
+        where = b._target()
+        found = footers([where.child(r) for r in _data_files(where)])
+        if found is None:
+            raise OptionError(f"cannot read the parquet backup at {b.target}; overwrite it")
+        return found[0]
     return int(spark.read.parquet(b.target).count())
 
 
@@ -191,13 +221,15 @@ def publish(spark: Any, output: Location, write_id: str) -> None:
     pending = entry.get("pending")
     if not pending or manifest.last_write != write_id:
         return
-    if entry["kind"] == "path":
-        location = _publish_path(entry["target"], pending)
+    if entry["kind"] == "path":  # on the output's filesystem when it names a place there
+        location = _publish_path(output.resolve(entry["target"]),
+                                 output.resolve(pending["staging"]), pending)
+        target = output.resolve(location)
     else:
         location = _publish_table(spark, entry["target"], pending, entry["rows"])
+        target = locate(uri_to_path(location))
     marker = json.dumps({"write_id": write_id, "rows": entry["rows"],
                          "data_set": output.uri}).encode()
-    target = locate(uri_to_path(location))
     target.write_bytes_atomic(MARKER, marker)
     with commit_lock(output, write_id):  # as a commit does: never over another write's
         manifest = mf.read_manifest(output)
@@ -214,8 +246,7 @@ def publish(spark: Any, output: Location, write_id: str) -> None:
                                                             else {}))))
 
 
-def _publish_path(target: str, pending: dict[str, Any]) -> str:
-    loc, staging = locate(target), locate(pending["staging"])
+def _publish_path(loc: Location, staging: Location, pending: dict[str, Any]) -> str:
     files = list(pending.get("files", []))
     if pending["mode"] == "overwrite":  # the old backup's entries go; others' staging stays
         keep = set(files) | {MARKER}
@@ -234,7 +265,7 @@ def _publish_path(target: str, pending: dict[str, Any]) -> str:
                 if loc.kind(rel) != "file":
                     raise
     staging.delete_all()
-    return target
+    return loc.uri
 
 
 def _publish_table(spark: Any, target: str, pending: dict[str, Any], rows: int) -> str:
@@ -257,7 +288,7 @@ def _publish_table(spark: Any, target: str, pending: dict[str, Any], rows: int) 
     return table_location(spark, target)
 
 
-def roll_forward(spark: Any, path: str) -> None:
+def roll_forward(spark: Any, path: str | Location) -> None:
     """Finish the publication of a committed write's backup that a kill interrupted."""
     loc = locate(path)
     if not loc.exists(mf.NAME):
@@ -268,5 +299,5 @@ def roll_forward(spark: Any, path: str) -> None:
         return  # a damaged manifest: only an overwrite repairs it, and it writes afresh
     if (manifest.backup or {}).get("pending") and manifest.last_write:
         log.warning("tfspark: finishing the backup of the write that committed %s but was "
-                    "stopped before its backup was moved into place", path)
+                    "stopped before its backup was moved into place", loc.uri)
         publish(spark, loc, manifest.last_write)

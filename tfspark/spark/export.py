@@ -79,12 +79,18 @@ class WriteResult:
         return "\n".join(lines)
 
 
-def write_tfrecords(df: DataFrame, path: str, **settings: Any) -> WriteResult:
+def write_tfrecords(df: DataFrame, path: str, filesystem: Any = None,
+                    **settings: Any) -> WriteResult:
     """Write `df` as a parquet backup, then as TFRecords of tf.train.Example with a manifest.
 
     Settings, as keywords (the table in tfspark.store.options.WriteOptions: the export
     config's keys and the data source's options are the same settings):
 {settings}
+
+    filesystem: where `path` (and backup_path) are: a pyarrow.fs.FileSystem or an fsspec
+    filesystem (default: from the path: local, or a URI). On a store Spark's parquet writer
+    cannot reach (filesystem=, or a URI with pyarrow's query options) tfspark's tasks write
+    and read the backup through pyarrow.
 
     mode applies to `path` and to the backup. record_type "SequenceExample": array<array<T>>
     columns become feature lists (one Feature per step), every other column a context
@@ -103,64 +109,65 @@ def write_tfrecords(df: DataFrame, path: str, **settings: Any) -> WriteResult:
                           + ("; make one with spark.createDataFrame(pandas_df)"
                              if type(df).__module__.startswith("pandas") else ""))
     register(df.sparkSession)
-    return export(df, WriteOptions.from_arguments(path, **{**_DEFAULTS, **settings}))
+    opts = WriteOptions.from_arguments(path, in_filesystem=filesystem is not None,
+                                       **{**_DEFAULTS, **settings})
+    return export(df, opts, filesystem)
 
 
 _DEFAULTS = {t.name: t.default for t in write_settings() if t.workflow}
 write_tfrecords.__doc__ = (write_tfrecords.__doc__ or "").format(settings=workflow_doc())
 write_tfrecords.__signature__ = workflow_signature(  # type: ignore[attr-defined]
     [inspect.Parameter("df", inspect.Parameter.POSITIONAL_OR_KEYWORD),
-     inspect.Parameter("path", inspect.Parameter.POSITIONAL_OR_KEYWORD)])
+     inspect.Parameter("path", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+     inspect.Parameter("filesystem", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None)])
 
 
-def export(df: DataFrame, opts: WriteOptions) -> WriteResult:
+def export(df: DataFrame, opts: WriteOptions, filesystem: Any = None) -> WriteResult:
     """The stages of write_tfrecords for checked options (see the module docstring). The write
     commits against the version of the path it found when it began, or fails with
     WriteConflictError; what a failure leaves of this write is removed (undo.py)."""
     spark = df.sparkSession
     data_cols, base_spec = _check_columns(df, opts)
-    loc = locate(opts.path)
-    if "?" in opts.path.split("://", 1)[-1] and not opts.backup_table:
-        raise OptionError(f"write_tfrecords cannot write its parquet backup to "
-                          f"{redact(opts.path)!r} yet: Spark's writer does not take pyarrow's URI "
-                          f"options; give a plain URI whose store Spark is configured for, a "
-                          f"backup_table, or write with df.write.format('tfrecord')")
+    loc = locate(opts.path, filesystem)
+    # A store Spark's parquet writer cannot reach (a filesystem= object, or pyarrow's URI
+    # options): tfspark's tasks write and read the backup through pyarrow (backup_tasks.py).
+    by_tasks = not loc.is_local and (filesystem is not None or "?" in opts.path)
+    backup_loc = loc.resolve(opts.backup_path) if opts.backup_path else loc.child("_backup")
     check_placement(loc, str(opts.mode))
-    _check_backup_path(opts)
+    _check_backup_path(opts, loc, backup_loc)
     if not loc.is_empty():
         if opts.mode == "errorifexists":
-            raise OptionError(f"output path {redact(opts.path)!r} already exists; use "
-                              f"mode='overwrite' to replace it, mode='append' to add to it, or "
-                              f"another path")
+            raise OptionError(f"output path {loc.uri!r} already exists; use mode='overwrite' "
+                              f"to replace it, mode='append' to add to it, or another path")
         if opts.mode == "ignore":
-            return WriteResult(redact(opts.path), None, 0, 0, 0, skipped=True)
+            return WriteResult(loc.uri, None, 0, 0, 0, skipped=True)
     write_id = new_write_id()
-    with undo_on_failure(opts.path, write_id):
+    with undo_on_failure(loc, write_id):
         loc.check_writable()
-        roll_forward(spark, opts.path)  # a committed write's backup that a kill left staged
+        roll_forward(spark, loc)  # a committed write's backup that a kill left staged
         old = existing_manifest(loc, str(opts.mode))
         started_from = StartedFrom(last_write(old))  # what this write commits against
         previous = old if opts.mode == "append" else None
-        backup = StagedBackup.plan(spark, opts.backup_table,
-                                      opts.backup_path or _default_backup(loc, opts.path),
-                                      str(opts.mode), write_id)
+        backup = StagedBackup.plan(spark, opts.backup_table, backup_loc, str(opts.mode),
+                                   write_id, by_tasks)
         if opts.backup_table and opts.mode == "errorifexists" and \
                 spark.catalog.tableExists(opts.backup_table):
             raise OptionError(f"backup table {opts.backup_table!r} already exists; use "
                               f"mode='overwrite' or 'append', or another backup_table")
         backup.check_append(spark, df.schema)
-        if backup.kind == "path":
-            sweep_dead(backup.target)
+        if backup.where is not None:
+            sweep_dead(backup.where)
 
         started = time.perf_counter()
         try:
             spec, facts, backup_rows, backup_done, manifest = _stage_and_write(
-                spark, df, opts, base_spec, data_cols, backup, previous, started_from, write_id)
+                spark, df, opts, base_spec, data_cols, backup, previous,
+                Workflow(str(opts.mode), started_from, write_id, base_spec, home=loc))
         except BaseException:
             _discard_unless_committed(spark, loc, backup)
             raise
         publish(spark, loc, write_id)
-        result = _result(redact(opts.path), spec, manifest, write_id, backup.target, facts["rows"],
+        result = _result(loc.uri, spec, manifest, write_id, backup.target, facts["rows"],
                          backup_rows, opts.compression)
     result = replace(result, seconds={"backup": round(backup_done - started, 2),
                                       "tfrecords": round(time.perf_counter() - backup_done, 2)})
@@ -168,30 +175,31 @@ def export(df: DataFrame, opts: WriteOptions) -> WriteResult:
     return result
 
 
-def _check_backup_path(opts: WriteOptions) -> None:
+def _check_backup_path(opts: WriteOptions, loc: Location, backup_loc: Location) -> None:
     """A backup directory of its own: not the output path, not around it, not inside another
     data set (the output's own directory is fine: the default is <path>/_backup)."""
     if not opts.backup_path:
         return
-    backup, out = opts.backup_path.rstrip("/"), opts.path.rstrip("/")
-    if backup == out:
+    backup, out = backup_loc.uri, loc.uri
+    if backup_loc.base == loc.base:
         raise OptionError(f"backup_path {backup!r} is the output path itself; the parquet copy "
                           f"needs a directory of its own: leave backup_path out (it goes to "
                           f"{out}/_backup) or give another directory")
-    if out.startswith(backup + "/"):
+    if loc.base.startswith(backup_loc.base.rstrip("/") + "/"):
         raise OptionError(f"backup_path {backup!r} holds the output path {out!r}; replacing "
                           f"the backup would delete the data set: give a directory outside "
                           f"it, or leave backup_path out")
-    outer = enclosing_data_set(locate(backup))
-    if outer is not None and outer[0].rstrip("/") != out:
+    outer = enclosing_data_set(backup_loc)
+    if outer is not None and outer[0].rstrip("/") != loc.base.rstrip("/") and \
+            outer[0].rstrip("/") != out.rstrip("/"):
         raise OptionError(f"backup_path {backup!r} is inside the tfspark data set at "
                           f"{outer[0]!r}; give a directory outside it")
 
 
 def _stage_and_write(spark: Any, df: DataFrame, opts: WriteOptions, base_spec: FeatureSpec,
                      data_cols: list[str], backup: StagedBackup,
-                     previous: mf.Manifest | None, started_from: StartedFrom,
-                     write_id: str) -> tuple[FeatureSpec, dict, int, float, mf.Manifest]:
+                     previous: mf.Manifest | None,
+                     begun: Workflow) -> tuple[FeatureSpec, dict, int, float, mf.Manifest]:
     """Stage the backup (observing the facts the spec needs), then write the TFRecords from
     the staged rows; returns (spec, facts, staged rows, when the backup was done, the
     committed manifest)."""
@@ -205,7 +213,7 @@ def _stage_and_write(spark: Any, df: DataFrame, opts: WriteOptions, base_spec: F
         raise CountMismatchError(f"source produced {facts['rows']} rows but the backup "
                                  f"{backup.target} holds {backup_rows}; nothing was exported")
     if previous is not None and previous.spec is not None:
-        _check_append_facts(opts.path, previous.spec, facts)
+        _check_append_facts(redact(opts.path), previous.spec, facts)
     spec = infer_spec(df.select(*[F.col(f"`{c}`") for c in data_cols]).schema,
                       label_cols=opts.label_cols,
                       shapes={**facts["shapes"], **dict(opts.shapes or {})},
@@ -218,9 +226,9 @@ def _stage_and_write(spark: Any, df: DataFrame, opts: WriteOptions, base_spec: F
     if opts.stats and previous:  # an append: its statistics are of its own rows
         manifest_stats["features_scope"] = "last write"
     entry = backup.entry(spark, backup_rows, previous)
-    manifest = _write(spark, backup_df, backup_rows, read, opts, Workflow(
-        "errorifexists" if opts.mode == "ignore" else str(opts.mode), started_from, write_id,
-        spec, manifest_stats=manifest_stats, backup_entry=entry, splits=tuple(opts.split or ())))
+    manifest = _write(spark, backup_df, backup_rows, read, opts, replace(
+        begun, mode="errorifexists" if opts.mode == "ignore" else str(opts.mode), spec=spec,
+        manifest_stats=manifest_stats, backup_entry=entry, splits=tuple(opts.split or ())))
     return spec, facts, backup_rows, backup_done, manifest
 
 
@@ -295,10 +303,6 @@ def _check_names(columns: list[str], case_sensitive: str | None) -> None:
                 f"(spark.sql.caseSensitive=false) and the parquet backup cannot tell apart; "
                 f"rename one (alias or withColumnRenamed)")
         seen[key] = name
-
-
-def _default_backup(loc: Location, path: str) -> str:
-    return loc.join("_backup") if loc.is_local else f"{path.rstrip('/')}/_backup"
 
 
 def _write(spark: Any, backup_df: DataFrame, backup_rows: int, footers: tuple | None,

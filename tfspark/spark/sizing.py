@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from tfspark.spec import FeatureSpec
-from tfspark.store.fs import locate
+from tfspark.store.fs import Location, locate
 
 log = logging.getLogger("tfspark")
 SPLIT_COLUMN = "__tfspark_split__"
@@ -32,7 +32,7 @@ def tfrecord_bytes(spec: FeatureSpec, rows: int, parquet_bytes: int,
     return total // 3 if compression == "gzip" else total
 
 
-def footers(files: list[str]) -> tuple[int, float | None, int] | None:
+def footers(files: Sequence[str | Location]) -> tuple[int, float | None, int] | None:
     """(rows, largest uncompressed bytes per row of any row group, uncompressed bytes in all)
     of parquet files, from their footers (no data read); None when they cannot be read here."""
     import pyarrow.parquet as pq

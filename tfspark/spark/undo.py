@@ -36,24 +36,24 @@ def unwrapped(e: BaseException) -> BaseException:
 class _Before:
     """A path as it was before write_tfrecords: whether it existed, and its entries."""
 
-    path: str
+    path: Location
     existed: bool
     entries: set[str]
 
     @classmethod
-    def take(cls, path: str) -> _Before | None:
+    def take(cls, path: str | Location) -> _Before | None:
         """None when the path is unusable (the write itself will say so)."""
         try:
             loc = locate(path)
             if not loc.exists():
-                return cls(path, False, set())
-            return cls(path, True, {rel for rel, _ in loc.entries(recursive=True)})
+                return cls(loc, False, set())
+            return cls(loc, True, {rel for rel, _ in loc.entries(recursive=True)})
         except (OSError, ValueError):
             return None
 
     def put_back(self, write_id: str) -> None:
         """Remove what write `write_id` added, unless its manifest committed."""
-        loc = locate(self.path)
+        loc = self.path
         if not loc.exists() or _committed(loc, write_id):
             return
         new = [(rel, is_dir) for rel, is_dir in loc.entries(recursive=True)
@@ -78,7 +78,7 @@ def _committed(loc: Location, write_id: str) -> bool:
 
 
 @contextmanager
-def undo_on_failure(path: str, write_id: str) -> Iterator[None]:
+def undo_on_failure(path: str | Location, write_id: str) -> Iterator[None]:
     """Around write `write_id` to `path`: on failure, remove what it added there (module
     docstring) and raise a tfspark error that came back from a Spark task as its own class."""
     before = _Before.take(path)
@@ -90,7 +90,7 @@ def undo_on_failure(path: str, write_id: str) -> Iterator[None]:
                 before.put_back(write_id)
         except Exception as cleanup:  # noqa: BLE001 - report the write's own error
             log.warning("tfspark: could not remove what the failed write left at %s: %s",
-                        path, cleanup)
+                        locate(path).uri, cleanup)
         err = unwrapped(e)
         if err is e:
             raise

@@ -31,7 +31,7 @@ from tfspark.store.commit import (
     wait_for_tasks,
     write_id_of,
 )
-from tfspark.store.fs import Location, locate, redact
+from tfspark.store.fs import Location
 from tfspark.store.options import WriteOptions
 
 log = logging.getLogger("tfspark")
@@ -52,6 +52,7 @@ class TfrecordWriter(DataSourceArrowWriter):
     """Pickled to executors: only plain data here; files and encoders are made in write()."""
 
     uri: str
+    home: Location  # the output on its filesystem (pickled with it to the tasks)
     mode: str
     skip: bool
     write_id: str
@@ -89,7 +90,7 @@ class TfrecordWriter(DataSourceArrowWriter):
         encoder = None if self.spec is None else BatchEncoder(
             self.spec, null_elements=self.opts.null_elements) if block == 1 else BlockEncoder(
             self.spec, block, null_elements=self.opts.null_elements)
-        loc = locate(self.uri)
+        loc = self.home
         files = TaskFiles(loc, self.write_id, task, self.opts.compression,
                           self.opts.gzip_level, self.opts.record_type,
                           self.opts.max_records_per_file, encoder,
@@ -133,15 +134,15 @@ class TfrecordWriter(DataSourceArrowWriter):
         lock.
         """
         if self.skip:
-            log.info("tfspark: %s exists; mode 'ignore' wrote nothing", redact(self.uri))
+            log.info("tfspark: %s exists; mode 'ignore' wrote nothing", self.home.uri)
             return None
-        loc = locate(self.uri)
+        loc = self.home
         files = [f for m in messages if isinstance(m, TaskCommit) for f in m.files]
         try:
             with commit_lock(loc, self.write_id):  # check and write as one step
                 old = existing_manifest(loc, self.mode)
                 if last_write(old) != self.base_write:  # a write committed since planning
-                    raise WriteConflictError(conflict_message(redact(self.uri), self.mode))
+                    raise WriteConflictError(conflict_message(self.home.uri, self.mode))
                 manifest = self._manifest(old, files, messages)
                 mf.write_manifest(loc, manifest)
         except BaseException:
@@ -195,7 +196,7 @@ class TfrecordWriter(DataSourceArrowWriter):
         wait for them), then remove every file this write id produced."""
         if self.skip:
             return
-        loc = locate(self.uri)
+        loc = self.home
         if loc.exists():
             wait_for_tasks(loc, self.write_id)
         self._remove_ours(loc)

@@ -26,7 +26,7 @@ from tfspark.store.commit import (
     new_write_id,
     write_id_of,
 )
-from tfspark.store.fs import locate, redact
+from tfspark.store.fs import Location, locate, redact
 from tfspark.store.options import WriteOptions
 from tfspark.store.placement import check_placement
 
@@ -49,6 +49,8 @@ class Workflow:
     splits: tuple[str, ...] = ()
     manifest_stats: dict[str, Any] | None = None
     backup_entry: dict[str, Any] | None = None
+    home: Location | None = None  # the output, on its filesystem (write_tfrecords'
+    # filesystem=); None: located from the path
 
 
 def plan_write(opts: WriteOptions, schema: StructType, overwrite: bool,
@@ -65,7 +67,8 @@ def plan_write(opts: WriteOptions, schema: StructType, overwrite: bool,
         if overwrite and opts.mode not in (None, "overwrite"):
             raise OptionError(f"option mode={opts.mode!r} contradicts Spark's "
                               f".mode('overwrite'); drop one of them")
-    loc = locate(opts.path)
+    loc = workflow.home if workflow is not None and workflow.home is not None else \
+        locate(opts.path)
     skip = False
     old = existing_manifest(loc, mode)
     if workflow is None:  # the data source: the path as it is now
@@ -113,7 +116,7 @@ def plan_write(opts: WriteOptions, schema: StructType, overwrite: bool,
                       {w.write_id for w in (old.writes if old else ())}) \
         if mode == "overwrite" else []
     given = workflow or Workflow(mode, base, new_write_id(), spec)  # type: ignore[arg-type]
-    return TfrecordWriter(uri=opts.path, mode=mode, skip=skip, write_id=given.write_id,
+    return TfrecordWriter(uri=opts.path, home=loc, mode=mode, skip=skip, write_id=given.write_id,
                           base_write=base.write_id, spec=spec, opts=opts, keep=keep,
                           schema=written, created=created and not skip, replaces=replaces,
                           split_column=split_column, splits=list(given.splits),

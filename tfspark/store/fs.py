@@ -128,7 +128,11 @@ class Location:
         """Move base/rel to to/to_rel (the same store), making its directory."""
         target = to.join(to_rel)
         to.fs.create_dir(posixpath.dirname(target), recursive=True)
-        self.fs.move(self.join(rel), target)
+        try:
+            self.fs.move(self.join(rel), target)
+        except NotImplementedError:  # e.g. Azure blob storage without hierarchical namespace
+            self.fs.copy_file(self.join(rel), target)
+            self.fs.delete_file(self.join(rel))
 
     def delete_dir(self, rel: str) -> None:
         """Delete the directory base/rel and everything under it."""

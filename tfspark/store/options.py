@@ -137,18 +137,22 @@ class WriteOptions:
         option="statsTopK", text=s.int_text, typed=int)
 
     @classmethod
-    def from_arguments(cls, path: Any, **arguments: Any) -> WriteOptions:
+    def from_arguments(cls, path: Any, *, in_filesystem: bool = False,
+                       **arguments: Any) -> WriteOptions:
         """From Python values (write_tfrecords' keyword arguments, the export config). Each is
         checked by its setting; messages name the argument. Raises OptionError (TypeError for
-        an unknown argument, as Python does)."""
+        an unknown argument, as Python does). in_filesystem: the paths are inside a given
+        filesystem (not made absolute on the local disk)."""
         table = {t.name: t for t in write_settings()}
         unknown = sorted(set(arguments) - set(table))
         if unknown:
             raise TypeError(f"unexpected write argument(s) {unknown}")
         checked = {k: table[k].check(Where(k), v) for k, v in arguments.items()}
-        if checked.get("backup_path"):
+        if checked.get("backup_path") and not in_filesystem:
             checked["backup_path"] = absolute(checked["backup_path"])
-        return cls(path=absolute(_path(path)), **checked)._check_together("")
+        path = _path(path)
+        return cls(path=path if in_filesystem else absolute(path),
+                   **checked)._check_together("")
 
     @classmethod
     def from_source_options(cls, options: Mapping[str, Any]) -> WriteOptions:

@@ -1,0 +1,106 @@
+"""Writing data sets where they live (issue 24): write_tfrecords with `filesystem=` to a GCS
+emulator, moto's S3 server and Azurite (tests/integration/stores.py): the TFRecords, the
+manifest and the parquet backup (written and read back by tfspark's tasks through pyarrow, as
+Spark's writer cannot reach these stores), appends, overwrites, refusals, and a failed
+overwrite that leaves the previous data set whole. Rows are checked against the DataFrame."""
+
+from __future__ import annotations
+
+import pyarrow.dataset as pads
+import pyarrow.fs as pafs
+import pytest
+
+import tfspark
+from tfspark.errors import OptionError
+
+pytestmark = [pytest.mark.spark]
+STORES = ["gcs", "s3", "azurite"]
+
+
+@pytest.fixture(params=STORES)
+def store(request):
+    return request.getfixturevalue(request.param)
+
+
+def frame(spark, lo: int, hi: int):
+    from pyspark.sql import functions as F
+
+    return spark.range(lo, hi, numPartitions=2).select(
+        "id", (F.col("id") % 3).alias("y"), (F.col("id") * 0.25).alias("x"))
+
+
+def ids(path: str, fs, **kw) -> list[int]:
+    return sorted(int(i) for _, y in tfspark.read_batches(path, 100, filesystem=fs,
+                                                          label_cols=["id"], **kw)
+                  for i in y)
+
+
+def backup_ids(fs, path: str) -> list[int]:
+    data = pads.dataset(path, filesystem=fs, format="parquet",
+                        exclude_invalid_files=False, ignore_prefixes=["_", "."])
+    return sorted(data.to_table(columns=["id"]).column("id").to_pylist())
+
+
+def test_write_append_overwrite_on_every_store(spark, store):
+    fs = store.filesystem()
+    out = f"{store.bucket()}/ds"
+    result = tfspark.write_tfrecords(frame(spark, 0, 400), out, filesystem=fs,
+                                     label_cols=["y"], split={"train": 0.75, "test": 0.25},
+                                     split_key="id", max_records_per_file=60)
+    assert result.rows == 400 and result.backup_rows == 400
+    assert ids(out, fs, split="train") + ids(out, fs, split="test") != []
+    assert sorted(ids(out, fs, split="train") + ids(out, fs, split="test")) == list(range(400))
+    assert backup_ids(fs, f"{out}/_backup") == list(range(400))
+    report = tfspark.verify(out, filesystem=fs)
+    assert report.ok, report.render()
+
+    with pytest.raises(OptionError, match="already exists"):
+        tfspark.write_tfrecords(frame(spark, 0, 10), out, filesystem=fs, label_cols=["y"],
+                                split={"train": 0.75, "test": 0.25}, split_key="id")
+    tfspark.write_tfrecords(frame(spark, 400, 500), out, filesystem=fs, mode="append",
+                            label_cols=["y"], split={"train": 0.75, "test": 0.25},
+                            split_key="id")
+    assert sorted(ids(out, fs, split="train") + ids(out, fs, split="test")) == list(range(500))
+    assert backup_ids(fs, f"{out}/_backup") == list(range(500))
+    assert tfspark.verify(out, filesystem=fs).ok
+
+    tfspark.write_tfrecords(frame(spark, 1000, 1100), out, filesystem=fs, mode="overwrite",
+                            label_cols=["y"])
+    assert ids(out, fs) == list(range(1000, 1100))
+    assert backup_ids(fs, f"{out}/_backup") == list(range(1000, 1100))
+    report = tfspark.verify(out, filesystem=fs)
+    assert report.ok, report.render()
+
+
+def test_a_failed_overwrite_leaves_the_data_set_whole(spark, gcs):
+    from pyspark.sql import functions as F
+
+    fs = gcs.filesystem()
+    out = f"{gcs.bucket()}/ds"
+    tfspark.write_tfrecords(frame(spark, 0, 300), out, filesystem=fs, label_cols=["y"])
+    before = sorted(i.path for i in fs.get_file_info(
+        pafs.FileSelector(out, recursive=True)))
+    boom = F.udf(lambda i: 1 // (0 if i == 777 else 1), "int")
+    bad = frame(spark, 700, 800).withColumn("z", boom("id"))
+    with pytest.raises(Exception, match="ZeroDivisionError|division"):
+        tfspark.write_tfrecords(bad, out, filesystem=fs, mode="overwrite", label_cols=["y"])
+    after = sorted(i.path for i in fs.get_file_info(
+        pafs.FileSelector(out, recursive=True)))
+    assert after == before  # nothing of the failed write is left, nothing old is gone
+    assert ids(out, fs) == list(range(300))
+    assert tfspark.verify(out, filesystem=fs).ok
+
+
+def test_secrets_stay_out_of_what_a_write_keeps(spark, s3):
+    """A URI with pyarrow's options and credentials: the write goes through the tasks'
+    pyarrow backup; the manifest, the backup marker and the result hold no secret."""
+    bucket = s3.bucket()
+    uri = s3.uri(f"testing:s3cr3t@{bucket}/ds")
+    result = tfspark.write_tfrecords(frame(spark, 0, 50), uri, label_cols=["y"])
+    assert "s3cr3t" not in result.summary() and "endpoint" not in result.summary()
+    fs = s3.filesystem()
+    for name in ("_tfspark.json", "_backup/_tfspark_backup.json"):
+        kept = fs.open_input_file(f"{bucket}/ds/{name}").read()
+        assert b"s3cr3t" not in kept and b"endpoint_override" not in kept, name
+    assert ids(uri, None) == list(range(50))
+    assert tfspark.verify(uri).ok
