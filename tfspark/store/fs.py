@@ -279,6 +279,10 @@ def as_filesystem(filesystem: Any) -> pafs.FileSystem:
                       f"{type(filesystem).__name__}")
 
 
+# Hadoop's schemes for a store, and pyarrow's for the same store.
+_HADOOP_SCHEMES = {"s3a": "s3", "s3n": "s3", "wasb": "abfs", "wasbs": "abfs"}
+
+
 def locate(path: str | os.PathLike | Location, filesystem: Any = None) -> Location:
     """The Location of a local path, a file:// URI or an object-store URI (s3://, gs://,
     abfs://, ... with pyarrow's query options), or of a path inside `filesystem` (a scheme
@@ -305,7 +309,14 @@ def locate(path: str | os.PathLike | Location, filesystem: Any = None) -> Locati
                               f"path in that store (the same filesystem= holds for every path "
                               f"argument)")
         shown = f"{scheme}://{inner}" if scheme else inner
-        return Location(fs, inner.rstrip("/") or "/", shown.split("?", 1)[0])
+        return Location(fs, inner.rstrip("/") or "/", redact(shown.split("?", 1)[0]))
+    scheme = path.split("://", 1)[0].lower() if "://" in path else ""
+    if scheme in _HADOOP_SCHEMES:
+        raise OptionError(f"{redact(path)!r}: {scheme}:// is a Hadoop connector's scheme, and "
+                          f"tfspark reads and writes through pyarrow in Python: use "
+                          f"{_HADOOP_SCHEMES[scheme]}:// (credentials from the usual chain or "
+                          f"the URI's options; Spark's Hadoop settings are not seen there) or "
+                          f"filesystem=; with Unity Catalog credentials use a /Volumes path")
     try:
         if "://" in path and not path.startswith("file://"):
             fs, base = pafs.FileSystem.from_uri(path)
