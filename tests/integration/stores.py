@@ -16,7 +16,7 @@ import os
 import shutil
 import socket
 import subprocess
-import threading
+import sys
 import time
 import urllib.request
 import uuid
@@ -46,37 +46,47 @@ def _wait(url: str, timeout: float = 30.0) -> None:
 
 class LatencyProxy:
     """A TCP proxy on loopback that forwards each burst the client sends after `delay`
-    seconds (one request's latency: a request is one burst), and the answers at once."""
+    seconds (one request's latency: a request is one burst), and the answers at once.
+
+    It runs in a process of its own: a client that holds the GIL while it waits on the network
+    (pyarrow's GCS reads do) would otherwise stop an in-process proxy from answering it."""
 
     def __init__(self, upstream_port: int, delay: float = 0.0):
         self.upstream, self.delay = upstream_port, delay
         self.port = free_port()
-        self._loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name="latency-proxy")
-        self._thread.start()
-        self._ready.wait(10)
+        self._proc = subprocess.Popen(
+            [sys.executable, __file__, "proxy", str(upstream_port), str(self.port), str(delay)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    return
+            except OSError:
+                if time.monotonic() > deadline or self._proc.poll() is not None:
+                    raise
+                time.sleep(0.05)
 
-    def _run(self) -> None:
-        asyncio.set_event_loop(self._loop)
-        server = self._loop.run_until_complete(
-            asyncio.start_server(self._serve, "127.0.0.1", self.port))
-        self._ready.set()
-        self._loop.run_forever()
-        server.close()
+    def close(self) -> None:
+        self._proc.terminate()
+        self._proc.wait(10)
 
-    async def _serve(self, reader: Any, writer: Any) -> None:
+
+def serve_proxy(upstream: int, port: int, delay: float) -> None:
+    """LatencyProxy's process: forward 127.0.0.1:port to 127.0.0.1:upstream."""
+
+    async def serve(reader: Any, writer: Any) -> None:
         try:
-            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream)
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", upstream)
         except OSError:
             writer.close()
             return
 
-        async def pump(src: Any, dst: Any, delay: bool) -> None:
+        async def pump(src: Any, dst: Any, late: bool) -> None:
             try:
                 while data := await src.read(1 << 20):
-                    if delay and self.delay:
-                        await asyncio.sleep(self.delay)
+                    if late and delay:
+                        await asyncio.sleep(delay)
                     dst.write(data)
                     await dst.drain()
             except (ConnectionError, OSError):
@@ -86,9 +96,12 @@ class LatencyProxy:
 
         await asyncio.gather(pump(reader, up_writer, True), pump(up_reader, writer, False))
 
-    def close(self) -> None:
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(5)
+    async def main() -> None:
+        server = await asyncio.start_server(serve, "127.0.0.1", port)
+        async with server:
+            await server.serve_forever()
+
+    asyncio.run(main())
 
 
 class GcsEmulator:
@@ -233,3 +246,7 @@ class Azurite:
     def close(self) -> None:
         self._proc.terminate()
         self._proc.wait(10)
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["proxy"]:
+    serve_proxy(int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]))

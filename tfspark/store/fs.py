@@ -118,9 +118,8 @@ class Location:
 
     def entries(self, recursive: bool = False) -> list[tuple[str, bool]]:
         """(relative path, is a directory) of what is under base (nothing if it is absent)."""
-        if not self.exists():
-            return []
-        infos = self.fs.get_file_info(pafs.FileSelector(self.base, recursive=recursive))
+        infos = self.fs.get_file_info(pafs.FileSelector(self.base, recursive=recursive,
+                                                        allow_not_found=True))
         return sorted((posixpath.relpath(i.path, self.base), i.type == pafs.FileType.Directory)
                       for i in infos)
 
@@ -153,9 +152,8 @@ class Location:
 
     def file_sizes(self) -> dict[str, int]:
         """{relative path: bytes} of every file under base, from one listing."""
-        if not self.exists():
-            return {}
-        infos = self.fs.get_file_info(pafs.FileSelector(self.base, recursive=True))
+        infos = self.fs.get_file_info(pafs.FileSelector(self.base, recursive=True,
+                                                        allow_not_found=True))
         return {posixpath.relpath(i.path, self.base): int(i.size) for i in infos
                 if i.type == pafs.FileType.File}
 

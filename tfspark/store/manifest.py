@@ -282,12 +282,21 @@ def read_manifest(path: str | os.PathLike | Location, filesystem: Any = None) ->
     """The manifest in directory `path` (on `filesystem` when given: a pyarrow or fsspec
     filesystem); ManifestError says what is wrong and what to do."""
     loc = locate(path, filesystem)
-    if not loc.exists(NAME):
+    manifest = find_manifest(loc)
+    if manifest is None:
         raise ManifestError(f"no {NAME} in {loc.uri!r}: it was not written by tfspark, or its "
                             f"write did not commit. Rewrite it, or read the files with an "
                             f"explicit spec")
+    return manifest
+
+
+def find_manifest(loc: Location) -> Manifest | None:
+    """The manifest in directory loc, or None when it has none: one read, no separate
+    existence check (a round trip saved on an object store)."""
     try:
         raw = loc.read_bytes(NAME)
+    except FileNotFoundError:
+        return None
     except OSError as e:  # no permission, a directory in its place, a failing filesystem
         raise ManifestError(f"cannot read {loc.join(NAME)} ({e}); check that it is a file "
                             f"you may read (permissions, credentials)") from None

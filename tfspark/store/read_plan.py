@@ -107,9 +107,16 @@ def _plan(path_or_files: Any, split: str | None, spec: Any, label_cols: Any,
           compression: str | None, check_files: bool, filesystem: Any) -> ReadPlan:
     if isinstance(path_or_files, (str, os.PathLike, Location)):
         loc = locate(path_or_files, filesystem)
-        if loc.kind() == "file":
+        # The manifest first: the common case costs no existence check (a round trip).
+        try:
+            top = mf.find_manifest(loc) if split is None else None
+            if top is None and split is None and loc.kind() == "file":
+                raise mf.ManifestError("a file")
+            root, manifest = _resolve_split(loc, split, whole=False, top=top)
+        except (mf.ManifestError, NotADirectoryError):
+            if loc.kind() != "file":
+                raise
             return _plan([loc], split, spec, label_cols, compression, check_files, filesystem)
-        root, manifest = _resolve_split(loc, split, whole=False)
         plan = _from_manifest(root, manifest, compression, override=False)
         if manifest.spec is None:
             raise _raw_records(root.uri, manifest.record_type)
@@ -221,14 +228,14 @@ def _is_data(rel: str) -> bool:
     return ".tfrecord" in parts[-1] and not any(p.startswith(("_", ".")) for p in parts)
 
 
-def _resolve_split(loc: Location, split: str | None,
-                   whole: bool) -> tuple[Location, mf.Manifest]:
+def _resolve_split(loc: Location, split: str | None, whole: bool,
+                   top: mf.Manifest | None = None) -> tuple[Location, mf.Manifest]:
     """(location, manifest) of the directory to read: a split's own directory with split=, or
     the path itself (a training read refuses a data set with splits, a table read takes all).
-    """
+    top: loc's manifest when already read."""
     path = loc.uri
     if split is None:
-        manifest = mf.read_manifest(loc)
+        manifest = top or mf.read_manifest(loc)
         if manifest.splits and not whole:
             raise OptionError(f"{path!r} holds the splits {list(manifest.splits)}; read one at "
                               f"a time with split='{manifest.splits[0]}' (or another)")
@@ -236,13 +243,14 @@ def _resolve_split(loc: Location, split: str | None,
     if not isinstance(split, str) or not split or "/" in split or split in (".", ".."):
         raise OptionError(f"split must be a split name like 'train', got {split!r}")
     sub = loc.child(split)
-    if sub.exists(mf.NAME):
-        return sub, mf.read_manifest(sub)
-    if loc.exists(mf.NAME):
-        manifest = mf.read_manifest(loc)
-        if manifest.split == split:  # the path is that split's directory already
-            return loc, manifest
-        raise _no_split(path, split, manifest)
+    found = mf.find_manifest(sub)
+    if found is not None:
+        return sub, found
+    here = top or mf.find_manifest(loc)
+    if here is not None:
+        if here.split == split:  # the path is that split's directory already
+            return loc, here
+        raise _no_split(path, split, here)
     return sub, mf.read_manifest(sub)  # raises: no manifest here
 
 
