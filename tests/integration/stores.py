@@ -104,6 +104,13 @@ def serve_proxy(upstream: int, port: int, delay: float) -> None:
     asyncio.run(main())
 
 
+def store_table(store: Any) -> str:
+    """The CLI's [store] table (TOML) of an emulator: its store_options()."""
+    def value(v: Any) -> str:
+        return str(v).lower() if isinstance(v, bool) else f'"{v}"'
+    return "[store]\n" + "".join(f"{k} = {value(v)}\n" for k, v in store.store_options().items())
+
+
 class GcsEmulator:
     """fake-gcs-server on loopback; filesystem(delay) reaches it through a latency proxy."""
 
@@ -138,6 +145,12 @@ class GcsEmulator:
     def filesystem(self, delay: float = 0.0) -> pafs.FileSystem:
         return pafs.GcsFileSystem(anonymous=True, endpoint_override=self.endpoint(delay),
                                   scheme="http", retry_time_limit=datetime.timedelta(seconds=20))
+
+    scheme = "gs"
+
+    def store_options(self) -> dict[str, Any]:
+        """The CLI's [store] table for this emulator (GcsFileSystem's arguments)."""
+        return {"anonymous": True, "endpoint_override": self.endpoint(), "scheme": "http"}
 
     def uri(self, path: str, delay: float = 0.0) -> None:
         """None: a gs:// URI cannot ask for anonymous access, which the emulator needs."""
@@ -178,6 +191,13 @@ class S3Server:
         return pafs.S3FileSystem(access_key="testing", secret_key="testing",
                                  endpoint_override=self.endpoint(delay), scheme="http",
                                  region="us-east-1", allow_bucket_creation=True)
+
+    scheme = "s3"
+
+    def store_options(self) -> dict[str, Any]:
+        """The CLI's [store] table for this server (S3FileSystem's arguments)."""
+        return {"access_key": "testing", "secret_key": "S3CR3T-for-moto",
+                "endpoint_override": self.endpoint(), "scheme": "http", "region": "us-east-1"}
 
     def uri(self, path: str, delay: float = 0.0) -> str:
         return (f"s3://{path}?endpoint_override={self.endpoint(delay)}&scheme=http"
@@ -238,6 +258,15 @@ class Azurite:
                                     blob_storage_authority=f"127.0.0.1:{self.port}",
                                     dfs_storage_authority=f"127.0.0.1:{self.port}",
                                     blob_storage_scheme="http", dfs_storage_scheme="http")
+
+    scheme = "abfs"
+
+    def store_options(self) -> dict[str, Any]:
+        """The CLI's [store] table for Azurite (AzureFileSystem's arguments; the account
+        comes from the URI's host)."""
+        return {"account_key": AZURITE_KEY, "blob_storage_authority": f"127.0.0.1:{self.port}",
+                "dfs_storage_authority": f"127.0.0.1:{self.port}",
+                "blob_storage_scheme": "http", "dfs_storage_scheme": "http"}
 
     def uri(self, path: str, delay: float = 0.0) -> None:
         """None: an abfs:// URI cannot carry Azurite's endpoint."""

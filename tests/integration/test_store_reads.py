@@ -10,6 +10,7 @@ import os
 import numpy as np
 import pyarrow.fs as pafs
 import pytest
+from stores import store_table
 
 import tfspark
 from tfspark.store.fs import locate
@@ -86,6 +87,29 @@ def test_every_reader_on_every_store(store, local_sets):
     layers = tfspark.keras_preprocessing(f"{bucket}/rows", split="train", filesystem=fs)
     assert {"x", "s"} <= set(layers)
     assert tfspark.manifest.read_manifest(f"{bucket}/rows", fs).splits == ("test", "train")
+
+
+def test_the_cli_reads_a_store_named_in_a_store_table(store, local_sets, tmp_path, capsys):
+    from tfspark.cli.main import main
+
+    bucket = store.bucket()
+    upload(local_sets["rows"], store.filesystem(), f"{bucket}/rows")
+    conf = tmp_path / "store.toml"
+    conf.write_text(store_table(store))
+    host = "@devstoreaccount1.dfs.core.windows.net" if store.scheme == "abfs" else ""
+    uri = f"{store.scheme}://{bucket}{host}/rows"
+    assert main(["verify", uri, "--store", str(conf)]) == 0
+    out = capsys.readouterr().out
+    assert "OK: every CRC" in out and "records 3,000" in out, out
+    assert main(["inspect", uri, "--store", str(conf), "--records", "2",
+                 "--split", "test"]) == 0
+    out = capsys.readouterr().out
+    assert f"{uri}: 3,000 Example records" in out and "record 1:" in out, out
+    assert main(["stats", uri, "--store", str(conf), "--split", "train"]) == 0
+    out += capsys.readouterr().out
+    assert "statistics of" in out
+    secrets = [v for k, v in store.store_options().items() if "key" in k]
+    assert not any(str(v) in out for v in secrets)
 
 
 def test_explicit_files_on_a_store(gcs, local_sets):

@@ -104,3 +104,23 @@ def test_secrets_stay_out_of_what_a_write_keeps(spark, s3):
         assert b"s3cr3t" not in kept and b"endpoint_override" not in kept, name
     assert ids(uri, None) == list(range(50))
     assert tfspark.verify(uri).ok
+
+
+def test_an_export_config_with_a_store_table_writes_there(spark, gcs, tmp_path):
+    """`tfspark export --config` (run_export) with a [store] table: the output and its backup
+    go to the emulator through that filesystem; the rows are the sample's."""
+    from stores import store_table
+
+    from tfspark.cli.config import load_config
+    from tfspark.cli.session import run_export
+
+    bucket = gcs.bucket()
+    conf = tmp_path / "export.toml"
+    conf.write_text(f'output = "gs://{bucket}/sample"\nbackup_path = "gs://{bucket}/backup"\n'
+                    f'sample_rows = 300\nlabel_cols = ["label"]\n' + store_table(gcs))
+    result = run_export(spark, load_config(conf))
+    assert result.rows == 300 and result.path == f"gs://{bucket}/sample"
+    fs = gcs.filesystem()
+    assert len(ids(f"{bucket}/sample", fs)) == 300
+    assert backup_ids(fs, f"{bucket}/backup") == ids(f"{bucket}/sample", fs)
+    assert tfspark.verify(f"{bucket}/sample", filesystem=fs).ok

@@ -34,3 +34,52 @@ def test_a_filesystem_takes_paths_inside_it(tmp_path):
     assert loc.base == "bucket/data" and loc.child("x").uri == "s3://bucket/data/x"
     with pytest.raises(OptionError, match="starts with '/' but filesystem="):
         locate("/abs/path", pafs.S3FileSystem(anonymous=True, region="us-east-1"))
+
+
+# ---------------------------------------------------------------- the CLI's [store] table
+
+def store_file(tmp_path, body: str):
+    path = tmp_path / "store.toml"
+    path.write_text(body)
+    return str(path)
+
+
+@pytest.mark.parametrize("path,kind", [("s3://b/ds", "s3"), ("gs://b/ds", "gcs"),
+                                       ("abfs://c@acct.dfs.core.windows.net/ds", "abfs")])
+def test_a_store_table_makes_the_filesystem_of_the_paths_scheme(tmp_path, path, kind):
+    from tfspark.cli.config import filesystem_of
+
+    conf = store_file(tmp_path, '[store]\nendpoint_override = "127.0.0.1:1"\n' if kind != "abfs"
+                      else '[store]\naccount_key = "a2V5"\n')
+    fs = filesystem_of(path, conf)
+    assert fs.type_name == kind
+    loc = locate(path, fs)
+    assert loc.base == ("c/ds" if kind == "abfs" else "b/ds") and loc.uri == path
+    assert filesystem_of(path, None) is None  # no table: the path opens as it is
+
+
+def test_store_table_errors_name_the_key_and_file_never_a_value(tmp_path):
+    from tfspark.cli.config import filesystem_of
+
+    bad_key = store_file(tmp_path, '[store]\nsecret_key = "S3CR3T"\nendpont = "x"\n')
+    with pytest.raises(OptionError, match="endpont") as info:
+        filesystem_of("s3://b/ds", bad_key)
+    assert "store.toml" in str(info.value) and "S3CR3T" not in str(info.value)
+    with pytest.raises(OptionError, match="not one"):
+        filesystem_of("/tmp/local", store_file(tmp_path, '[store]\nregion = "x"\n'))
+    with pytest.raises(OptionError, match=r"no \[store\] table"):
+        filesystem_of("s3://b/ds", store_file(tmp_path, 'region = "x"\n'))
+    with pytest.raises(OptionError, match="'region'.*string, number"):
+        filesystem_of("s3://b/ds", store_file(tmp_path, '[store]\nregion = ["x"]\n'))
+
+
+def test_a_config_file_carries_a_store_table(tmp_path):
+    from tfspark.cli.config import load_config, load_train_config
+
+    body = '[store]\nanonymous = true\n'
+    assert load_config(store_file(tmp_path, 'output = "gs://b/o"\n' + body)).store == \
+        {"anonymous": True}
+    cfg = load_train_config(store_file(tmp_path, 'data = "gs://b/o"\n' + body))
+    assert cfg.store == {"anonymous": True}
+    with pytest.raises(OptionError, match="'store'.*must be a table"):
+        load_config(store_file(tmp_path, 'store = "x"\n'))

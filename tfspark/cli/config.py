@@ -11,6 +11,7 @@ there, and `ExportConfig.write_options` checks them once more as every entry poi
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import math
 import sys
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from tfspark.errors import OptionError
 from tfspark.store.options import WriteOptions, write_settings
 from tfspark.store.settings import Setting, Where, positive_number
+from tfspark.store.store_options import check_store_table, store_filesystem
 
 SOURCE_FORMATS = ("auto", "table", "parquet", "csv")
 
@@ -110,6 +112,7 @@ _JOB_KEYS: dict[str, Any] = {
     "csv_infer_schema": True,
     "sample_rows": 100_000,
     "output": None,
+    "store": None,  # [store]: pyarrow's filesystem options for an object-store output
     # Local Spark session (ignored under spark-submit, which brings its own session).
     "warehouse": "warehouse",
     "master": "local[*]",
@@ -140,6 +143,33 @@ def load_toml(path: str | Path) -> dict[str, Any]:
         raise OptionError(f"config file {str(path)!r} not found") from None
     except toml.TOMLDecodeError as e:
         raise OptionError(f"config file {str(path)!r} is not valid TOML: {e}") from None
+
+
+def store_table(path: str | Path) -> dict[str, Any]:
+    """The [store] table of a TOML file (`--store FILE`; any config file with one will do)."""
+    doc = load_toml(path)
+    if "store" not in doc:
+        raise OptionError(f"no [store] table in {str(path)!r}: add one whose keys are the "
+                          f"options of pyarrow's filesystem for the path (docs/clusters.md)")
+    return check_store_table(doc["store"], str(path))
+
+
+def add_store_arg(p: argparse.ArgumentParser) -> None:
+    """--store FILE: pyarrow's filesystem options for an object-store path."""
+    p.add_argument("--store", metavar="TOML",
+                   help="a TOML file whose [store] table holds the options of pyarrow's "
+                        "filesystem for the path's scheme (S3FileSystem, GcsFileSystem, "
+                        "AzureFileSystem: endpoint_override, anonymous, account_name, ...); "
+                        "overrides a config's [store]")
+
+
+def filesystem_of(path: str, store_file: str | None, table: Mapping[str, Any] | None = None,
+                  where: str = "the config") -> Any:
+    """The filesystem of a command's path: from --store FILE's [store] table, else from the
+    config's `table`; None when neither has one (the path opens as it is)."""
+    if store_file:
+        return store_filesystem(path, store_table(store_file), store_file)
+    return store_filesystem(path, table, where)
 
 
 def load_config(path: str | Path) -> ExportConfig:
@@ -219,6 +249,7 @@ _RULES: dict[str, Callable[[str, Any, str], Any]] = {
     "csv_infer_schema": _bool,
     "sample_rows": lambda k, v, w: _int(k, v, w, low=1),
     "output": _str,
+    "store": lambda k, v, w: check_store_table(v, w),
     "warehouse": _str,
     "master": _str,
     "app_name": _str,
@@ -258,6 +289,7 @@ class TrainConfig:
     workers: int = 1
     master: str = "local[*]"  # the Spark master when no session is running (spark-submit sets it)
     checkpoint_dir: str | None = None  # shared; None: <model_out without .keras>.checkpoints
+    store: dict[str, Any] | None = None  # [store]: pyarrow's filesystem options for `data`
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any], where: str = "config") -> TrainConfig:
@@ -290,6 +322,8 @@ def _check_train_value(key: str, value: Any, where: str) -> Any:
     if optional and (value is None or (isinstance(value, str) and
                                        value.strip().lower() in ("", "none"))):
         return None
+    if key == "store":
+        return check_store_table(value, where)
     if key == "use_stats":
         if not isinstance(value, bool):
             raise OptionError(f"key {key!r} in {where} must be true or false, got {value!r}")

@@ -11,6 +11,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
+from tfspark.cli.config import filesystem_of
 from tfspark.errors import OptionError
 from tfspark.spec import FeatureSpec
 from tfspark.store import manifest as mf
@@ -30,15 +31,16 @@ def run(args: argparse.Namespace) -> int:
     if args.records < 0:
         raise OptionError(f"--records must be >= 0, got {args.records}")
     missing_local_path(args.path)
+    fs = filesystem_of(args.path, args.store)
     if not is_file(args.path):
-        print(describe(args.path))
-    print_records(args.path, args.records, args.split)
+        print(describe(args.path, fs))
+    print_records(args.path, args.records, args.split, fs)
     return 0
 
 
-def describe(path: str) -> str:
+def describe(path: str, filesystem: Any = None) -> str:
     """Manifest counts per split and the spec as a table."""
-    m = mf.read_manifest(path)
+    m = mf.read_manifest(path, filesystem)
     block = m.rows_per_record
     what = f"{m.record_type} records" if block == 1 else \
         f"rows in {m.records:,} Example blocks of up to {block:,} rows"
@@ -97,20 +99,20 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
     return ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
 
 
-def print_records(path: str, n: int, split: str | None) -> None:
+def print_records(path: str, n: int, split: str | None, filesystem: Any = None) -> None:
     """Print the first n records of a data set (one split's when given), decoded."""
-    for i, record in enumerate(_records(path, n, split)):
+    for i, record in enumerate(_records(path, n, split, filesystem)):
         print(f"record {i}:")
         for key, value in record.items():
             print(f"  {key}: {_fmt(value)}")
 
 
-def _records(path: str, n: int, split: str | None):
+def _records(path: str, n: int, split: str | None, filesystem: Any = None):
     """The first n records of a data set (one split's when given), decoded with its spec."""
     if is_file(path):  # a lone file: no manifest, so no spec; show the raw Example keys
         yield from islice(map(_raw_keys, read_records(path, "auto", path=path)), n)
         return
-    loc = locate(path)
+    loc = locate(path, filesystem)
     m = mf.read_manifest(loc)
     files = m.files_of(split=split)
     if split is not None and split not in m.splits:

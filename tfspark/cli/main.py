@@ -23,7 +23,16 @@ from typing import Any
 
 from tfspark import __version__
 from tfspark.cli import inspect, plots
-from tfspark.cli.config import KEYS, SOURCE_FORMATS, WRITE_KEYS, ExportConfig, load_config
+from tfspark.cli.config import (
+    KEYS,
+    SOURCE_FORMATS,
+    WRITE_KEYS,
+    ExportConfig,
+    add_store_arg,
+    filesystem_of,
+    load_config,
+    store_table,
+)
 from tfspark.cli.errors import describe_error, interrupted, silence_stdout
 from tfspark.errors import require
 
@@ -156,6 +165,7 @@ def _read_commands(command: Any) -> None:
     p.add_argument("path", help="a directory written by tfspark, or one .tfrecord[.gz] file")
     p.add_argument("--records", type=int, default=3, help="records to decode (default 3)")
     p.add_argument("--split", help="decode records of this split only")
+    add_store_arg(p)
     p.set_defaults(run=inspect.run)
     plots.add_command(command)
     p = command("verify", "check every file, CRC, count and record; exit 1 on problems",
@@ -163,6 +173,7 @@ def _read_commands(command: Any) -> None:
                 "record counts with the manifest, parse every record with the spec and list "
                 "stray data files. Needs no Spark. Exit status 1 when anything is wrong.")
     p.add_argument("path", help="a directory written by tfspark (or one of its splits)")
+    add_store_arg(p)
     p.set_defaults(run=_verify)
     p = command("train", "train a small Keras model on an exported data set",
                 "Train a small Keras model on an exported data set with tf.data "
@@ -186,6 +197,7 @@ def _read_commands(command: Any) -> None:
                    help="with --workers: a directory every executor shares, for the "
                         "per-epoch checkpoints a retried stage resumes from and the workers' "
                         "logs (default: beside --model-out)")
+    add_store_arg(p)
     p.set_defaults(run=_train)
 
 
@@ -197,7 +209,8 @@ def _train(args: argparse.Namespace) -> int:
                                ("batch_size", args.batch_size), ("epochs", args.epochs),
                                ("model_out", args.model_out), ("use_stats", args.use_stats),
                                ("workers", args.workers), ("master", args.master),
-                               ("checkpoint_dir", args.checkpoint_dir))
+                               ("checkpoint_dir", args.checkpoint_dir),
+                               ("store", store_table(args.store) if args.store else None))
                                if v is not None}
     cfg = load_train_config(args.config, **flags) if args.config else \
         TrainConfig.from_mapping(flags, "the command line")
@@ -215,7 +228,7 @@ def _verify(args: argparse.Namespace) -> int:
     from tfspark.store.integrity import verify
 
     inspect.missing_local_path(args.path)
-    report = verify(args.path)
+    report = verify(args.path, filesystem_of(args.path, args.store))
     print(report.render())
     return 0 if report.ok else 1
 
@@ -242,6 +255,7 @@ def add_export_args(p: argparse.ArgumentParser, config_help: str = "") -> None:
     p.add_argument("--master", help="Spark master of the local session (default local[*])")
     p.add_argument("--warehouse", help="spark.sql.warehouse.dir and metastore directory")
     p.add_argument("--app-name", help="Spark application name (default tfspark-export)")
+    add_store_arg(p)
 
 
 def _choices(t: Any) -> list[str] | None:
@@ -257,7 +271,10 @@ def config_from_args(args: argparse.Namespace, base: ExportConfig | None = None)
     flag that was given on top. Raises OptionError for a bad file, key or value.
     """
     cfg = load_config(args.config) if args.config else (base or ExportConfig())
-    return cfg.with_overrides(**{k: getattr(args, k) for k in KEYS if hasattr(args, k)})
+    flags = {k: getattr(args, k) for k in KEYS if hasattr(args, k) and k != "store"}
+    if getattr(args, "store", None):
+        flags["store"] = store_table(args.store)
+    return cfg.with_overrides(**flags)
 
 
 # ---------------------------------------------------------------- commands

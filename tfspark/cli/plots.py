@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from tfspark.cli.config import add_store_arg, filesystem_of
 from tfspark.cli.inspect import missing_local_path, stats_table
 from tfspark.errors import OptionError, SchemaError, require
 from tfspark.spec.kinds import float_of_json
@@ -33,13 +34,15 @@ def add_command(command: Any) -> None:
     p.add_argument("path", help="a directory written by write_tfrecords / tfspark export")
     p.add_argument("--split", help="the statistics of this split (default: all rows)")
     p.add_argument("--plot", metavar="DIR", help="write PNG charts into this directory")
+    add_store_arg(p)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """The stats command: the table, then the charts when --plot is given."""
     missing_local_path(args.path)
-    per = feature_stats(mf.read_manifest(args.path), args.path, args.split)
+    m = mf.read_manifest(args.path, filesystem=filesystem_of(args.path, args.store))
+    per = feature_stats(m, args.path, args.split)
     what = f"split {args.split!r}" if args.split else "all rows"
     print(f"statistics of {args.path} ({what}; of present values, nulls counted apart):")
     print("\n".join(stats_table(per)))

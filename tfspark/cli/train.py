@@ -23,10 +23,12 @@ from typing import Any
 
 from tfspark.cli import train_features
 from tfspark.cli.config import TrainConfig
+from tfspark.cli.train_features import pick_label, task_from_stats, task_of
 from tfspark.errors import OptionError, SchemaError
 from tfspark.spec import Feature, FeatureSpec
 from tfspark.store import manifest as mf
 from tfspark.store.fs import locate
+from tfspark.store.store_options import store_filesystem
 from tfspark.tf.dataset import make_dataset
 
 # ---------------------------------------------------------------- the job
@@ -74,11 +76,13 @@ class _Data:
     candidates: list[Feature]
     batch: int  # this process's batch (the global batch / workers)
     worker: Any
+    fs: Any  # the filesystem of cfg's [store], or None
 
     @classmethod
     def of(cls, cfg: TrainConfig, batch: int, worker: Any) -> _Data:
         """The data of cfg.data; OptionError / SchemaError when it cannot be trained on."""
-        top = mf.read_manifest(locate(cfg.data))
+        fs = store_filesystem(cfg.data, cfg.store, "the train config")
+        top = mf.read_manifest(locate(cfg.data, fs))
         spec = top.spec
         if spec is None:
             raise SchemaError(f"{cfg.data!r} holds raw records, not Examples: nothing to "
@@ -87,11 +91,11 @@ class _Data:
         if splits and cfg.train_split not in splits:
             raise OptionError(f"{cfg.data!r} has splits {splits} but no {cfg.train_split!r}; "
                               f"set train_split")
-        label = _pick_label(spec, cfg.label)
+        label = pick_label(spec, cfg.label)
         return cls(cfg.data, top, spec, cfg.train_split if splits else None,
                    cfg.validation_split if cfg.validation_split in splits else None, label,
                    [f for f in spec.features if f.name != label.name
-                    and f.name not in cfg.exclude], batch, worker)
+                    and f.name not in cfg.exclude], batch, worker, fs)
 
     def read(self, cfg: TrainConfig, split: str | None, features: list[Feature],
              epochs: int | None = 1, shuffle: int | None = None, sample: bool = False) -> Any:
@@ -102,6 +106,7 @@ class _Data:
         # fixed order); training and validation read this worker's shard.
         return make_dataset(self.path, self.batch, split=split, spec=sub,
                             label_cols=[self.label.name], epochs=epochs, seed=cfg.seed,
+                            filesystem=self.fs,
                             shuffle_buffer=cfg.shuffle_buffer if shuffle is None else shuffle,
                             deterministic=sample and several,
                             shard=self.worker.shard if self.worker is not None and not sample
@@ -157,7 +162,7 @@ def _choose(cfg: TrainConfig, data: _Data) -> _Chosen:
         p = train_features.plan(data.candidates, stats, cfg)
         chosen = _Chosen([f for f, _ in p.numeric], [(f, v) for f, v, _ in p.categorical],
                          [f for f, _ in p.arrays], p.ignored,
-                         _task_from_stats(data.label, stats.get(data.label.name) or {}),
+                         task_from_stats(data.label, stats.get(data.label.name) or {}),
                          {f.name: h for f, _, h in p.categorical}, plan=p)
     else:
         usable = [f for f in data.candidates if f.kind == "fixed"]
@@ -166,7 +171,7 @@ def _choose(cfg: TrainConfig, data: _Data) -> _Chosen:
         numeric, categorical, ignored = _choose_from_sample(data.candidates, sample_x,
                                                             cfg.max_vocab)
         chosen = _Chosen(numeric, categorical, [], ignored,
-                         _task(data.label, sample_y.tolist()), {}, sample_x=sample_x,
+                         task_of(data.label, sample_y.tolist()), {}, sample_x=sample_x,
                          sample_y=sample_y)
     if not chosen.used:
         raise SchemaError(f"no usable feature in {cfg.data!r}: {chosen.ignored}")
@@ -223,21 +228,6 @@ def _save(model: Any, path: str) -> None:
         model.save(path)
 
 
-def _pick_label(spec: FeatureSpec, name: str | None) -> Feature:
-    if name is None:
-        labels = spec.label_names
-        if len(labels) != 1:
-            raise OptionError(f"the spec has label columns {labels}; set label = \"...\" to the "
-                              f"one to train on")
-        name = labels[0]
-    if name not in spec.names:
-        raise SchemaError(f"label {name!r} is not a feature; features are {spec.names}")
-    f = spec[name]
-    if f.kind != "fixed" or f.shape or f.dtype == "string":
-        raise SchemaError(f"label {name!r} must be a numeric scalar, got {f.kind} {f.dtype} "
-                          f"{list(f.shape)}; encode string labels as ints first")
-    return f
-
 
 def _sample(ds: Any, n_batches: int) -> tuple[dict[str, Any], Any]:
     """A few batches as numpy: {feature: array}, labels."""
@@ -280,23 +270,6 @@ def _choose_from_sample(features: list[Feature], sample: dict[str, Any], max_voc
     return numeric, categorical, ignored
 
 
-def _task_from_stats(label: Feature, s: dict[str, Any]) -> dict[str, Any]:
-    """The task from the label's statistics: its distinct values when it has top values."""
-    if label.dtype == "float32" or not s.get("top"):
-        return {"kind": "regression"}
-    return _task(label, [int(v) for v, _ in s["top"]])
-
-
-def _task(label: Feature, y: list[Any]) -> dict[str, Any]:
-    """The task from the label: regression for floats, else binary / multiclass by its values."""
-    if label.dtype == "float32":
-        return {"kind": "regression"}
-    values = set(y)
-    if values <= {0, 1}:
-        return {"kind": "binary"}
-    if min(values) >= 0:
-        return {"kind": "multiclass", "classes": int(max(values)) + 1}
-    return {"kind": "regression"}
 
 
 def _build_model(spec: FeatureSpec, numeric: list[Feature],

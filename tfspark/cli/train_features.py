@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tfspark.errors import OptionError, SchemaError
 from tfspark.spec import Feature, FeatureSpec
 from tfspark.tf.preprocessing import normalization, vocabulary
 
@@ -125,3 +126,37 @@ def model_parts(spec: FeatureSpec, p: Plan, cfg: Any) -> tuple[dict[str, Any], l
             parts.append(PooledEmbedding(layer.vocabulary_size(), cfg.embedding_dim,
                                          name=f"pooled_{k}")(layer(x)))
     return inputs, parts
+
+
+def pick_label(spec: FeatureSpec, name: str | None) -> Feature:
+    """The label to train on: `name`, else the spec's one label; a numeric scalar."""
+    if name is None:
+        labels = spec.label_names
+        if len(labels) != 1:
+            raise OptionError(f"the spec has label columns {labels}; set label = \"...\" to the "
+                              f"one to train on")
+        name = labels[0]
+    if name not in spec.names:
+        raise SchemaError(f"label {name!r} is not a feature; features are {spec.names}")
+    f = spec[name]
+    if f.kind != "fixed" or f.shape or f.dtype == "string":
+        raise SchemaError(f"label {name!r} must be a numeric scalar, got {f.kind} {f.dtype} "
+                          f"{list(f.shape)}; encode string labels as ints first")
+    return f
+
+def task_from_stats(label: Feature, s: dict[str, Any]) -> dict[str, Any]:
+    """The task from the label's statistics: its distinct values when it has top values."""
+    if label.dtype == "float32" or not s.get("top"):
+        return {"kind": "regression"}
+    return task_of(label, [int(v) for v, _ in s["top"]])
+
+def task_of(label: Feature, y: list[Any]) -> dict[str, Any]:
+    """The task from the label: regression for floats, else binary / multiclass by its values."""
+    if label.dtype == "float32":
+        return {"kind": "regression"}
+    values = set(y)
+    if values <= {0, 1}:
+        return {"kind": "binary"}
+    if min(values) >= 0:
+        return {"kind": "multiclass", "classes": int(max(values)) + 1}
+    return {"kind": "regression"}

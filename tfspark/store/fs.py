@@ -69,9 +69,10 @@ class Location:
         location's filesystem when it names a place there, else opened on its own."""
         if self.is_local and "://" not in uri:
             return locate(uri)
-        scheme = self.uri.split("://", 1)[0] if "://" in self.uri else None
-        if scheme and uri.startswith(scheme + "://"):
-            return Location(self.fs, uri.split("://", 1)[1].rstrip("/"), uri)
+        scheme = uri.split("://", 1)[0].lower() if "://" in uri else ""
+        same = STORE_SCHEMES.get(scheme, ("", ""))[1] == self.fs.type_name
+        if same and not self.is_local:
+            return locate(uri, self.fs)  # the same store: its options hold there too
         if "://" not in uri and not self.is_local:
             return Location(self.fs, uri.rstrip("/"), uri)
         return locate(uri)
@@ -277,6 +278,12 @@ def as_filesystem(filesystem: Any) -> pafs.FileSystem:
                       f"{type(filesystem).__name__}")
 
 
+# The schemes of stores: pyarrow's filesystem class for each, and its type_name.
+STORE_SCHEMES = {
+    "s3": ("S3FileSystem", "s3"), "gs": ("GcsFileSystem", "gcs"),
+    "gcs": ("GcsFileSystem", "gcs"), "abfs": ("AzureFileSystem", "abfs"),
+    "abfss": ("AzureFileSystem", "abfs"), "az": ("AzureFileSystem", "abfs"),
+    "hdfs": ("HadoopFileSystem", "hdfs"), "viewfs": ("HadoopFileSystem", "hdfs")}
 # Hadoop's schemes for a store, and pyarrow's for the same store.
 _HADOOP_SCHEMES = {"s3a": "s3", "s3n": "s3", "wasb": "abfs", "wasbs": "abfs"}
 
@@ -299,6 +306,10 @@ def locate(path: str | os.PathLike | Location, filesystem: Any = None) -> Locati
     if filesystem is not None:
         fs = as_filesystem(filesystem)
         scheme, _, inner = path.rpartition("://")
+        shown = f"{scheme}://{inner}" if scheme else inner
+        head, slash, tail = inner.partition("/")
+        if fs.type_name == "abfs" and "@" in head:  # container@account.dfs...: the container
+            inner = head.split("@", 1)[0] + slash + tail
         if isinstance(fs, pafs.LocalFileSystem):
             inner = posixpath.abspath(inner)
         elif inner.startswith("/") and not isinstance(fs, pafs.PyFileSystem):
@@ -306,7 +317,6 @@ def locate(path: str | os.PathLike | Location, filesystem: Any = None) -> Locati
                               f"{type(fs).__name__}, where paths are bucket/key: give the "
                               f"path in that store (the same filesystem= holds for every path "
                               f"argument)")
-        shown = f"{scheme}://{inner}" if scheme else inner
         return Location(fs, inner.rstrip("/") or "/", redact(shown.split("?", 1)[0]))
     scheme = path.split("://", 1)[0].lower() if "://" in path else ""
     if scheme in _HADOOP_SCHEMES:
