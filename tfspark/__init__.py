@@ -3,7 +3,7 @@
 The public API is small; names are imported on first use so `import tfspark` stays cheap and
 never pulls in Spark's JVM side or TensorFlow. A name whose extra is not installed fails on use
 with one line naming the extra (tfspark[spark] for register and write_tfrecords, tfspark[tf] for
-make_dataset and keras_inputs).
+make_dataset and keras_inputs, tfspark[torch] for torch_dataset).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # what IDEs and type checkers see; at run time __getattr__ lo
         WriteConflictError,
     )
     from tfspark.numpy import Ragged, read_batches
+    from tfspark.numpy.frameworks import torch_dataset
     from tfspark.spark.distributed import train_on_spark
     from tfspark.spark.export import WriteResult, write_tfrecords
     from tfspark.spark.source import register
@@ -48,6 +49,7 @@ _API = {
     "make_dataset": "tfspark.tf.dataset",
     "read_batches": "tfspark.numpy",
     "Ragged": "tfspark.numpy",
+    "torch_dataset": "tfspark.numpy.frameworks",
     "keras_inputs": "tfspark.tf.keras",
     "keras_preprocessing": "tfspark.tf.preprocessing",
     "parsing_spec": "tfspark.tf.parsing",
@@ -76,8 +78,8 @@ __all__ = [  # a literal list, so linters and IDEs see the TYPE_CHECKING imports
     "Ragged", "ReadOptions", "Report", "SchemaError", "TfsparkError", "TrainingError",
     "WriteConflictError", "WriteOptions", "WriteResult",
     "encode_batch", "infer_spec", "keras_inputs", "keras_preprocessing", "make_dataset",
-    "parsing_spec", "read_batches", "register", "sequence_parsing_spec", "train_on_spark",
-    "verify", "write_tfrecords"]
+    "parsing_spec", "read_batches", "register", "sequence_parsing_spec", "torch_dataset",
+    "train_on_spark", "verify", "write_tfrecords"]
 # Submodules reachable as attributes without an import (tfspark.store.manifest.read_manifest(...)).
 # None is named like a function above: importing it would shadow that function.
 _MODULES = {"spec": "tfspark.spec", "errors": "tfspark.errors", "store": "tfspark.store",

@@ -254,6 +254,28 @@ def test_even_shards_drop_the_same_rows_in_both_readers(tmp_path):
             read(few, 4, shard=(13, 3))
 
 
+@pytest.mark.tf
+@pytest.mark.parametrize("block", [1, 16])
+def test_columns_read_a_few_features_of_either_layout_in_both_readers(tmp_path, block):
+    batch, spec = _ids_table(300)
+    path = write_dir(str(tmp_path / "d"), batch, spec, block, files=3)
+    whole = [b for b in tfspark.read_batches(path, 300, shuffle_buffer=0, num_threads=1,
+                                             shuffle_files=False)]
+    (x, y), = [b for b in tfspark.read_batches(path, 300, shuffle_buffer=0, num_threads=1,
+                                               shuffle_files=False, columns=["v", "s"])]
+    assert set(x) == {"v", "s"} and np.array_equal(y, whole[0][1])
+    assert rows_np(x["v"]) == rows_np(whole[0][0]["v"])
+    assert x["s"].tolist() == whole[0][0]["s"].tolist()
+    (tx, ty), = list(tfspark.make_dataset(path, 300, shuffle_buffer=0, shuffle_files=False,
+                                          deterministic=True, columns="x"))
+    assert set(tx) == {"x"} and np.allclose(tx["x"].numpy(), whole[0][0]["x"])
+    assert np.array_equal(ty.numpy(), y)
+    with pytest.raises(tfspark.OptionError, match=r"columns \['nope'\] are not features.*'x'"):
+        tfspark.read_batches(path, 4, columns=["x", "nope"])
+    with pytest.raises(tfspark.OptionError, match="columns must be"):
+        tfspark.make_dataset(path, 4, columns=[])
+
+
 def test_bad_arguments(tmp_path):
     batch, spec = _ids_table(10)
     path = write_dir(str(tmp_path / "d"), batch, spec, 1)

@@ -128,6 +128,7 @@ def test_wheel_contents_and_metadata(dists):
     # [tf] is the TensorFlow that uses GPUs where there are some, on every platform.
     assert names("tf") - base == {"tensorflow"}
     assert names("plot") - base == {"matplotlib"}
+    assert names("torch") - base == {"torch"}
     assert {"tfspark"} <= names("all") - base  # tfspark[spark,tf,plot]
     dev = names("dev") - base
     assert "pyspark" not in dev and {n for n in dev if n.startswith("tensorflow")}
@@ -234,6 +235,9 @@ def test_base_install_reads_without_spark_or_tensorflow(dists, exported, tmp_pat
         last = done.stderr.strip().splitlines()[-1]
         assert done.returncode != 0 and "MissingExtraError" in last and \
             f"pip install 'tfspark[{extra}]'" in last, done.stderr
+    done = venv.run(f"import tfspark; tfspark.torch_dataset({str(exported)!r}, 4)")
+    last = done.stderr.strip().splitlines()[-1]
+    assert "MissingExtraError" in last and "pip install 'tfspark[torch]'" in last, done.stderr
 
 
 def test_tf_install_reads_with_make_dataset_without_spark(dists, exported, tmp_path):

@@ -45,7 +45,8 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
                  num_threads: int | None = None, shuffle_files: bool = True,
                  compression: str | None = None, strings: str = "object",
                  filesystem: Any = None, io_threads: int | None = None,
-                 cache_dir: str | os.PathLike | None = None) -> BatchReader:
+                 cache_dir: str | os.PathLike | None = None,
+                 columns: Iterable[str] | str | None = None) -> BatchReader:
     """Batches of NumPy arrays read from tfspark output (row or block layout), like make_dataset
     without TensorFlow: the same arguments mean the same (see make_dataset), and
 
@@ -63,6 +64,8 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
     cache_dir: a local directory where remote files, once read whole and checked, are kept
       (per write of the data set, so a rewritten data set is fetched anew); later epochs and
       runs read them from there.
+    columns: the features to read (a name or a list; the labels come as well); default: every
+      feature of the spec.
 
     Yields (features, labels) as make_dataset does (features alone without label columns):
     features is {name: column}. A fixed feature is an array [batch] or [batch, n] (strings: an
@@ -82,7 +85,7 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
         raise OptionError(f"strings must be one of {list(STRING_FORMS)}, got {strings!r}")
     check_io_args(io_threads, cache_dir)
     plan = plan_read(path_or_files, split=split, spec=spec, label_cols=label_cols,
-                     compression=compression, filesystem=filesystem)
+                     compression=compression, filesystem=filesystem, columns=columns)
     reader = BatchReader(plan, batch_size, shuffle_buffer=shuffle_buffer, seed=seed,
                          epochs=epochs, shard=shard, even_shards=even_shards,
                          drop_remainder=drop_remainder,

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from tfspark.errors import require
 from tfspark.numpy.columns import Ragged
 
 
@@ -25,7 +26,8 @@ def torch_dataset(path_or_files: Any, batch_size: int, **kwargs: Any) -> Any:
     of tensors). When torch.distributed is initialized, each rank reads its shard
     (shard=(world size, rank), evened across ranks by even_shards); the DataLoader workers of
     a rank split the rank's shard among them, so together they yield each of its rows exactly
-    once per epoch. Give shard= yourself to override the ranks. Needs torch."""
+    once per epoch. Give shard= yourself to override the ranks. Needs torch (tfspark[torch])."""
+    require("torch", "tfspark.torch_dataset", "torch")
     import torch
     from torch.utils.data import IterableDataset, get_worker_info
 

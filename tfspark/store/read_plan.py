@@ -85,7 +85,8 @@ def plan_read(path_or_files: Any, *, split: str | None = None,
               spec: FeatureSpec | str | dict | None = None,
               label_cols: Iterable[str] | str | None = None, compression: str | None = None,
               check_files: bool = True, whole: bool = False,
-              record_type: str | None = None, filesystem: Any = None) -> ReadPlan:
+              record_type: str | None = None, filesystem: Any = None,
+              columns: Iterable[str] | str | None = None) -> ReadPlan:
     """Files, spec, compression and labels to read; errors come here, before any training.
 
     check_files: every file must exist (a missing one is named in the error). A spec given
@@ -94,13 +95,33 @@ def plan_read(path_or_files: Any, *, split: str | None = None,
     the manifest's, `record_type` must agree with it, and a directory without a manifest reads
     its TFRecord files (no spec: the caller infers one). filesystem: where the paths are (a
     pyarrow or fsspec filesystem); default: from each path (local, or a URI's scheme).
+    columns: the features to read (the labels come too); default: all the spec's.
     """
     if whole:
         return _plan_table(locate(path_or_files, filesystem), split, compression, record_type)
     plan = _plan(path_or_files, split, spec, label_cols, compression, check_files, filesystem)
     if spec is not None and check_files:
         check_spec_keys(plan)
+    if columns is not None:
+        plan = _pick_columns(plan, columns)
     return replace(plan, spec_given=spec is not None)
+
+
+def _pick_columns(plan: ReadPlan, columns: Iterable[str] | str) -> ReadPlan:
+    """The plan reading only `columns` and the labels (the records' other keys are skipped)."""
+    cols = [columns] if isinstance(columns, str) else columns
+    if not isinstance(cols, Iterable) or not (cols := list(cols)) or \
+            not all(isinstance(c, str) for c in cols):
+        raise OptionError(f"columns must be a feature name or a non-empty list of them, got "
+                          f"{columns!r}")
+    spec = plan.example_spec
+    missing = [c for c in cols if c not in spec.names]
+    if missing:
+        raise OptionError(f"columns {missing} are not features of the data set; its features "
+                          f"are {spec.names}")
+    keep = set(cols) | set(plan.labels)
+    return replace(plan, spec=replace(spec, features=tuple(
+        f for f in spec.features if f.name in keep)))
 
 
 def _plan(path_or_files: Any, split: str | None, spec: Any, label_cols: Any,

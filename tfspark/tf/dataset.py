@@ -47,7 +47,8 @@ def make_dataset(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
                  shuffle_files: bool = True, shard: tuple[int, int] | None = None,
                  even_shards: bool = True, compression: str | None = None,
                  filesystem: Any = None, io_threads: int | None = None,
-                 cache_dir: str | os.PathLike | None = None) -> Any:
+                 cache_dir: str | os.PathLike | None = None,
+                 columns: Iterable[str] | str | None = None) -> Any:
     """A tf.data.Dataset of (features, labels) batches read from tfspark output.
 
     path_or_files: a tfspark directory (only the files its `_tfspark.json` names are read), a
@@ -83,6 +84,8 @@ def make_dataset(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
       file systems (stock TensorFlow has no s3:// or abfs://).
     io_threads, cache_dir: as read_batches' (requests in flight on an object store; a local
       directory keeping remote files once read whole).
+    columns: the features to read (a name or a list; the labels come as well); default: every
+      feature of the spec. The records' other keys are skipped, not parsed.
 
     Yields (features, labels): features is {name: tensor}; labels is a tensor for one label
     column, a {name: tensor} dict for several; with no label columns, the features dict alone.
@@ -104,7 +107,7 @@ def make_dataset(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
     check_read_args(batch_size, shuffle_buffer, epochs, num_parallel_reads, shard, cache, seed)
     check_io_args(io_threads, cache_dir)
     plan = plan_read(path_or_files, split=split, spec=spec, label_cols=label_cols,
-                     compression=compression, filesystem=filesystem)
+                     compression=compression, filesystem=filesystem, columns=columns)
     return build_pipeline(plan, batch_size, shuffle_buffer=shuffle_buffer, seed=seed,
                           epochs=epochs, cache=cache, deterministic=deterministic,
                           drop_remainder=drop_remainder, num_parallel_reads=num_parallel_reads,
