@@ -1,11 +1,12 @@
 """Reading files from where they live, fast behind latency: a file's bytes as a stream that an
 object store fills ahead of the reader, in concurrent ranged requests.
 
-A local file is opened as it is. A remote file (S3, GCS, ADLS, HDFS, fsspec) is read in ranges
-of `range_bytes`, up to `ahead` ranges of it in flight at once, by a pool of `io_threads`
-threads shared by every file being read: I/O concurrency is its own setting, not the number of
-threads that decode. Memory is bounded by ahead * range_bytes per open file. A file's size
-comes from the manifest when it knows it, so opening a file costs no request of its own.
+A local file is opened as it is. A remote file (S3, GCS, ADLS, HDFS, fsspec) is streamed by
+one request, read in ranges of `range_bytes` up to `ahead` ranges ahead of its reader, by a
+pool of `io_threads` threads shared by every file being read: I/O concurrency (many files at
+once) is its own setting, not the number of threads that decode. Memory is bounded by
+ahead * range_bytes per open file. A file's size comes from the manifest when it knows it, so
+opening a file costs no request of its own.
 
 With a FileCache, a remote file read to its end (every byte, checked by the reader) is kept in
 a local directory; later reads of the same file of the same write come from there.
@@ -16,13 +17,14 @@ from __future__ import annotations
 import os
 import threading
 from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from tfspark.store.fs import Location
 
-RANGE_BYTES = 8 * 2**20  # one ranged request: large enough that latency is a small part of it
-AHEAD = 4  # ranges of one file in flight at once
+RANGE_BYTES = 8 * 2**20  # one read of a file's stream into the buffer
+FIRST_BYTES = 2**20  # the first read: smaller, so decoding starts sooner
+AHEAD = 4  # ranges of one file buffered ahead of its reader
 IO_THREADS = 16  # requests in flight at once, over all files (remote reads)
 
 
@@ -78,29 +80,69 @@ class Fetcher:
 
 
 class RangeStream:
-    """A remote file read front to back, its ranges fetched ahead by a pool: readinto/read as a
-    file object, for stream_framed and pyarrow's decompression."""
+    """A remote file read front to back through one streaming request, `ahead` ranges of it
+    buffered ahead of the reader by a task of the shared pool: readinto/read as a file object,
+    for stream_framed and pyarrow's decompression.
+
+    One stream, not ranged reads (read_at): pyarrow's GCS files serve read_at one request at
+    a time and with two requests each, where streams of many files run in parallel (measured:
+    8 files of 2 MB behind 50 ms took 0.58 s by read_at and 0.10 s by streams)."""
 
     def __init__(self, loc: Location, size: int, pool: ThreadPoolExecutor, range_bytes: int,
                  ahead: int):
         self.loc, self.size, self._pool = loc, size, pool
         self._range, self._ahead = max(1, range_bytes), max(1, ahead)
-        # Opened in the pool too (a metadata request on most stores), before its first range.
-        self._file: Future = pool.submit(loc.open_input)
-        self._next = 0  # the start of the next range to request
-        self._pending: deque[Future] = deque()
+        self._cond = threading.Condition()
+        self._chunks: deque[bytes] = deque()
+        self._file: Any = None
+        self._eof = False
+        self._error: BaseException | None = None
+        self._pumping = True
+        self._read = 0  # bytes read from the stream so far
         self._buf = memoryview(b"")
         self.closed = False
-        self._fill()
+        pool.submit(self._pump)
 
-    def _fill(self) -> None:
-        while len(self._pending) < self._ahead and self._next < self.size:
-            start, n = self._next, min(self._range, self.size - self._next)
-            self._pending.append(self._pool.submit(self._read_at, n, start))
-            self._next += n
+    def _pump(self) -> None:
+        """Read ranges into the buffer until it holds `ahead` of them (or the file ends)."""
+        try:
+            if self._file is None:
+                self._file = self.loc.open_stream()
+            while True:
+                with self._cond:
+                    if self.closed or self._eof or len(self._chunks) >= self._ahead:
+                        self._pumping = False
+                        break
+                    first = self._read == 0
+                data = self._file.read(min(FIRST_BYTES, self._range) if first else self._range)
+                self._read += len(data)  # (the network wait above holds no lock)
+                with self._cond:
+                    if data:
+                        self._chunks.append(data)
+                    else:
+                        self._eof = True
+                    self._cond.notify_all()
+        except BaseException as e:  # noqa: BLE001 - handed to the reader
+            with self._cond:
+                self._error, self._pumping = e, False
+                self._cond.notify_all()
+        if self.closed and self._file is not None:  # closed while this read was in flight
+            self._file.close()
 
-    def _read_at(self, n: int, start: int) -> bytes:
-        return self._file.result().read_at(n, start)
+    def _next_chunk(self) -> bytes | None:
+        """The next buffered range (waiting for it), None at the end of the file."""
+        with self._cond:
+            while not self._chunks and not self._eof and self._error is None:
+                self._cond.wait()
+            if self._error is not None:
+                raise self._error
+            if not self._chunks:
+                return None
+            data = self._chunks.popleft()
+            if not self._pumping and not self._eof:
+                self._pumping = True
+                self._pool.submit(self._pump)
+            return data
 
     def readinto(self, out: Any) -> int:
         """Copy the next bytes into `out`; 0 at the end of the file."""
@@ -108,10 +150,10 @@ class RangeStream:
         done = 0
         while done < len(view):
             if not self._buf:
-                if not self._pending:
+                data = self._next_chunk()
+                if data is None:
                     break
-                self._buf = memoryview(self._pending.popleft().result())
-                self._fill()
+                self._buf = memoryview(data)
             n = min(len(view) - done, len(self._buf))
             view[done:done + n] = self._buf[:n]
             self._buf = self._buf[n:]
@@ -131,16 +173,13 @@ class RangeStream:
         return True
 
     def close(self) -> None:
-        """Drop the ranges not read yet and the file."""
-        for f in self._pending:
-            f.cancel()
-        self._pending.clear()
-        if not self._file.cancel():
-            try:
-                self._file.result().close()
-            except Exception:  # noqa: BLE001 - it never opened: nothing to close
-                pass
-        self.closed = True
+        """Drop what is buffered; the stream closes once no read of it is in flight."""
+        with self._cond:
+            self.closed = True
+            self._chunks.clear()
+            busy = self._pumping
+        if not busy and self._file is not None:
+            self._file.close()
 
     def __enter__(self) -> RangeStream:
         return self
