@@ -36,6 +36,8 @@ BENCHES = {
               ["--rows", "100000", "--spark-rows", "200000", "--repeat", "1"]),
     "numpy_read": ("bench_numpy_read.py", ["--rows", "1000000"],
                    ["--rows", "100000", "--repeat", "1"]),
+    "object_store": ("bench_object_store.py", ["--rows", "2000000", "--repeat", "2"],
+                     ["--rows", "100000", "--repeat", "1", "--small-rows", "500"]),
 }
 
 
