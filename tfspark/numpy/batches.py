@@ -58,9 +58,9 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
       object per value, so it decodes faster and scales with threads.
     filesystem: where the paths are (a pyarrow.fs.FileSystem, or an fsspec filesystem); default:
       from the path (local, or a URI's scheme and query options).
-    io_threads: requests in flight at once when files are on an object store (default 16),
-      whatever num_threads is: each file is read ahead in ranges of 8 MiB, 4 at a time, and
-      the next files are opened while one is decoded (store/fetch.py).
+    io_threads: files streamed at once when they are on an object store (default 16),
+      whatever num_threads is: each file is one request, read up to 4 x 8 MiB ahead of its
+      decoding, and the next files are opened while one is decoded (store/fetch.py).
     cache_dir: a local directory where remote files, once read whole and checked, are kept
       (per write of the data set, so a rewritten data set is fetched anew); later epochs and
       runs read them from there.
