@@ -44,6 +44,19 @@ def _wait(url: str, timeout: float = 30.0) -> None:
             time.sleep(0.05)
 
 
+def wait_for_port(port: int, proc: subprocess.Popen) -> None:
+    """Wait until a server process listens on 127.0.0.1:port (30 s; fails if it exits)."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise
+            time.sleep(0.05)
+
+
 class LatencyProxy:
     """A TCP proxy on loopback that forwards each burst the client sends after `delay`
     seconds (one request's latency: a request is one burst), and the answers at once.
@@ -57,15 +70,7 @@ class LatencyProxy:
         self._proc = subprocess.Popen(
             [sys.executable, __file__, "proxy", str(upstream_port), str(self.port), str(delay)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    return
-            except OSError:
-                if time.monotonic() > deadline or self._proc.poll() is not None:
-                    raise
-                time.sleep(0.05)
+        wait_for_port(self.port, self._proc)
 
     def close(self) -> None:
         self._proc.terminate()
@@ -238,15 +243,7 @@ class Azurite:
             [binary, "--blobHost", "127.0.0.1", "--blobPort", str(self.port), "--location",
              str(workdir), "--silent", "--skipApiVersionCheck", "--loose"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+        wait_for_port(self.port, self._proc)
 
     def bucket(self) -> str:
         name = f"t{uuid.uuid4().hex[:12]}"
