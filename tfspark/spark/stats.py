@@ -37,44 +37,42 @@ def _col(f: Feature) -> Column:
     return F.col(".".join(f"`{p.replace('`', '``')}`" for p in f.path))
 
 
-def _elements(f: Feature, c: Column) -> Column:
-    """An array column's elements as one flat array without nulls (as the writer stores
+def _elements(f: Feature, c: str) -> str:
+    """SQL: an array column's elements as one flat array without nulls (as the writer stores
     them: null elements are refused or dropped)."""
-    flat = F.flatten(c) if f.kind in ("ragged", "sequence") else c
-    return F.filter(flat, lambda x: x.isNotNull())
+    flat = f"flatten({c})" if f.kind in ("ragged", "sequence") else c
+    return f"filter({flat}, x -> x IS NOT NULL)"
 
 
-def _value(f: Feature, c: Column) -> Column:
-    """The column as the number the Example stores (dates as days, timestamps as micros)."""
+def _value(f: Feature, c: str) -> str:
+    """SQL: the column as the number the Example stores (dates as days, timestamps as
+    micros)."""
     if f.encoding == "date":
-        return F.datediff(c, F.lit("1970-01-01").cast("date")).cast("double")
+        return f"CAST(datediff({c}, DATE'1970-01-01') AS DOUBLE)"
     if f.encoding == "timestamp":
-        return F.unix_micros(c.cast("timestamp")).cast("double")
-    return c.cast("double")
+        return f"CAST(unix_micros(CAST({c} AS TIMESTAMP)) AS DOUBLE)"
+    return f"CAST({c} AS DOUBLE)"
 
 
-def _finite(f: Feature, v: Column) -> Column:
-    """v where it is a finite number, null where NaN or infinite (floats only can be)."""
+_INF = "CAST('Infinity' AS DOUBLE)"
+
+
+def _finite(f: Feature, v: str) -> str:
+    """SQL: v where it is a finite number, null where NaN or infinite (floats only can be)."""
     if not rules.nonfinite(f):
         return v
-    return F.when(~F.isnan(v) & (F.abs(v) != F.lit(float("inf"))), v)
+    return f"CASE WHEN NOT isnan({v}) AND abs({v}) != {_INF} THEN {v} END"
 
 
-def _is_finite(f: Feature) -> Any:
-    """A one-argument predicate for F.filter: the element is finite."""
-    def test(x: Column) -> Column:
-        return _finite(f, x).isNotNull()
-    return test
-
-
-def _nonfinite_counts(v: Column, i: int, prefix: str) -> list[Column]:
-    """Counts of NaN, +inf and -inf in v (for elements: v is their arrays, counted by size)."""
-    tests = (("nan", F.isnan), ("pinf", lambda x: x == F.lit(float("inf"))),
-             ("ninf", lambda x: x == F.lit(float("-inf"))))
+def _nonfinite_counts(v: str, i: int, prefix: str) -> list[str]:
+    """SQL: counts of NaN, +inf and -inf in v (for elements: v is their arrays, counted by
+    size)."""
+    tests = (("nan", "isnan({})"), ("pinf", "{} = " + _INF), ("ninf", "{} = -" + _INF))
     if prefix:
-        return [F.sum(F.size(F.filter(v, test))).alias(f"{prefix}{name}{i}")
+        return [f"sum(size(filter({v}, x -> {test.format('x')}))) AS {prefix}{name}{i}"
                 for name, test in tests]
-    return [F.sum(F.when(test(v), 1).otherwise(0)).alias(f"{name}{i}") for name, test in tests]
+    return [f"sum(CASE WHEN {test.format(v)} THEN 1 ELSE 0 END) AS {name}{i}"
+            for name, test in tests]
 
 
 def compute(df: DataFrame, spec: FeatureSpec, split_col: str | None,
@@ -111,45 +109,43 @@ def _aggregate(keyed: DataFrame, indexed: list[tuple[int, Feature]], split_col: 
                per: dict[str, dict[str, Any]]) -> None:
     """Job 1 for some features: per split and for all rows (rollup adds the all-rows group;
     without splits `keyed` holds the all-rows label already)."""
-    aggs: list[Column] = [F.count(F.lit(1)).alias("rows")]
+    # Aggregates as SQL text: built with Column calls they cost PySpark 4 several py4j round
+    # trips each (call-site capture), seconds per job on wide tables.
+    quantiles = "array(" + ", ".join(f"{q!r}D" for q in rules.QUANTILES) + ")"
+    aggs: list[str] = ["count(1) AS rows"]
     for i, f in indexed:
-        c = F.col(f"x{i}")
-        aggs.append(F.sum(F.when(c.isNull(), 1).otherwise(0)).alias(f"n{i}"))
+        c = f"x{i}"
+        aggs.append(f"sum(CASE WHEN {c} IS NULL THEN 1 ELSE 0 END) AS n{i}")
         if rules.numeric(f):
             v = _value(f, c)
             fin = _finite(f, v)
-            aggs += [F.count(v).alias(f"c{i}"), F.count(fin).alias(f"fc{i}"),
-                     F.min(fin).alias(f"lo{i}"), F.max(fin).alias(f"hi{i}"),
-                     F.avg(fin).alias(f"m{i}"), F.var_pop(fin).alias(f"v{i}"),
-                     F.percentile_approx(fin, rules.QUANTILES, QUANTILE_ACCURACY)
-                     .alias(f"q{i}")]
+            aggs += [f"count({v}) AS c{i}", f"count({fin}) AS fc{i}", f"min({fin}) AS lo{i}",
+                     f"max({fin}) AS hi{i}", f"avg({fin}) AS m{i}", f"var_pop({fin}) AS v{i}",
+                     f"percentile_approx({fin}, {quantiles}, {QUANTILE_ACCURACY}) AS q{i}"]
             if rules.nonfinite(f):
                 aggs += _nonfinite_counts(v, i, "")
         elif rules.array(f):
-            size = F.when(c.isNotNull(), F.size(c))
-            aggs += [F.min(size).alias(f"llo{i}"), F.max(size).alias(f"lhi{i}"),
-                     F.avg(size).alias(f"lm{i}")]
+            size = f"CASE WHEN {c} IS NOT NULL THEN size({c}) END"
+            aggs += [f"min({size}) AS llo{i}", f"max({size}) AS lhi{i}", f"avg({size}) AS lm{i}"]
             if rules.number_array(f):
-                e = F.transform(_elements(f, c), lambda x: x.cast("double"))
-                fe = F.filter(e, _is_finite(f))
-                aggs += [F.sum(F.size(e)).alias(f"ec{i}"), F.sum(F.size(fe)).alias(f"efc{i}"),
-                         F.sum(F.aggregate(fe, F.lit(0.0), lambda a, x: a + x)).alias(f"es{i}"),
-                         F.sum(F.aggregate(fe, F.lit(0.0), lambda a, x: a + x * x))
-                         .alias(f"eq{i}"),
-                         F.min(F.array_min(fe)).alias(f"elo{i}"),
-                         F.max(F.array_max(fe)).alias(f"ehi{i}")]
+                e = f"transform({_elements(f, c)}, x -> CAST(x AS DOUBLE))"
+                fe = f"filter({e}, x -> {_finite(f, 'x')} IS NOT NULL)"
+                aggs += [f"sum(size({e})) AS ec{i}", f"sum(size({fe})) AS efc{i}",
+                         f"sum(aggregate({fe}, 0D, (a, x) -> a + x)) AS es{i}",
+                         f"sum(aggregate({fe}, 0D, (a, x) -> a + x * x)) AS eq{i}",
+                         f"min(array_min({fe})) AS elo{i}", f"max(array_max({fe})) AS ehi{i}"]
                 if rules.nonfinite(f):
                     aggs += _nonfinite_counts(e, i, "e")
             elif f.dtype == "string" and rules.token_array(f):
-                aggs.append(F.max(F.array_max(F.transform(_elements(f, c), F.length)))
-                            .alias(f"mc{i}"))
+                aggs.append(f"max(array_max(transform({_elements(f, c)}, x -> length(x)))) "
+                            f"AS mc{i}")
         if rules.categorical(f):
-            aggs.append(F.approx_count_distinct(c, DISTINCT_RSD).alias(f"d{i}"))
+            aggs.append(f"approx_count_distinct({c}, {DISTINCT_RSD}) AS d{i}")
             if f.dtype == "string":
-                aggs.append(F.max(F.length(c)).alias(f"mc{i}"))
+                aggs.append(f"max(length({c})) AS mc{i}")
     # Without splits one group is all rows: a rollup would aggregate everything twice.
     grouped = keyed.rollup("_split") if split_col else keyed.groupBy("_split")
-    for r in grouped.agg(*aggs).collect():
+    for r in grouped.agg(*[F.expr(a) for a in aggs]).collect():
         label = rules.ALL if r["_split"] is None else r["_split"]
         per.setdefault(label, {}).update(_features(r.asDict(), indexed))
 
@@ -230,7 +226,7 @@ def _top_values(keyed: DataFrame, spec: FeatureSpec, split_col: str | None, top_
     scalars = [pair(f.name, _text(f, F.col(f"x{i}")))
                for i, f in cats if not rules.array(f)]
     parts = ([F.array(*scalars)] if scalars else []) + [
-        F.transform(F.coalesce(_elements(f, F.col(f"x{i}")),
+        F.transform(F.coalesce(F.expr(_elements(f, f"x{i}")),
                                F.array().cast(f"array<{_element_type(f)}>")), tagger(f.name))
         for i, f in cats if rules.array(f)]
     pairs = F.explode(parts[0] if len(parts) == 1 else F.flatten(F.array(*parts)))
