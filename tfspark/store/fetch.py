@@ -132,10 +132,13 @@ class RangeStream:
     def _next_chunk(self) -> bytes | None:
         """The next buffered range (waiting for it), None at the end of the file."""
         with self._cond:
-            while not self._chunks and not self._eof and self._error is None:
+            while not self._chunks and not self._eof and self._error is None \
+                    and not self.closed:
                 self._cond.wait()
             if self._error is not None:
                 raise self._error
+            if self.closed:
+                raise OSError(f"{self.loc.uri}: read after the stream was closed")
             if not self._chunks:
                 return None
             data = self._chunks.popleft()
@@ -178,6 +181,7 @@ class RangeStream:
             self.closed = True
             self._chunks.clear()
             busy = self._pumping
+            self._cond.notify_all()
         if not busy and self._file is not None:
             self._file.close()
 
