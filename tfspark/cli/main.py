@@ -1,4 +1,5 @@
-"""`tfspark export|demo|spec|inspect|stats|verify|train`: the command line (`python -m tfspark`).
+"""`tfspark export|demo|spec|inspect|stats|verify|train`: the command line
+(`tfspark`, or `python -m tfspark.cli`).
 
 Argument parsing and the commands; errors are rendered by cli/errors.py, inspect by
 cli/inspect.py, the local Spark session and the export source by cli/session.py.
