@@ -67,6 +67,12 @@ class _Export:
                               "file")
         return WriteOptions.from_arguments(self.output, **self.write_kwargs())
 
+    def filesystem(self) -> Any:
+        """The output's filesystem from the [store] table (None without one); OptionError for
+        a table pyarrow's filesystem refuses."""
+        return store_filesystem(self.output or "", self.store,
+                                "the export settings (--store FILE, or --config FILE)")
+
     def write_kwargs(self) -> dict[str, Any]:
         """The write settings of this export: write_tfrecords' keyword arguments (TOML
         tables as plain dicts, shapes as lists)."""
@@ -163,13 +169,10 @@ def add_store_arg(p: argparse.ArgumentParser) -> None:
                         "overrides a config's [store]")
 
 
-def filesystem_of(path: str, store_file: str | None, table: Mapping[str, Any] | None = None,
-                  where: str = "the config") -> Any:
-    """The filesystem of a command's path: from --store FILE's [store] table, else from the
-    config's `table`; None when neither has one (the path opens as it is)."""
-    if store_file:
-        return store_filesystem(path, store_table(store_file), store_file)
-    return store_filesystem(path, table, where)
+def filesystem_of(path: str, store_file: str | None) -> Any:
+    """The filesystem of a command's path from --store FILE's [store] table; None without
+    one (the path opens as it is)."""
+    return store_filesystem(path, store_table(store_file), store_file) if store_file else None
 
 
 def load_config(path: str | Path) -> ExportConfig:

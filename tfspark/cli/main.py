@@ -292,6 +292,7 @@ def _export(args: argparse.Namespace, demo: bool = False) -> int:
         print(f"tfspark export: no --output given: the embedded sample goes to "
               f"{Path(SAMPLE_OUTPUT).resolve()}")
     cfg.write_options()  # bad settings fail here, before the (slow) Spark start
+    cfg.filesystem()
     check_local_source(cfg)
     spark = local_session(cfg)
     try:

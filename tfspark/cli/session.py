@@ -118,9 +118,7 @@ def run_export(spark: Any, cfg: ExportConfig) -> Any:
     if cfg.backup_table and "." in cfg.backup_table:
         db = ".".join(f"`{p}`" for p in cfg.backup_table.split(".")[:-1])
         spark.sql(f"CREATE DATABASE IF NOT EXISTS {db}")
-    from tfspark.store.store_options import store_filesystem
-
-    return export(df, opts, store_filesystem(opts.path, cfg.store, "the export config"))
+    return export(df, opts, cfg.filesystem())
 
 
 def check_local_source(cfg: ExportConfig) -> None:
