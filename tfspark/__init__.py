@@ -3,7 +3,8 @@
 The public API is small; names are imported on first use so `import tfspark` stays cheap and
 never pulls in Spark's JVM side or TensorFlow. A name whose extra is not installed fails on use
 with one line naming the extra (tfspark[spark] for register and write_tfrecords, tfspark[tf] for
-make_dataset and keras_inputs, tfspark[torch] for torch_dataset).
+make_dataset and keras_inputs, tfspark[torch] for torch_dataset, tfspark[grain] for
+grain_dataset).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ if TYPE_CHECKING:  # what IDEs and type checkers see; at run time __getattr__ lo
         WriteConflictError,
     )
     from tfspark.numpy import Ragged, read_batches
-    from tfspark.numpy.frameworks import torch_dataset
+    from tfspark.numpy.frameworks import grain_dataset, torch_dataset
     from tfspark.spark.distributed import train_on_spark
     from tfspark.spark.export import WriteResult, write_tfrecords
     from tfspark.spark.source import register
@@ -50,6 +51,7 @@ _API = {
     "read_batches": "tfspark.numpy",
     "Ragged": "tfspark.numpy",
     "torch_dataset": "tfspark.numpy.frameworks",
+    "grain_dataset": "tfspark.numpy.frameworks",
     "keras_inputs": "tfspark.tf.keras",
     "keras_preprocessing": "tfspark.tf.preprocessing",
     "parsing_spec": "tfspark.tf.parsing",
@@ -77,7 +79,8 @@ __all__ = [  # a literal list, so linters and IDEs see the TYPE_CHECKING imports
     "PooledMean",
     "Ragged", "ReadOptions", "Report", "SchemaError", "TfsparkError", "TrainingError",
     "WriteConflictError", "WriteOptions", "WriteResult",
-    "encode_batch", "infer_spec", "keras_inputs", "keras_preprocessing", "make_dataset",
+    "encode_batch", "grain_dataset", "infer_spec", "keras_inputs", "keras_preprocessing",
+    "make_dataset",
     "parsing_spec", "read_batches", "register", "sequence_parsing_spec", "torch_dataset",
     "train_on_spark", "verify", "write_tfrecords"]
 # Submodules reachable as attributes without an import (tfspark.store.manifest.read_manifest(...)).

@@ -1,38 +1,39 @@
 """read_batches(): tfspark output -> batches of NumPy arrays, for JAX, PyTorch and every Keras 3
 backend. Needs neither TensorFlow nor pyspark.
 
-    plan (read_plan.py, as make_dataset) -> per epoch: the shard's files, shuffled -> a pool of
-    threads, each streaming whole files (CRCs checked) and decoding chunks of records with the
-    compiled kernels (which release the GIL) -> a bounded queue -> window shuffle -> batches
+    plan (read_plan.py, as make_dataset) -> per epoch: the shard's files, shuffled -> turns
+    over `num_threads` slots, each a thread streaming its files (CRCs checked) and decoding
+    chunks of records with the compiled kernels, which release the GIL (interleave.py) ->
+    windows of shuffle_buffer rows, each permuted -> batches
 
-Memory is bounded: at most `2 * num_threads` decoded chunks wait in the queue, plus the shuffle
-window. Each file's rows are counted against the manifest at its end.
+The batches are a function of the data, the arguments and the seed alone (not of thread
+timing), so a reader says where it is (state_dict(), state.py) and a new one given that
+state (read_batches(..., state=...)) yields exactly the batches that were still to come.
+Memory is bounded: at most `QUEUED` decoded pieces wait per slot, plus the shuffle window.
+Each file's rows are counted against the manifest at its end.
 """
 
 from __future__ import annotations
 
 import copy
 import os
-import queue
-import threading
-from collections.abc import Generator, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
-from tfspark.errors import CorruptRecordError, OptionError
+from tfspark.errors import OptionError
+from tfspark.numpy import state as states
 from tfspark.numpy.columns import Table, concat_tables, num_rows, slice_table, take_table
-from tfspark.numpy.decode import STRING_FORMS, NumpyDecoder
+from tfspark.numpy.decode import STRING_FORMS
+from tfspark.numpy.interleave import FileChunks, Interleave
 from tfspark.spec.model import FeatureSpec
 from tfspark.store.fetch import AHEAD, IO_THREADS, Fetcher, FileCache
 from tfspark.store.read_plan import ReadPlan, check_io_args, check_read_args, plan_read
 from tfspark.store.shards import Shard, split_shard
 from tfspark.store.shards import shard as shard_plan
-from tfspark.wire.stream import first_damage, stream_framed
 
 _CHUNK_ROWS = 65536  # rows decoded per kernel pass (blocks: at least one block); measured
-_DONE = object()
 
 
 def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
@@ -46,7 +47,8 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
                  compression: str | None = None, strings: str = "object",
                  filesystem: Any = None, io_threads: int | None = None,
                  cache_dir: str | os.PathLike | None = None,
-                 columns: Iterable[str] | str | None = None) -> BatchReader:
+                 columns: Iterable[str] | str | None = None,
+                 state: dict[str, Any] | None = None) -> BatchReader:
     """Batches of NumPy arrays read from tfspark output (row or block layout), like make_dataset
     without TensorFlow: the same arguments mean the same (see make_dataset), and
 
@@ -66,6 +68,14 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
       runs read them from there.
     columns: the features to read (a name or a list; the labels come as well); default: every
       feature of the spec.
+    state: what reader.state_dict() gave (saved with a checkpoint, e.g. as JSON): the first
+      iteration then resumes there, yielding exactly the batches an uninterrupted iteration
+      would still have yielded. The data set and the arguments that shape the batches must be
+      the same (else OptionError says which differ); num_threads, when not given, is the
+      state's.
+
+    The order of the batches depends on the data, the arguments and the seed only: with a
+    seed, every run yields the same batches (each pass over the reader a new shuffle).
 
     Yields (features, labels) as make_dataset does (features alone without label columns):
     features is {name: column}. A fixed feature is an array [batch] or [batch, n] (strings: an
@@ -86,18 +96,27 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
     check_io_args(io_threads, cache_dir)
     plan = plan_read(path_or_files, split=split, spec=spec, label_cols=label_cols,
                      compression=compression, filesystem=filesystem, columns=columns)
+    if num_threads is None:
+        saved = state.get("settings") if isinstance(state, dict) else None
+        num_threads = saved.get("num_threads") if isinstance(saved, dict) else None
+        if not isinstance(num_threads, int) or num_threads < 1:
+            num_threads = min(8, os.cpu_count() or 1)
     reader = BatchReader(plan, batch_size, shuffle_buffer=shuffle_buffer, seed=seed,
                          epochs=epochs, shard=shard, even_shards=even_shards,
-                         drop_remainder=drop_remainder,
-                         num_threads=num_threads or min(8, os.cpu_count() or 1),
+                         drop_remainder=drop_remainder, num_threads=num_threads,
                          shuffle_files=shuffle_files, strings=strings,
                          io_threads=io_threads or IO_THREADS,
                          cache_dir=None if cache_dir is None else os.fspath(cache_dir))
+    if state is not None:
+        reader.load_state_dict(state)
     return reader
 
 
+
+
 class BatchReader:
-    """The iterable read_batches returns; each iteration runs all its epochs again."""
+    """The iterable read_batches returns; each iteration runs all its epochs again (with a
+    new shuffle), and state_dict() says where the latest one is."""
 
     def __init__(self, plan: ReadPlan, batch_size: int, *, shuffle_buffer: int | None,
                  seed: int | None, epochs: int | None, shard: tuple[int, int] | None,
@@ -112,6 +131,8 @@ class BatchReader:
         self.labels, self.strings = plan.labels, strings
         self.io_threads, self.cache_dir = io_threads, cache_dir  # for remote files
         self._iterations = 0
+        self._pending: states.ReaderState | None = None  # where the next iteration starts
+        self._state: states.ReaderState | None = None  # after the latest batch handed on
 
     def for_worker(self, workers: int, worker: int) -> BatchReader:
         """This reader's part for one of `workers` loader workers of one process (a PyTorch
@@ -119,7 +140,7 @@ class BatchReader:
         epoch (no evening between them: they feed one training rank)."""
         part = copy.copy(self)
         part.part = split_shard(self.part, workers, worker, self.plan.rows_per_record)
-        part._iterations = 0
+        part._iterations, part._pending, part._state = 0, None, None
         return part
 
     def steps_per_epoch(self) -> int | None:
@@ -140,64 +161,140 @@ class BatchReader:
         rows = total * self.epochs
         return rows // self.batch_size if self.drop_remainder else -(-rows // self.batch_size)
 
+    # ---- where an iteration is
+
+    def settings(self) -> dict[str, Any]:
+        """What shapes this reader's batches (a state must have been saved with the same)."""
+        return states.settings_of(
+            self.part, batch_size=self.batch_size, buffer=self.buffer, slots=self.num_threads,
+            shuffle_files=self.shuffle_files, epochs=self.epochs,
+            drop_remainder=self.drop_remainder, chunk_records=self._chunk_records(),
+            columns=list(self.plan.example_spec.names), strings=self.strings)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where the latest iteration is, after the last batch it handed on (before any: where
+        the next one starts), as JSON-serializable data for read_batches(..., state=) or
+        load_state_dict()."""
+        state = self._state or self._pending
+        if state is None:
+            state = self._pending = states.fresh(self.seed, self._iterations + 1,
+                                                 self.settings())
+        return state.to_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Make the next iteration resume at `state` (from state_dict() of a reader of the same
+        data set and arguments)."""
+        self._pending = states.load(state, self.settings())
+        self._state = None
+
+    # ---- iterating
+
     def __iter__(self) -> Iterator[Any]:
-        self._iterations += 1
-        base = None if self.seed is None else self.seed + 7919 * self._iterations
-        rng = np.random.default_rng(base)
+        start = self._pending
+        if start is None:
+            start = states.fresh(self.seed, self._iterations + 1, self.settings())
+        self._pending, self._state = None, start
+        self._iterations = start.iteration
+        return self._run(start)
+
+    def _run(self, start: states.ReaderState) -> Iterator[Any]:
         carry: Table | None = None  # fewer than batch_size rows, waiting for more
-        epoch = 0
+        at = start  # the state after the last batch handed on
+        epoch = start.epoch
+        resume: states.ReaderState | None = start
         while self.epochs is None or epoch < self.epochs:
-            for rows in self._windows(rng):
-                batches, carry = self._cut(carry, rows)
-                yield from batches
+            for rows, w, turns in self._windows(start.seed, epoch, resume):
+                skip = resume.taken if resume is not None and w == resume.window else 0
+                if skip:
+                    rows = slice_table(rows, skip, num_rows(rows))
+                here = at.moved(epoch=epoch, window=w, turns=turns)
+                batches, ends, carry = self._cut(carry, rows)
+                for batch, end in zip(batches, ends):
+                    at = here.moved(taken=skip + end, batches=at.batches + 1)
+                    self._state = at
+                    yield batch
+                at = here.moved(taken=skip + num_rows(rows), batches=at.batches)
+            resume = None
             epoch += 1
             if self.part.keep is not None:  # even shards: the epoch ends its last batch
-                yield from self._rest(carry)
-                carry = None
-        yield from self._rest(carry)
+                last, carry = self._rest(carry), None
+                if last is not None:
+                    at = self._state = at.moved(batches=at.batches + 1)
+                    yield last
+        last = self._rest(carry)
+        if last is not None:
+            self._state = at.moved(batches=at.batches + 1)
+            yield last
 
-    def _cut(self, carry: Table | None, rows: Table) -> tuple[list[Any], Table | None]:
+    def _rest(self, carry: Table | None) -> Any:
+        """The last, short batch of rows left over (None: none, or dropped)."""
+        if carry is None or not num_rows(carry) or self.drop_remainder:
+            return None
+        return self._split(carry)
+
+    def _cut(self, carry: Table | None, rows: Table) -> tuple[list[Any], list[int],
+                                                              Table | None]:
         """Full batches from carry + rows (views of rows; only a batch that straddles the two
-        is copied), and what is left over."""
-        size, n, start, out = self.batch_size, num_rows(rows), 0, []
+        is copied), where each ends in rows, and what is left over."""
+        size, n, start, out, ends = self.batch_size, num_rows(rows), 0, [], []
         if carry is not None:
             need = size - num_rows(carry)
             if n < need:
-                return [], concat_tables([carry, rows])
+                return [], [], concat_tables([carry, rows])
             out.append(self._split(concat_tables([carry, slice_table(rows, 0, need)])))
+            ends.append(need)
             start = need
         while n - start >= size:
             out.append(self._split(slice_table(rows, start, start + size)))
             start += size
-        return out, (slice_table(rows, start, n) if start < n else None)
+            ends.append(start)
+        return out, ends, (slice_table(rows, start, n) if start < n else None)
 
-    def _rest(self, carry: Table | None) -> Iterator[Any]:
-        if carry is not None and num_rows(carry) and not self.drop_remainder:
-            yield self._split(carry)
-
-    def _windows(self, rng: np.random.Generator) -> Iterator[Table]:
-        """One epoch's rows, a shuffled window at a time (in file order without shuffling)."""
+    def _windows(self, seed: int, epoch: int, resume: states.ReaderState | None
+                 ) -> Iterator[tuple[Table, int, dict[str, Any]]]:
+        """One epoch's rows, a permuted window at a time (in turn order without shuffling),
+        each with its number and where the turns stood when it began; from the window of
+        `resume` on when given."""
         order = list(range(len(self.part.files)))
         if self.shuffle_files and len(order) > 1:
-            order = [int(i) for i in rng.permutation(len(order))]
+            order = [int(i) for i in np.random.default_rng([seed, epoch, 1]).permutation(
+                len(order))]
+        fetcher = Fetcher(self.io_threads, cache=FileCache(self.cache_dir)
+                          if self.cache_dir else None)
+        slots = self.num_threads
+        # Remote files: each slot opens its next files (their first ranges requested) while
+        # it reads one, so one file's latency hides behind another's decoding.
+        remote = not all(loc.is_local for loc in self.part.files)
+        chunks = FileChunks(self.part, (self.plan.example_spec, self.plan.rows_per_record,
+                                        self.strings), fetcher, self._chunk_records(),
+                            max(1, self.io_threads // AHEAD // slots) if remote else 0)
+        at, turn = resume.at() if resume is not None else (None, 0)
+        turns = Interleave(chunks, order, slots, at, turn)
+        w = resume.window if resume is not None else 0
+        began = turns.snapshot()
         pending: list[Table] = []
         have = 0
-        chunks = self._chunks(order)
+        chunked = turns.turns()
         try:
-            for chunk in chunks:
-                pending.append(chunk)
-                have += num_rows(chunk)
-                if have >= self.buffer:
-                    yield self._mix(concat_tables(pending), rng)
-                    pending, have = [], 0
+            for pieces in chunked:
+                pending += pieces
+                have += sum(num_rows(p) for p in pieces)
+                if have and have >= self.buffer:
+                    yield self._mix(concat_tables(pending), seed, epoch, w), w, began
+                    w, pending, have, began = w + 1, [], 0, turns.snapshot()
+            if have:
+                yield self._mix(concat_tables(pending), seed, epoch, w), w, began
         finally:
-            chunks.close()  # stops the reading threads
-        if have:
-            yield self._mix(concat_tables(pending), rng)
+            chunked.close()  # stops the reading threads
+            fetcher.close()
 
-    def _mix(self, rows: Table, rng: np.random.Generator) -> Table:
+    def _chunk_records(self) -> int:
+        return max(1, _CHUNK_ROWS // self.plan.rows_per_record)
+
+    def _mix(self, rows: Table, seed: int, epoch: int, window: int) -> Table:
         if self.buffer <= 0:
             return rows
+        rng = np.random.default_rng([seed, epoch, 2, window])
         return take_table(rows, rng.permutation(num_rows(rows)))
 
     def _split(self, batch: Table) -> Any:
@@ -205,141 +302,3 @@ class BatchReader:
             return batch
         ys = {name: batch.pop(name) for name in self.labels}
         return batch, (ys[self.labels[0]] if len(self.labels) == 1 else ys)
-
-    def _chunks(self, order: list[int]) -> Generator[Table, None, None]:
-        """Decoded chunks of the files in `order`, from a pool of threads (file order kept
-        with one thread)."""
-        out: queue.Queue = queue.Queue(maxsize=2 * self.num_threads)
-        stop = threading.Event()
-        lock = threading.Lock()
-        fetcher = Fetcher(self.io_threads, cache=FileCache(self.cache_dir)
-                          if self.cache_dir else None)
-        # Remote files: the next ones are opened (their first ranges requested) while earlier
-        # ones are read, so one file's latency hides behind another's decoding.
-        ahead = 0 if all(loc.is_local for loc in self.part.files) else \
-            max(1, self.io_threads // AHEAD)
-        opened: dict[int, Any] = {}
-        cursor = [0]
-
-        def next_file() -> tuple[int, Any] | None:
-            with lock:
-                if cursor[0] >= len(order):
-                    return None
-                f = order[cursor[0]]
-                cursor[0] += 1
-                for g in order[cursor[0]:cursor[0] + ahead]:
-                    if g not in opened:
-                        opened[g] = self._open(fetcher, g)
-                return f, opened.pop(f, None)
-
-        def put(item: Any) -> bool:
-            while not stop.is_set():
-                try:
-                    out.put(item, timeout=0.1)
-                    return True
-                except queue.Full:
-                    continue
-            return False
-
-        def work() -> None:
-            decoder = NumpyDecoder(self.plan.example_spec, self.plan.rows_per_record,
-                                   self.strings)
-            try:
-                while not stop.is_set():
-                    picked = next_file()
-                    if picked is None:
-                        break
-                    f, stream = picked
-                    for chunk in self._read_file(f, decoder, stream or self._open(fetcher, f)):
-                        if not put(chunk):
-                            return
-            except BaseException as e:  # noqa: BLE001 - handed to the consumer
-                put(e)
-            finally:
-                put(_DONE)
-
-        threads = [threading.Thread(target=work, daemon=True, name=f"tfspark-read-{i}")
-                   for i in range(min(self.num_threads, max(1, len(order))))]
-        for t in threads:
-            t.start()
-        done = 0
-        try:
-            while done < len(threads):
-                item = out.get()
-                if item is _DONE:
-                    done += 1
-                elif isinstance(item, BaseException):
-                    raise item
-                else:
-                    yield item
-        finally:
-            stop.set()
-            for t in threads:
-                t.join(timeout=10)
-            for stream in opened.values():
-                stream.close()
-            fetcher.close()
-
-    def _open(self, fetcher: Fetcher, f: int) -> Any:
-        """File f of the part, open for streaming (remote: read ahead; cached by its write)."""
-        part = self.part
-        return fetcher.open(part.files[f], part.sizes[f] if part.sizes else None,
-                            part.versions[f] if part.versions else None)
-
-    def _check_count(self, name: str, rows: int, whole: int | None) -> None:
-        """A file read to its end holds the rows its manifest entry lists."""
-        want = whole if self.part.rows is not None or self.plan.rows_per_record == 1 else None
-        if want is not None and rows != want:
-            raise CorruptRecordError(f"{name}: holds {rows} rows for this reader but the "
-                                     f"manifest lists {want}; the file was changed after the "
-                                     f"write: rewrite the data set", path=name)
-
-    def _read_file(self, f: int, decoder: NumpyDecoder, opened: Any) -> Iterator[Table]:
-        """A file's rows in decoded chunks (this shard's records of it, the first `keep` rows
-        of them with even shards), then its count check."""
-        part = self.part
-        loc = part.files[f]
-        name = loc.uri
-        if part.keep is not None and part.keep[f] == 0:
-            opened.close()
-            return
-        n, start = part.stride(f)
-        seen_records = rows = 0
-        per_chunk = max(1, _CHUNK_ROWS // self.plan.rows_per_record)
-
-        def decode(buf: np.ndarray, offsets: np.ndarray, base: int) -> Table:
-            nonlocal seen_records
-            table, sizes = decoder.decode(buf, offsets, path=name, offset=base)
-            first, seen_records = seen_records, seen_records + len(sizes)
-            if n == 1 and start == 0:
-                return table
-            at = np.arange(first, first + len(sizes))
-            keep = (at >= start) & ((at - start) % n == 0)
-            row_keep = np.repeat(keep, sizes)
-            return take_table(table, np.flatnonzero(row_keep))
-
-        counts = part.file_rows()
-        whole = counts[f] if counts is not None else None
-        limit = part.keep[f] if part.keep is not None and part.keep[f] != whole else None
-        gz = part.compressions[f] == "gzip"  # the manifest's, or sniffed when planning
-        try:
-            with opened as raw:
-                stream = pa.CompressedInputStream(raw, "gzip") if gz else raw
-                for table in stream_framed(stream, name, True, decode, gz,
-                                           batch_records=per_chunk):
-                    if limit is not None and rows + num_rows(table) >= limit:
-                        yield slice_table(table, 0, limit - rows)
-                        return  # even shards: the rest of the file is cut (not read)
-                    rows += num_rows(table)
-                    yield table
-                self._check_count(name, rows, whole)
-                if hasattr(raw, "complete"):  # read whole and checked: a cache may keep it
-                    raw.complete()
-        except FileNotFoundError:
-            raise FileNotFoundError(f"{name}: named for reading but it does not exist; the data "
-                                    f"set is incomplete (deleted or moved files?)") from None
-        except CorruptRecordError as e:
-            if not gz:
-                raise
-            with loc.open_stream() as again:
-                raise (first_damage(again, "gzip", name) or e) from None

@@ -40,22 +40,29 @@ class Fetcher:
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
 
-    def open(self, loc: Location, size: int | None = None, key: str | None = None) -> Any:
-        """A readable binary stream of the file at loc (read as is, no decompression).
+    def open(self, loc: Location, size: int | None = None, key: str | None = None,
+             start: int = 0) -> Any:
+        """A readable binary stream of the file at loc (read as is, no decompression), from
+        byte `start` on.
 
         size: its bytes when known (the manifest's), else asked of the store. key: what
         identifies this version of the file in the cache (its write's id); None: not cached.
+        Only a file read from its start fills the cache.
         """
         if self.cache is not None and key is not None:
             cached = self.cache.get(loc, key)
             if cached is not None:
+                cached.seek(start)
                 return cached
         if loc.is_local:
-            return loc.open_input()
+            f = loc.open_input()
+            if start:
+                f.seek(start)
+            return f
         if size is None:
             size = loc.size()
-        stream = RangeStream(loc, size, self._executor(), self.range_bytes, self.ahead)
-        if self.cache is not None and key is not None:
+        stream = RangeStream(loc, size, self._executor(), self.range_bytes, self.ahead, start)
+        if self.cache is not None and key is not None and not start:
             return self.cache.filling(stream, loc, key, size)
         return stream
 
@@ -89,8 +96,8 @@ class RangeStream:
     8 files of 2 MB behind 50 ms took 0.58 s by read_at and 0.10 s by streams)."""
 
     def __init__(self, loc: Location, size: int, pool: ThreadPoolExecutor, range_bytes: int,
-                 ahead: int):
-        self.loc, self.size, self._pool = loc, size, pool
+                 ahead: int, start: int = 0):
+        self.loc, self.size, self._pool, self._start = loc, size - start, pool, start
         self._range, self._ahead = max(1, range_bytes), max(1, ahead)
         self._cond = threading.Condition()
         self._chunks: deque[bytes] = deque()
@@ -107,7 +114,11 @@ class RangeStream:
         """Read ranges into the buffer until it holds `ahead` of them (or the file ends)."""
         try:
             if self._file is None:
-                self._file = self.loc.open_stream()
+                if self._start:  # a read that resumes mid-file: ranged reads from there
+                    self._file = self.loc.open_input()
+                    self._file.seek(self._start)
+                else:
+                    self._file = self.loc.open_stream()
             while True:
                 with self._cond:
                     if self.closed or self._eof or len(self._chunks) >= self._ahead:

@@ -233,14 +233,21 @@ def count_records(source, compression: str | None = None) -> int:
 
 def stream_framed(stream: Any, name: str, verify: bool,
                   to_batch: Callable[[np.ndarray, np.ndarray, int], Any],
-                  gz: bool = False, batch_records: int | None = None) -> Iterator[Any]:
+                  gz: bool = False, batch_records: int | None = None, *,
+                  first_record: int | None = None, base: int = 0) -> Iterator[Any]:
     """to_batch(buf, framed offsets, byte offset of buf[0]) for every <= batch_records records
     (default BATCH_RECORDS) of a framed stream, reading CHUNK_BYTES at a time and carrying
-    partial records over."""
+    partial records over.
+
+    first_record: the number of the stream's first record in its file; given, batches end at
+    multiples of batch_records in that numbering, whatever the reads (so the same records
+    group alike when a read starts mid-file). base: the stream's first byte's offset in the
+    file (for to_batch and messages)."""
     batch_records = batch_records or BATCH_RECORDS
     buf = np.empty(CHUNK_BYTES, np.uint8)
     offsets = np.empty(batch_records + 1, np.int64)
-    filled = start = base = need = 0
+    filled = start = need = 0
+    seen = first_record or 0  # records handed on, numbered as in the file
     where = " of the uncompressed stream" if gz else ""
     while True:
         try:
@@ -253,9 +260,11 @@ def stream_framed(stream: Any, name: str, verify: bool,
         eof = filled < buf.size
         view = buf[:filled]
         while True:
-            count, stop, pos, info = scan_frames(view, start, batch_records, verify, TABLES,
-                                                 offsets)
+            limit = batch_records if first_record is None else \
+                batch_records - seen % batch_records
+            count, stop, pos, info = scan_frames(view, start, limit, verify, TABLES, offsets)
             if count:
+                seen += count
                 yield to_batch(view, offsets[:count + 1], base)
             start = pos
             if stop == LIMIT:

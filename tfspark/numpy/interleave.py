@@ -1,0 +1,229 @@
+"""One epoch of a shard's files as decoded rows, in an order fixed by the data, the epoch's file
+order and the number of slots (never by which thread runs faster), with the place where each
+chunk ends, so that a reader can say where it is and start again exactly there.
+
+    files in the epoch's order -> `slots` slots: slot k reads files order[k::slots] one after
+    another in a thread of its own (streamed, both CRCs checked, decoded by the compiled
+    kernels, which release the GIL) -> turns: chunk 1 of slot 0, chunk 1 of slot 1, ...,
+    chunk 2 of slot 0, ... (a slot out of files drops out of the turns)
+
+A chunk is `chunk_records` consecutive records of a file (its last chunk is shorter), so its
+bounds depend on the file alone: a read started at the end of a chunk (a Position) goes on
+with the same chunks. A chunk may arrive in pieces (where a read buffer ends); a turn hands
+on a whole chunk. Memory: at most `QUEUED` pieces wait per slot.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+import pyarrow as pa
+
+from tfspark.errors import CorruptRecordError
+from tfspark.numpy.columns import Table, num_rows, slice_table, take_table
+from tfspark.numpy.decode import NumpyDecoder
+from tfspark.store.fetch import Fetcher
+from tfspark.store.shards import Shard
+from tfspark.wire.stream import first_damage, stream_framed
+
+QUEUED = 4  # decoded pieces waiting per slot
+
+
+class Position(NamedTuple):
+    """Where a slot is: its file `file` (an index into the slot's files), before the record
+    numbered `record` in that file, which starts at byte `byte` (of the uncompressed stream),
+    with `rows` of the shard's rows of that file read before it."""
+
+    file: int
+    record: int = 0
+    byte: int = 0
+    rows: int = 0
+
+
+@dataclass
+class FileChunks:
+    """How the files of a shard are read into chunks: the shard, its decoder settings, the
+    fetcher that opens files (read ahead when remote) and the records per chunk."""
+
+    part: Shard
+    decoder: tuple[Any, int, str]  # (spec, rows_per_record, strings): one decoder per thread
+    fetcher: Fetcher
+    chunk_records: int
+    ahead: int = 0  # files a slot opens before it needs them (remote files)
+
+    def open(self, f: int, byte: int = 0) -> Any:
+        """File f of the shard for streaming from `byte` (of the stored file; 0 for gzip)."""
+        part = self.part
+        return self.fetcher.open(part.files[f], part.sizes[f] if part.sizes else None,
+                                 part.versions[f] if part.versions else None, start=byte)
+
+    def pieces(self, f: int, at: Position, decoder: NumpyDecoder,
+               opened: Any = None) -> Iterator[tuple[Table, Position | None]]:
+        """File f's rows from `at` on, in pieces, each with the Position after it when it ends
+        a chunk (None otherwise); the last piece, possibly empty, ends the file: its Position
+        is the start of the slot's next file. The file's rows are counted against the
+        manifest at its end."""
+        part, loc = self.part, self.part.files[f]
+        name = loc.uri
+        after = Position(at.file + 1)
+        counts = part.file_rows()
+        whole = counts[f] if counts is not None else None
+        limit = part.keep[f] if part.keep is not None and part.keep[f] != whole else None
+        if (part.keep is not None and part.keep[f] == 0) or \
+                (limit is not None and at.rows >= limit):
+            if opened is not None:
+                opened.close()
+            yield {}, after
+            return
+        n, start = part.stride(f)
+        gz = part.compressions[f] == "gzip"  # the manifest's, or sniffed when planning
+        size = self.chunk_records
+        record, rows = at.record, at.rows
+
+        def decode(buf: np.ndarray, offsets: np.ndarray, base: int) -> tuple[Table, int, int]:
+            nonlocal record
+            table, sizes = decoder.decode(buf, offsets, path=name, offset=base)
+            first, record = record, record + len(sizes)
+            if n > 1 or start:
+                idx = np.arange(first, record)
+                keep = (idx >= start) & ((idx - start) % n == 0)
+                table = take_table(table, np.flatnonzero(np.repeat(keep, sizes)))
+            return table, record, base + int(offsets[-1])
+
+        stream = opened if opened is not None else self.open(f, 0 if gz else at.byte)
+        try:
+            with stream as raw:
+                source = pa.CompressedInputStream(raw, "gzip") if gz else raw
+                if gz and at.byte:
+                    _skip(source, at.byte, name)
+                for table, end_record, end_byte in stream_framed(
+                        source, name, True, decode, gz, size, first_record=at.record,
+                        base=at.byte):
+                    got = num_rows(table)
+                    if limit is not None and rows + got >= limit:
+                        yield slice_table(table, 0, limit - rows), after
+                        return  # even shards: the rest of the file is cut (not read)
+                    rows += got
+                    yield table, (Position(at.file, end_record, end_byte, rows)
+                                  if end_record % size == 0 else None)
+                _check_count(name, rows, whole, part, decoder.block)
+                if at.byte == 0 and hasattr(raw, "complete"):  # whole and checked: cache it
+                    raw.complete()
+        except FileNotFoundError:
+            raise FileNotFoundError(f"{name}: named for reading but it does not exist; the data "
+                                    f"set is incomplete (deleted or moved files?)") from None
+        except CorruptRecordError as e:
+            if not gz:
+                raise
+            with loc.open_stream() as again:
+                raise (first_damage(again, "gzip", name) or e) from None
+        yield {}, after
+
+
+def _skip(stream: Any, n: int, name: str) -> None:
+    """Read and drop the first n bytes of a stream (a gzip file cannot be entered mid-way)."""
+    while n:
+        got = len(stream.read(min(n, 1 << 24)))
+        if not got:
+            raise CorruptRecordError(f"{name}: ends before byte {n} of its uncompressed stream, "
+                                     f"where the reader's state says it was; the file was "
+                                     f"changed after the state was saved", path=name)
+        n -= got
+
+
+def _check_count(name: str, rows: int, whole: int | None, part: Shard, block: int) -> None:
+    """A file read to its end holds the rows its manifest entry lists."""
+    want = whole if part.rows is not None or block == 1 else None
+    if want is not None and rows != want:
+        raise CorruptRecordError(f"{name}: holds {rows} rows for this reader but the "
+                                 f"manifest lists {want}; the file was changed after the "
+                                 f"write: rewrite the data set", path=name)
+
+
+class Interleave:
+    """The turns of one epoch (module docstring): `order` is the epoch's file order (indices
+    into the shard's files), `at` where each slot starts (None: a slot out of files) and
+    `turn` the slot whose turn is next; both move as turns are handed on."""
+
+    def __init__(self, chunks: FileChunks, order: list[int], slots: int,
+                 at: list[Position | None] | None = None, turn: int = 0):
+        self.chunks = chunks
+        self.files = [order[k::slots] for k in range(slots)]
+        self.at: list[Position | None] = list(at) if at is not None else \
+            [Position(0) for _ in range(slots)]
+        self.at = [None if p is None or p.file >= len(self.files[k]) else p
+                   for k, p in enumerate(self.at)]
+        self.turn = turn
+
+    def snapshot(self) -> dict[str, Any]:
+        """Where the turns are, as JSON: the slot whose turn is next, and each slot's Position
+        ([file, record, byte, rows]) or None."""
+        return {"turn": self.turn, "slots": [None if p is None else list(p) for p in self.at]}
+
+    def turns(self) -> Generator[list[Table], None, None]:
+        """Each turn's chunk, as its non-empty pieces; threads stop when this is closed."""
+        slots = len(self.files)
+        queues: list[queue.Queue] = [queue.Queue(QUEUED) for _ in range(slots)]
+        stop = threading.Event()
+
+        def put(k: int, item: Any) -> bool:
+            while not stop.is_set():
+                try:
+                    queues[k].put(item, timeout=0.1)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
+        def run(k: int, at: Position) -> None:
+            spec, block, strings = self.chunks.decoder
+            decoder = NumpyDecoder(spec, block, strings)
+            mine = self.files[k]
+            opened: dict[int, Any] = {}
+            try:
+                for p in range(at.file, len(mine)):
+                    for q in range(p + 1, min(len(mine), p + 1 + self.chunks.ahead)):
+                        if q not in opened:  # remote: the next files' first bytes on the way
+                            opened[q] = self.chunks.open(mine[q])
+                    start = at if p == at.file else Position(p)
+                    for item in self.chunks.pieces(mine[p], start, decoder, opened.pop(p, None)):
+                        if not put(k, item):
+                            return
+            except BaseException as e:  # noqa: BLE001 - handed to the consumer
+                put(k, e)
+            finally:
+                for stream in opened.values():
+                    stream.close()
+
+        threads = [threading.Thread(target=run, args=(k, p), daemon=True,
+                                    name=f"tfspark-read-{k}")
+                   for k, p in enumerate(self.at) if p is not None]
+        for t in threads:
+            t.start()
+        try:
+            while any(p is not None for p in self.at):
+                k = self.turn
+                while self.at[k] is None:
+                    k = (k + 1) % slots
+                pieces: list[Table] = []
+                while True:
+                    item = queues[k].get()
+                    if isinstance(item, BaseException):
+                        raise item
+                    table, end = item
+                    if num_rows(table):
+                        pieces.append(table)
+                    if end is not None:
+                        break
+                self.at[k] = None if end.file >= len(self.files[k]) else end
+                self.turn = (k + 1) % slots
+                yield pieces
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(timeout=10)

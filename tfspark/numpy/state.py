@@ -1,0 +1,114 @@
+"""Where a read_batches iteration is, as a JSON-serializable dict, so that a training job saves
+it with its checkpoint and, given it back, gets exactly the batches it had not yet received.
+
+The batches of an iteration are a function of the data set, the reader's settings and one
+seed: each epoch's file order is drawn from (seed, epoch), the files are read in turns
+(interleave.py), and window w of an epoch is permuted by a generator drawn from
+(seed, epoch, w). So a place in the iteration is (epoch, window, rows of it already handed on)
+plus where the turns stood when that window began; resuming rebuilds that one window and goes
+on from there. The settings that shape the batches are kept too, and a state is refused by a
+reader whose settings differ (a state of other batches would not resume anything).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from tfspark.errors import OptionError
+from tfspark.numpy.interleave import Position
+from tfspark.store.shards import Shard
+
+FORMAT = "tfspark.read_batches/1"
+
+
+@dataclass(frozen=True)
+class ReaderState:
+    """A place in an iteration (module docstring); `batches` counts what was handed on."""
+
+    seed: int
+    settings: dict[str, Any]
+    iteration: int = 1
+    epoch: int = 0
+    window: int = 0
+    taken: int = 0  # rows of the window already handed on
+    turns: dict[str, Any] | None = None  # Interleave.snapshot() when the window began
+    batches: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The state as JSON-serializable data."""
+        return {"format": FORMAT, **asdict(self)}
+
+    def at(self) -> tuple[list[Position | None] | None, int]:
+        """Where each slot starts and whose turn is first, for the window this state is in."""
+        if self.turns is None:
+            return None, 0
+        return ([None if p is None else Position(*p) for p in self.turns["slots"]],
+                int(self.turns["turn"]))
+
+    def moved(self, **changes: Any) -> ReaderState:
+        """This state with some fields changed."""
+        return replace(self, **changes)
+
+
+def fresh(seed: int | None, iteration: int, settings: dict[str, Any]) -> ReaderState:
+    """The start of an iteration: a given seed makes every iteration's own seed from it (a
+    new shuffle each pass, the same in every run); without one, a random seed is drawn."""
+    if seed is None:
+        own = secrets.randbits(63)
+    else:
+        own = int(np.random.SeedSequence([seed, iteration]).generate_state(1, np.uint64)[0] >> 1)
+    return ReaderState(seed=own, settings=settings, iteration=iteration)
+
+
+def settings_of(part: Shard, *, batch_size: int, buffer: int, slots: int, shuffle_files: bool,
+                epochs: int | None, drop_remainder: bool, chunk_records: int,
+                columns: list[str], strings: str) -> dict[str, Any]:
+    """What shapes an iteration's batches: the reader's settings and which rows of which
+    files of which write it reads (a digest)."""
+    files = [[loc.uri, part.versions[f] if part.versions else None,
+              part.records[f] if part.records else None,
+              part.keep[f] if part.keep else None] for f, loc in enumerate(part.files)]
+    digest = hashlib.sha256(json.dumps([files, part.every], default=list).encode())
+    return {"batch_size": batch_size, "shuffle_buffer": buffer, "num_threads": slots,
+            "shuffle_files": shuffle_files, "epochs": epochs, "drop_remainder": drop_remainder,
+            "chunk_records": chunk_records, "columns": columns, "strings": strings,
+            "files": digest.hexdigest()[:16]}
+
+
+def load(state: Any, settings: dict[str, Any]) -> ReaderState:
+    """A state given back (state_dict() of an earlier reader), checked against this reader's
+    settings; OptionError says what differs."""
+    if isinstance(state, ReaderState):
+        state = state.to_dict()
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise OptionError(f"state: not a read_batches state (a dict from reader.state_dict() "
+                          f"with format {FORMAT!r}); got {_short(state)}")
+    known = {f for f in ReaderState.__dataclass_fields__}
+    try:
+        got = ReaderState(**{k: v for k, v in state.items() if k in known})
+        int(got.seed), int(got.epoch), int(got.window), int(got.taken)
+    except (TypeError, ValueError) as e:
+        raise OptionError(f"state: a damaged read_batches state ({e}); save "
+                          f"reader.state_dict() as it is (JSON keeps it whole)") from None
+    theirs = got.settings or {}
+    differ = [k for k in settings if theirs.get(k) != settings[k]]
+    if differ:
+        what = "; ".join(
+            "the data set's files or the shard differ" if k == "files" else
+            f"{k}={theirs.get(k)!r} there, {settings[k]!r} here" for k in differ)
+        raise OptionError(f"state: saved by a reader that gives other batches ({what}); "
+                          f"resume with the same data set and arguments, or start without "
+                          f"state=")
+    return got
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
