@@ -18,7 +18,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pyspark.sql import DataFrame, Observation
-from pyspark.sql import functions as F
 
 from tfspark.errors import CountMismatchError, OptionError
 from tfspark.spark import observe, sizing
@@ -214,7 +213,7 @@ def _stage_and_write(spark: Any, df: DataFrame, opts: WriteOptions, base_spec: F
                                  f"{backup.target} holds {backup_rows}; nothing was exported")
     if previous is not None and previous.spec is not None:
         _check_append_facts(redact(opts.path), previous.spec, facts)
-    spec = infer_spec(df.select(*[F.col(f"`{c}`") for c in data_cols]).schema,
+    spec = infer_spec(_fields(df, data_cols),
                       label_cols=opts.label_cols,
                       shapes={**facts["shapes"], **dict(opts.shapes or {})},
                       defaults=opts.defaults, decimal_as=opts.decimal_as,
@@ -281,11 +280,19 @@ def _check_columns(df: DataFrame, opts: WriteOptions) -> tuple[list[str], Featur
         raise OptionError(f"split_key column {opts.split_key!r} is not in the DataFrame; "
                           f"columns are {df.columns}")
     data_cols = [c for c in df.columns if c not in opts.partition_by]
-    spec = infer_spec(df.select(*[F.col(f"`{c}`") for c in data_cols]).schema,
+    spec = infer_spec(_fields(df, data_cols),
                       label_cols=opts.label_cols, shapes=opts.shapes, defaults=opts.defaults,
                       decimal_as=opts.decimal_as,
                       record_type=opts.record_type)
     return data_cols, spec
+
+
+def _fields(df: DataFrame, names: list[str]) -> Any:
+    """The schema of these columns of df (no Spark call per column: wide tables)."""
+    from pyspark.sql.types import StructType
+
+    schema = df.schema
+    return StructType([schema[name] for name in names])
 
 
 def _check_names(columns: list[str], case_sensitive: str | None) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from tfspark.spec import FeatureSpec
@@ -33,8 +33,9 @@ DISTINCT_RSD = 0.05  # approx_count_distinct's relative standard deviation (52 b
 FEATURES_PER_JOB = 64  # wider tables: one aggregation per group (a plan of 1000 HLLs is huge)
 
 
-def _col(f: Feature) -> Column:
-    return F.col(".".join(f"`{p.replace('`', '``')}`" for p in f.path))
+def _col(f: Feature) -> str:
+    """SQL: the feature's column (struct fields by their path)."""
+    return ".".join(f"`{p.replace('`', '``')}`" for p in f.path)
 
 
 def _elements(f: Feature, c: str) -> str:
@@ -78,13 +79,17 @@ def _nonfinite_counts(v: str, i: int, prefix: str) -> list[str]:
 def compute(df: DataFrame, spec: FeatureSpec, split_col: str | None,
             top_k: int = 10_000) -> dict[str, Any]:
     """{"features": {name: stats}, "splits": {split: {name: stats}}, "top_k": K, ...} of df."""
-    group = F.col(f"`{split_col}`") if split_col else F.lit(rules.ALL)
-    keyed = df.select(group.alias("_split"), *[_col(f).alias(f"x{i}")
-                                               for i, f in enumerate(spec.features)])
+    group = f"`{split_col.replace('`', '``')}`" if split_col else f"'{rules.ALL}'"
+    keyed = df.selectExpr(f"{group} AS _split", *[f"{_col(f)} AS x{i}"
+                                                 for i, f in enumerate(spec.features)])
     per: dict[str, dict[str, Any]] = {}
     indexed = list(enumerate(spec.features))
-    for lo in range(0, len(indexed), FEATURES_PER_JOB):
-        _aggregate(keyed, indexed[lo:lo + FEATURES_PER_JOB], split_col, per)
+    scalars = [(i, f) for i, f in indexed if not rules.array(f)]
+    if scalars:
+        _scalars(keyed, scalars, split_col, per)
+    arrays = [(i, f) for i, f in indexed if rules.array(f)]
+    for lo in range(0, len(arrays), FEATURES_PER_JOB):
+        _aggregate(keyed, arrays[lo:lo + FEATURES_PER_JOB], split_col, per)
     # Top values: string features of short values; an integer feature only when it has at
     # most top_k distinct values (more is a number or an id space, not a vocabulary).
     overall = per.get(rules.ALL, {})
@@ -105,13 +110,65 @@ def compute(df: DataFrame, spec: FeatureSpec, split_col: str | None,
     return out
 
 
+_QUANTILES = "array(" + ", ".join(f"{q!r}D" for q in rules.QUANTILES) + ")"
+
+
+def _scalars(keyed: DataFrame, indexed: list[tuple[int, Feature]], split_col: str | None,
+             per: dict[str, dict[str, Any]]) -> None:
+    """Job 1 for every scalar feature at once, in long form: one row (feature, number, integer,
+    string, is null) per row and feature, grouped by feature and split. Its plan has one
+    set of aggregates whatever the number of features (wide, a plan grows with every
+    aggregate: 1,000 features took minutes to plan), and each aggregate sees the values the
+    wide form gave it, in the same order."""
+    parts = []
+    for i, f in indexed:
+        c = f"x{i}"
+        number = _value(f, c) if rules.numeric(f) else "CAST(NULL AS DOUBLE)"
+        whole = f"CAST({c} AS BIGINT)" if rules.categorical(f) and f.dtype != "string" \
+            else "CAST(NULL AS BIGINT)"
+        text = f"CAST({c} AS STRING)" if rules.categorical(f) and f.dtype == "string" \
+            else "CAST(NULL AS STRING)"
+        parts.append(f"{i}, {number}, {whole}, {text}, {c} IS NULL")
+    long = keyed.selectExpr(
+        "_split", f"stack({len(parts)}, {', '.join(parts)}) AS (fi, v, k, s, isnull)")
+    fin = f"CASE WHEN NOT isnan(v) AND abs(v) != {_INF} THEN v END"
+    aggs = ["count(1) AS rows", "sum(CASE WHEN isnull THEN 1 ELSE 0 END) AS n",
+            "count(v) AS c", f"count({fin}) AS fc", f"min({fin}) AS lo", f"max({fin}) AS hi",
+            f"avg({fin}) AS m", f"var_pop({fin}) AS va",
+            f"percentile_approx({fin}, {_QUANTILES}, {QUANTILE_ACCURACY}) AS q",
+            *_nonfinite_counts("v", 0, ""),
+            f"approx_count_distinct(k, {DISTINCT_RSD}) AS dk",
+            f"approx_count_distinct(s, {DISTINCT_RSD}) AS ds", "max(length(s)) AS mc"]
+    # Without splits one group is all rows: a rollup would aggregate everything twice.
+    grouped = long.rollup("fi", "_split") if split_col else long.groupBy("fi", "_split")
+    features = dict(indexed)
+    for r in grouped.agg(*[F.expr(a) for a in aggs]).collect():
+        if r["fi"] is None:  # the rollup's total over every feature
+            continue
+        i, f = r["fi"], features[r["fi"]]
+        wide = {"rows": r["rows"], f"n{i}": r["n"]}  # as _aggregate names them
+        if rules.numeric(f):
+            wide.update({f"c{i}": r["c"], f"fc{i}": r["fc"], f"lo{i}": r["lo"],
+                         f"hi{i}": r["hi"], f"m{i}": r["m"], f"v{i}": r["va"],
+                         f"q{i}": r["q"]})
+            if rules.nonfinite(f):
+                wide.update({f"nan{i}": r["nan0"], f"pinf{i}": r["pinf0"],
+                             f"ninf{i}": r["ninf0"]})
+        if rules.categorical(f):
+            wide[f"d{i}"] = r["ds"] if f.dtype == "string" else r["dk"]
+            if f.dtype == "string":
+                wide[f"mc{i}"] = r["mc"]
+        label = rules.ALL if r["_split"] is None else r["_split"]
+        per.setdefault(label, {}).update(_features(wide, [(i, f)]))
+
+
 def _aggregate(keyed: DataFrame, indexed: list[tuple[int, Feature]], split_col: str | None,
                per: dict[str, dict[str, Any]]) -> None:
-    """Job 1 for some features: per split and for all rows (rollup adds the all-rows group;
-    without splits `keyed` holds the all-rows label already)."""
+    """Job 1 for some array features: per split and for all rows (rollup adds the all-rows
+    group; without splits `keyed` holds the all-rows label already)."""
     # Aggregates as SQL text: built with Column calls they cost PySpark 4 several py4j round
     # trips each (call-site capture), seconds per job on wide tables.
-    quantiles = "array(" + ", ".join(f"{q!r}D" for q in rules.QUANTILES) + ")"
+    quantiles = _QUANTILES
     aggs: list[str] = ["count(1) AS rows"]
     for i, f in indexed:
         c = f"x{i}"
@@ -192,9 +249,10 @@ def _features(r: dict[str, Any], indexed: list[tuple[int, Feature]]) -> dict[str
     return out
 
 
-def _text(f: Feature, c: Column) -> Column:
-    """A scalar as the text its top values are counted by (booleans as 0 and 1)."""
-    return c.cast("int").cast("string") if f.encoding == "bool" else c.cast("string")
+def _text(f: Feature, c: str) -> str:
+    """SQL: a scalar as the text its top values are counted by (booleans as 0 and 1)."""
+    return f"CAST(CAST({c} AS INT) AS STRING)" if f.encoding == "bool" else \
+        f"CAST({c} AS STRING)"
 
 
 def _element_type(f: Feature) -> str:
@@ -217,22 +275,16 @@ def _top_values(keyed: DataFrame, spec: FeatureSpec, split_col: str | None, top_
     cats = [(i, f) for i, f in enumerate(spec.features) if f.name in wanted]
     if not cats:
         return
-    def pair(name: str, value: Column) -> Column:
-        return F.struct(F.lit(name).alias("feature"), value.cast("string").alias("value"))
-
-    def tagger(name: str) -> Any:
-        return lambda x: pair(name, x)
-
-    scalars = [pair(f.name, _text(f, F.col(f"x{i}")))
+    # SQL text, features by number (no Column calls: each costs PySpark 4 py4j round trips).
+    scalars = [f"named_struct('f', {i}, 'value', {_text(f, f'x{i}')})"
                for i, f in cats if not rules.array(f)]
-    parts = ([F.array(*scalars)] if scalars else []) + [
-        F.transform(F.coalesce(F.expr(_elements(f, f"x{i}")),
-                               F.array().cast(f"array<{_element_type(f)}>")), tagger(f.name))
+    parts = ([f"array({', '.join(scalars)})"] if scalars else []) + [
+        f"transform(coalesce({_elements(f, f'x{i}')}, CAST(array() AS "
+        f"array<{_element_type(f)}>)), x -> named_struct('f', {i}, 'value', CAST(x AS STRING)))"
         for i, f in cats if rules.array(f)]
-    pairs = F.explode(parts[0] if len(parts) == 1 else F.flatten(F.array(*parts)))
-    exploded = keyed.select("_split", pairs.alias("p")).select(
-        "_split", F.col("p.feature").alias("feature"), F.col("p.value").alias("value")) \
-        .where(F.col("value").isNotNull())
+    pairs = parts[0] if len(parts) == 1 else f"flatten(array({', '.join(parts)}))"
+    exploded = keyed.selectExpr("_split", f"explode({pairs}) AS p").selectExpr(
+        "_split", "p.f AS feature", "p.value AS value").where("value IS NOT NULL")
     counts = exploded.groupBy("feature", "value", "_split").agg(F.count(F.lit(1)).alias("n"))
     if split_col is None:
         counts = counts.withColumn("_split", F.lit(None).cast("string"))
@@ -244,7 +296,7 @@ def _top_values(keyed: DataFrame, spec: FeatureSpec, split_col: str | None, top_
     w = Window.partitionBy("feature", "_split").orderBy(F.desc("n"), F.asc("value"))
     top = counts.withColumn("r", F.row_number().over(w)).where(F.col("r") <= top_k) \
         .select("feature", "value", "_split", "n", "r").collect()
-    kinds = {f.name: f for _, f in cats}
+    kinds = dict(cats)
     lists: dict[tuple[str, str], list[tuple[int, Any, int]]] = {}
     for row in top:
         label = rules.ALL if row["_split"] is None else row["_split"]
