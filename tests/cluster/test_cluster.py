@@ -188,15 +188,12 @@ WIDE_COLS = 1_000  # + id: 400 long, 400 double, 200 string
 
 
 def wide_df(spark: Any) -> Any:
-    """1,000 columns besides id, each a function of id; doubles exact in float32."""
-    from pyspark.sql import functions as F
-
-    i = F.col("id")
-    cols = [((i * (k + 1)) % 100_003).alias(f"l{k}") for k in range(400)]
-    cols += [((i + k) % 4096 / 4).cast("double").alias(f"d{k}") for k in range(400)]
-    cols += [F.concat(F.lit(f"c{k}_"), (i % 97).cast("string")).alias(f"s{k}")
-             for k in range(200)]
-    return spark.range(0, WIDE_ROWS, numPartitions=3).select("id", *cols)
+    """1,000 columns besides id, each a function of id; doubles exact in float32. (SQL text:
+    1,000 Column calls cost PySpark 4 about 10 s of py4j round trips.)"""
+    cols = [f"(id * {k + 1}) % 100003 AS l{k}" for k in range(400)]
+    cols += [f"CAST((id + {k}) % 4096 / 4 AS DOUBLE) AS d{k}" for k in range(400)]
+    cols += [f"concat('c{k}_', CAST(id % 97 AS STRING)) AS s{k}" for k in range(200)]
+    return spark.range(0, WIDE_ROWS, numPartitions=3).selectExpr("id", *cols)
 
 
 @pytest.mark.tf
@@ -223,7 +220,17 @@ def test_a_table_of_1000_columns_exports_and_reads_back(cluster_spark, tmp_path)
         assert list(got[f"s{k}"]) == [b"c%d_%d" % (k, v) for v in ids % 97]
     back = cluster_spark.read.format("tfrecord").load(out)
     assert back.schema == df.schema
-    assert symmetric_difference(df, back) == 0
+    assert fingerprint(back) == fingerprint(df)
+
+
+def fingerprint(df: Any) -> tuple[int, Any]:
+    """(rows, the sum of a 64-bit hash of every row): the same for two DataFrames holding the
+    same rows, duplicates counted, in any order; one pass (exceptAll on 1,001 columns took
+    40 s on the loopback cluster)."""
+    names = ", ".join(f"`{c}`" for c in df.columns)
+    row = df.selectExpr("count(1) AS n", f"sum(CAST(xxhash64({names}) AS DECIMAL(38, 0))) AS h")
+    got = row.collect()[0]
+    return int(got["n"]), got["h"]
 
 
 BIG = 50 * 2**20  # one string value of 50 MiB

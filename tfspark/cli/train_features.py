@@ -21,6 +21,7 @@ from typing import Any
 
 from tfspark.errors import OptionError, SchemaError
 from tfspark.spec import Feature, FeatureSpec
+from tfspark.store import stats_rules as rules
 from tfspark.tf.preprocessing import normalization, vocabulary
 
 ID_SHARE = 0.5  # a string with more distinct values than this share of its rows is an id
@@ -66,8 +67,12 @@ def _scalar(f: Feature, s: dict[str, Any], cfg: Any, categorical: bool, out: Pla
             return
         top = s.get("top")
         if not top:
+            distinct = s.get("distinct_approx", 0)
             why = ("values of more than 256 characters: text, not a category"
-                   if f.dtype == "string" else "more distinct values than the statistics' top_k")
+                   if f.dtype == "string" and s.get("max_chars", 0) > 256 else
+                   f"about {distinct} distinct values in {s.get('rows', 0)} rows: an id or free "
+                   f"text, not a category" if rules.id_like(distinct, s.get("rows", 0) - s.get("nulls", 0))
+                   else "more distinct values than the statistics' top_k")
             out.ignored[f.name] = why
             return
         rows, distinct = s.get("rows", 0), s.get("distinct_approx", len(top))

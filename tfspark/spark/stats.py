@@ -9,7 +9,9 @@ Two aggregation jobs over the rows write_tfrecords writes (its backup, with the 
 Array features (1-D, 2-D and SequenceExample feature lists) get statistics of their elements
 too, what pooling layers need: count, min, max, mean and variance of numbers (job 1, with
 Spark's array functions, no explode), the top-K elements of string and integer arrays (job 2).
-Job 1 runs per group of 64 features on wider tables (its plan grows with every aggregate).
+Job 1 takes every scalar feature at once in long form (a plan whatever the width); array
+features go per group of 64 (their plan grows with every aggregate). No top values for ids
+(stats_rules.id_like: nearly a distinct value per row).
 Conventions in stats_rules.py: counts of present values, moments and quantiles of the finite
 ones, NaN and infinities counted apart, and `filled` for what the model sees. Stored in the
 manifest as stats["features"] = {name: {...}} (all rows) and
@@ -99,8 +101,12 @@ def compute(df: DataFrame, spec: FeatureSpec, split_col: str | None,
     def few(f: Feature) -> bool:
         return overall.get(f.name, {}).get("distinct_approx", 0) <= top_k
 
-    wanted = {f.name for f in spec.features if (rules.categorical(f) or rules.token_array(f))
-              and (short(f) if f.dtype == "string" else rules.token_array(f) or few(f))}
+    def ids(f: Feature) -> bool:
+        s = overall.get(f.name, {})
+        return rules.id_like(s.get("distinct_approx", 0), s.get("rows", 0) - s.get("nulls", 0))
+
+    wanted = {f.name for f in spec.features if rules.token_array(f) or (
+        rules.categorical(f) and not ids(f) and (short(f) if f.dtype == "string" else few(f)))}
     _top_values(keyed, spec, split_col, top_k, per, wanted)
     out: dict[str, Any] = {"features": per.get(rules.ALL, {}), "top_k": top_k,
                            "quantile_relative_error": 1 / QUANTILE_ACCURACY,

@@ -300,7 +300,9 @@ def _final(f: Feature, acc: dict[str, Any], top_k: int) -> dict[str, Any]:
         text_ok = acc.get("max_chars", 0) <= rules.MAX_TOKEN_CHARS
         ints_ok = f.dtype == "string" or rules.array(f) or (
             not acc.get("pruned") and len(counts) <= top_k)
-        if text_ok and ints_ok:
+        ids = not rules.array(f) and rules.id_like(
+            s.get("distinct_approx", len(counts)), s.get("rows", 0) - s.get("nulls", 0))
+        if text_ok and ints_ok and not ids:
             top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:top_k]
             s["top"] = [[v, c] for v, c in top]
             if acc.get("error"):

@@ -17,6 +17,8 @@ from tfspark.spec.model import Feature
 
 QUANTILES = [i / 10 for i in range(1, 10)]  # deciles: Discretization's default bucketing
 MAX_TOKEN_CHARS = 256  # longer strings are text or blobs, not vocabulary: no top values
+ID_SHARE = 0.5  # a scalar with more distinct values than this share of its present values ...
+ID_MIN_DISTINCT = 1_000  # ... and more than this many is an id, not a vocabulary: no top values
 ALL = "(all)"  # the overall group's label: no split can be named so (splits are [A-Za-z0-9_-]+)
 
 
@@ -67,3 +69,9 @@ def token_array(f: Feature) -> bool:
     """String (not binary) and integer arrays: their elements get top values."""
     return array(f) and ((f.dtype == "string" and not f.source_type.endswith("binary>"))
                          or f.encoding == "int")
+
+
+def id_like(distinct: int, present: int) -> bool:
+    """A scalar whose values nearly all differ (ids, keys, timestamps as numbers): its top
+    values would be a list of ones, not a vocabulary."""
+    return distinct > ID_MIN_DISTINCT and distinct > ID_SHARE * present

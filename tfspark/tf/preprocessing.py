@@ -29,6 +29,7 @@ from tfspark.errors import SchemaError
 from tfspark.spec.kinds import float_of_json
 from tfspark.spec.model import Feature
 from tfspark.store import manifest as mf
+from tfspark.store import stats_rules as rules
 
 
 def keras_preprocessing(path_or_manifest: str | os.PathLike | mf.Manifest | dict, *,
@@ -156,6 +157,10 @@ def _no_vocabulary(s: dict[str, Any]) -> str:
         return f"no values to build a vocabulary from: all {s.get('rows', 0)} rows are null"
     if s.get("max_chars", 0) > 256:
         return "values of more than 256 characters: text, not a vocabulary"
+    distinct = s.get("distinct_approx", 0)
+    if rules.id_like(distinct, s.get("rows", 0) - s.get("nulls", 0)):
+        return (f"about {distinct} distinct values in {s.get('rows', 0)} rows: an id or free "
+                f"text, not a category")
     return "more distinct values than the statistics' top_k: a number or an id, not a category"
 
 
