@@ -28,6 +28,9 @@ if TYPE_CHECKING:  # what IDEs and type checkers see; at run time __getattr__ lo
         TrainingError,
         WriteConflictError,
     )
+    from tfspark.keras.inputs import keras_inputs
+    from tfspark.keras.layers import MeanImputation, PooledEmbedding, PooledMean, VocabularyIds
+    from tfspark.keras.preprocessing import keras_preprocessing
     from tfspark.numpy import Ragged, read_batches
     from tfspark.numpy.frameworks import grain_dataset, torch_dataset
     from tfspark.spark.distributed import train_on_spark
@@ -37,10 +40,7 @@ if TYPE_CHECKING:  # what IDEs and type checkers see; at run time __getattr__ lo
     from tfspark.store.integrity import Report, verify
     from tfspark.store.options import ReadOptions, WriteOptions
     from tfspark.tf.dataset import make_dataset
-    from tfspark.tf.keras import keras_inputs
-    from tfspark.tf.layers import MeanImputation, PooledEmbedding, PooledMean
     from tfspark.tf.parsing import parsing_spec, sequence_parsing_spec
-    from tfspark.tf.preprocessing import keras_preprocessing
 
 _API = {
     "FeatureSpec": "tfspark.spec",
@@ -52,13 +52,14 @@ _API = {
     "Ragged": "tfspark.numpy",
     "torch_dataset": "tfspark.numpy.frameworks",
     "grain_dataset": "tfspark.numpy.frameworks",
-    "keras_inputs": "tfspark.tf.keras",
-    "keras_preprocessing": "tfspark.tf.preprocessing",
+    "keras_inputs": "tfspark.keras.inputs",
+    "keras_preprocessing": "tfspark.keras.preprocessing",
     "parsing_spec": "tfspark.tf.parsing",
     "sequence_parsing_spec": "tfspark.tf.parsing",
-    "PooledEmbedding": "tfspark.tf.layers",
-    "PooledMean": "tfspark.tf.layers",
-    "MeanImputation": "tfspark.tf.layers",
+    "PooledEmbedding": "tfspark.keras.layers",
+    "PooledMean": "tfspark.keras.layers",
+    "VocabularyIds": "tfspark.keras.layers",
+    "MeanImputation": "tfspark.keras.layers",
     "register": "tfspark.spark.source",
     "write_tfrecords": "tfspark.spark.export",
     "train_on_spark": "tfspark.spark.distributed",
@@ -77,6 +78,7 @@ __all__ = [  # a literal list, so linters and IDEs see the TYPE_CHECKING imports
     "CorruptRecordError", "CountMismatchError", "EncodeError", "Feature", "FeatureSpec",
     "ManifestError", "MeanImputation", "MissingExtraError", "OptionError", "PooledEmbedding",
     "PooledMean",
+    "VocabularyIds",
     "Ragged", "ReadOptions", "Report", "SchemaError", "TfsparkError", "TrainingError",
     "WriteConflictError", "WriteOptions", "WriteResult",
     "encode_batch", "grain_dataset", "infer_spec", "keras_inputs", "keras_preprocessing",

@@ -19,11 +19,11 @@ from tfcheck import check_rich_row, f32, rich_fields
 
 import tfspark
 from tfspark.errors import OptionError, SchemaError
+from tfspark.keras.inputs import keras_inputs
 from tfspark.spec import FeatureSpec
 from tfspark.store.manifest import ManifestError
 from tfspark.store.read_plan import plan_read
 from tfspark.tf.dataset import make_dataset
-from tfspark.tf.keras import keras_inputs
 
 pytestmark = [pytest.mark.tf, pytest.mark.spark]
 

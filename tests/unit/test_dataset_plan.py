@@ -51,7 +51,7 @@ def ds_dir(tmp_path):
 
 @needs_tf
 def test_import_does_not_load_tensorflow():
-    code = "import tfspark.tf.dataset, tfspark.tf.keras, tfspark.cli.train, sys; " \
+    code = "import tfspark.tf.dataset, tfspark.keras.inputs, tfspark.cli.train, sys; " \
            "print('tensorflow' in sys.modules, 'keras' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
@@ -63,7 +63,7 @@ def test_read_side_does_not_load_pyspark():
     # What a GPU box without Spark imports: the files, spec, options, verify, tf.data side.
     code = ("import tfspark, tfspark.store.read_plan, tfspark.store.integrity, "
             "tfspark.store.options, "
-            "tfspark.tf.dataset, tfspark.tf.keras, tfspark.arrow.decode, tfspark.arrow.encode, "
+            "tfspark.tf.dataset, tfspark.keras.inputs, tfspark.arrow.decode, tfspark.arrow.encode, "
             "tfspark.cli.inspect, tfspark.cli.config, sys; tfspark.verify; tfspark.FeatureSpec; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -278,7 +278,7 @@ def _build_model(spec: FeatureSpec, numeric: list[Feature],
     import keras
     import numpy as np
 
-    from tfspark.tf.keras import keras_inputs
+    from tfspark.keras.inputs import keras_inputs
 
     inputs = keras_inputs(spec, names=[f.name for f in numeric] + [f.name for f, _ in categorical])
     parts = []

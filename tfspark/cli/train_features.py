@@ -6,6 +6,7 @@ stored (tfspark/spark/stats.py), and the Keras layers that do it: no adapt() pas
                                              rest out of vocabulary): one-hot when there are
                                              at most one_hot_max of them, else an Embedding
     strings with nearly a value per row      left out: an id, not a category
+    integers with a value per row            left out: a row id, not a number
     fixed [n] number arrays                  Normalization of their elements
     string / integer arrays (variable,       lookup of the top elements -> PooledEmbedding
       2-D ragged, feature lists, fixed [n])  (the mean of the ids' embeddings)
@@ -20,9 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfspark.errors import OptionError, SchemaError
+from tfspark.keras.preprocessing import normalization
 from tfspark.spec import Feature, FeatureSpec
 from tfspark.store import stats_rules as rules
-from tfspark.tf.preprocessing import normalization, vocabulary
+from tfspark.store.vocabulary import vocabulary
 
 ID_SHARE = 0.5  # a string with more distinct values than this share of its rows is an id
 
@@ -60,6 +62,17 @@ def plan(features: list[Feature], stats: dict[str, Any], cfg: Any) -> Plan:
     return out
 
 
+def _no_top(f: Feature, s: dict[str, Any]) -> str:
+    """Why a string or integer feature's statistics keep no top values."""
+    distinct, rows = s.get("distinct_approx", 0), s.get("rows", 0)
+    if f.dtype == "string" and s.get("max_chars", 0) > 256:
+        return "values of more than 256 characters: text, not a category"
+    if rules.id_like(distinct, rows - s.get("nulls", 0)):
+        return (f"about {distinct} distinct values in {rows} rows: an id or free text, not a "
+                f"category")
+    return "more distinct values than the statistics' top_k"
+
+
 def _scalar(f: Feature, s: dict[str, Any], cfg: Any, categorical: bool, out: Plan) -> None:
     if f.dtype == "string" or categorical:
         if f.source_type == "binary":
@@ -67,13 +80,7 @@ def _scalar(f: Feature, s: dict[str, Any], cfg: Any, categorical: bool, out: Pla
             return
         top = s.get("top")
         if not top:
-            distinct = s.get("distinct_approx", 0)
-            why = ("values of more than 256 characters: text, not a category"
-                   if f.dtype == "string" and s.get("max_chars", 0) > 256 else
-                   f"about {distinct} distinct values in {s.get('rows', 0)} rows: an id or free "
-                   f"text, not a category" if rules.id_like(distinct, s.get("rows", 0) - s.get("nulls", 0))
-                   else "more distinct values than the statistics' top_k")
-            out.ignored[f.name] = why
+            out.ignored[f.name] = _no_top(f, s)
             return
         rows, distinct = s.get("rows", 0), s.get("distinct_approx", len(top))
         if f.dtype == "string" and distinct > cfg.max_vocab and distinct > ID_SHARE * rows:
@@ -83,10 +90,25 @@ def _scalar(f: Feature, s: dict[str, Any], cfg: Any, categorical: bool, out: Pla
         vocab = vocabulary(f, s, cfg.max_vocab)
         out.categorical.append((f, vocab, "onehot" if len(vocab) <= cfg.one_hot_max
                                 else "embed"))
+    elif _row_id(f, s):
+        out.ignored[f.name] = (f"looks like a row id: about {s.get('distinct_approx', 0)} "
+                               f"distinct values in {s.get('rows', 0)} rows (name it in "
+                               f"categorical, or exclude it, to say otherwise)")
     elif normalization(s) is not None:
         out.numeric.append((f, s))
     else:
         out.ignored[f.name] = "no finite values"
+
+
+ROW_ID_SHARE = 0.95  # an integer with a distinct value in this share of its rows is a row id
+
+
+def _row_id(f: Feature, s: dict[str, Any]) -> bool:
+    """An integer scalar with a distinct value in (nearly: the count is approximate) every
+    present row: a key, not a quantity to normalize."""
+    present = s.get("rows", 0) - s.get("nulls", 0)
+    return f.encoding == "int" and present >= 100 and \
+        s.get("distinct_approx", 0) >= ROW_ID_SHARE * present
 
 
 def _array(f: Feature, s: dict[str, Any], out: Plan) -> None:
@@ -100,9 +122,9 @@ def model_parts(spec: FeatureSpec, p: Plan, cfg: Any) -> tuple[dict[str, Any], l
     """(keras inputs, one [batch, k] tensor per treatment) for the plan's features."""
     import keras
 
-    from tfspark.tf.keras import keras_inputs
-    from tfspark.tf.layers import PooledEmbedding, PooledMean
-    from tfspark.tf.preprocessing import array_layer, lookup
+    from tfspark.keras.inputs import keras_inputs
+    from tfspark.keras.layers import PooledEmbedding, PooledMean
+    from tfspark.keras.preprocessing import array_layer, lookup
 
     inputs = keras_inputs(spec, names=[f.name for f in p.used])
     parts = []

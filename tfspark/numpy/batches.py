@@ -25,13 +25,14 @@ import numpy as np
 from tfspark.errors import OptionError
 from tfspark.numpy import state as states
 from tfspark.numpy.columns import Table, concat_tables, num_rows, slice_table, take_table
-from tfspark.numpy.decode import STRING_FORMS
+from tfspark.numpy.decode import STRING_FORMS, NumpyDecoder
 from tfspark.numpy.interleave import FileChunks, Interleave
 from tfspark.spec.model import FeatureSpec
 from tfspark.store.fetch import AHEAD, IO_THREADS, Fetcher, FileCache
 from tfspark.store.read_plan import ReadPlan, check_io_args, check_read_args, plan_read
 from tfspark.store.shards import Shard, split_shard
 from tfspark.store.shards import shard as shard_plan
+from tfspark.store.vocabulary import string_vocabularies
 
 _CHUNK_ROWS = 65536  # rows decoded per kernel pass (blocks: at least one block); measured
 
@@ -48,7 +49,8 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
                  filesystem: Any = None, io_threads: int | None = None,
                  cache_dir: str | os.PathLike | None = None,
                  columns: Iterable[str] | str | None = None,
-                 state: dict[str, Any] | None = None) -> BatchReader:
+                 state: dict[str, Any] | None = None,
+                 vocabulary: str | dict[str, Any] | None = None) -> BatchReader:
     """Batches of NumPy arrays read from tfspark output (row or block layout), like make_dataset
     without TensorFlow: the same arguments mean the same (see make_dataset), and
 
@@ -56,8 +58,14 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
       shuffle_buffer=0 and shuffle_files=False reads rows in file order, deterministically.
     strings: "object" (default): string features as object arrays of bytes, as tf.string;
       "bytes": each string as its uint8 bytes, a Ragged one level below the feature's shape
-      (a scalar string column is Ragged(uint8 values, row_splits)). "bytes" creates no Python
-      object per value, so it decodes faster and scales with threads.
+      (a scalar string column is Ragged(uint8 values, row_splits)); "ids": each string as an
+      int64 id of its feature's vocabulary (k + 1 for the k-th value, 0 for one outside it, as
+      keras.layers.StringLookup numbers them), so JAX and PyTorch get numbers. "bytes" and
+      "ids" create no Python object per value, so they decode faster and scale with threads.
+    vocabulary: with strings="ids": {feature: values} (a StringLookup's get_vocabulary()
+      without its OOV token, say), or a split whose statistics give the vocabularies; default:
+      the statistics of all rows (the top values, most frequent first, nulls as the default).
+      Every string feature read needs one (columns= leaves features out).
     filesystem: where the paths are (a pyarrow.fs.FileSystem, or an fsspec filesystem); default:
       from the path (local, or a URI's scheme and query options).
     io_threads: files streamed at once when they are on an object store (default 16),
@@ -94,8 +102,13 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
     if strings not in STRING_FORMS:
         raise OptionError(f"strings must be one of {list(STRING_FORMS)}, got {strings!r}")
     check_io_args(io_threads, cache_dir)
+    if vocabulary is not None and strings != "ids":
+        raise OptionError(f"vocabulary= is for strings='ids' (strings={strings!r} reads the "
+                          f"strings themselves)")
     plan = plan_read(path_or_files, split=split, spec=spec, label_cols=label_cols,
                      compression=compression, filesystem=filesystem, columns=columns)
+    vocabularies = string_vocabularies(plan.example_spec, plan.manifest, vocabulary) \
+        if strings == "ids" else None
     if num_threads is None:
         saved = state.get("settings") if isinstance(state, dict) else None
         num_threads = saved.get("num_threads") if isinstance(saved, dict) else None
@@ -106,7 +119,8 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
                          drop_remainder=drop_remainder, num_threads=num_threads,
                          shuffle_files=shuffle_files, strings=strings,
                          io_threads=io_threads or IO_THREADS,
-                         cache_dir=None if cache_dir is None else os.fspath(cache_dir))
+                         cache_dir=None if cache_dir is None else os.fspath(cache_dir),
+                         vocabularies=vocabularies)
     if state is not None:
         reader.load_state_dict(state)
     return reader
@@ -122,13 +136,14 @@ class BatchReader:
                  seed: int | None, epochs: int | None, shard: tuple[int, int] | None,
                  even_shards: bool, drop_remainder: bool, num_threads: int,
                  shuffle_files: bool, strings: str = "object", io_threads: int = IO_THREADS,
-                 cache_dir: str | None = None):
+                 cache_dir: str | None = None,
+                 vocabularies: dict[str, list[bytes]] | None = None):
         self.plan, self.batch_size, self.epochs = plan, batch_size, epochs
         self.part: Shard = shard_plan(plan, shard, even_shards)
         self.buffer = 10 * batch_size if shuffle_buffer is None else shuffle_buffer
         self.seed, self.drop_remainder = seed, drop_remainder
         self.num_threads, self.shuffle_files = num_threads, shuffle_files
-        self.labels, self.strings = plan.labels, strings
+        self.labels, self.strings, self.vocabularies = plan.labels, strings, vocabularies
         self.io_threads, self.cache_dir = io_threads, cache_dir  # for remote files
         self._iterations = 0
         self._pending: states.ReaderState | None = None  # where the next iteration starts
@@ -169,7 +184,8 @@ class BatchReader:
             self.part, batch_size=self.batch_size, buffer=self.buffer, slots=self.num_threads,
             shuffle_files=self.shuffle_files, epochs=self.epochs,
             drop_remainder=self.drop_remainder, chunk_records=self._chunk_records(),
-            columns=list(self.plan.example_spec.names), strings=self.strings)
+            columns=list(self.plan.example_spec.names), strings=self.strings,
+            vocabularies=self.vocabularies)
 
     def state_dict(self) -> dict[str, Any]:
         """Where the latest iteration is, after the last batch it handed on (before any: where
@@ -265,8 +281,11 @@ class BatchReader:
         # Remote files: each slot opens its next files (their first ranges requested) while
         # it reads one, so one file's latency hides behind another's decoding.
         remote = not all(loc.is_local for loc in self.part.files)
-        chunks = FileChunks(self.part, (self.plan.example_spec, self.plan.rows_per_record,
-                                        self.strings), fetcher, self._chunk_records(),
+        def decoder() -> NumpyDecoder:
+            return NumpyDecoder(self.plan.example_spec, self.plan.rows_per_record,
+                                self.strings, self.vocabularies)
+
+        chunks = FileChunks(self.part, decoder, fetcher, self._chunk_records(),
                             max(1, self.io_threads // AHEAD // slots) if remote else 0)
         at, turn = resume.at() if resume is not None else (None, 0)
         turns = Interleave(chunks, order, slots, at, turn)

@@ -5,7 +5,9 @@ variable-length ones ragged (empty where null).
 The compiled kernels of wire/ (which release the GIL) index the records and fill preallocated
 arrays; numeric columns never pass through Arrow. Strings become object arrays of bytes
 (strings="object", which needs the GIL for every value), or with strings="bytes" a Ragged of
-their uint8 bytes one level below the feature's own shape (no Python object per value).
+their uint8 bytes one level below the feature's own shape (no Python object per value), or
+with strings="ids" int64 ids of a vocabulary (store/vocabulary.py: 0 out of vocabulary),
+looked up by Arrow's hash kernel over the bytes (no Python object per value either).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from tfspark.arrow.decode import Decoder, RecordIndex
 from tfspark.arrow.decode_block import BlockPlace, block_lists, check_counts, list_feature
@@ -26,15 +30,21 @@ from tfspark.wire.protobuf import KIND_OF_DTYPE, TOO_MANY
 _DTYPES = {"int64": np.int64, "float32": np.float32, "string": object}
 
 
-STRING_FORMS = ("object", "bytes")
+STRING_FORMS = ("object", "bytes", "ids")
 
 
 class NumpyDecoder:
     """Decodes chunks of framed records of `spec` (rows_per_record > 1: block records);
-    strings: "object" or "bytes" (see the module docstring)."""
+    strings: "object", "bytes" or "ids" (see the module docstring), the latter with
+    `vocabularies` {string feature: its values as bytes}."""
 
-    def __init__(self, spec: FeatureSpec, rows_per_record: int = 1, strings: str = "object"):
+    def __init__(self, spec: FeatureSpec, rows_per_record: int = 1, strings: str = "object",
+                 vocabularies: dict[str, list[bytes]] | None = None):
         self.spec, self.block, self.strings = spec, rows_per_record, strings
+        self.ids = {name: pa.array(values, pa.large_binary())
+                    for name, values in (vocabularies or {}).items()}
+        self.strings_of = {f.name: Lookup(self.ids[f.name]) if strings == "ids" else strings
+                           for f in spec.features if f.dtype == "string"}
         if rows_per_record == 1:
             self._decoder = Decoder(spec)
         else:  # the nulls keys are not read: null rows hold defaults already
@@ -50,14 +60,39 @@ class NumpyDecoder:
             for f in self.spec.features:
                 if f.kind == "sequence":  # a SequenceExample's feature list j
                     _, row_steps, rows, values = ctx.steps(f, j)
-                    out[f.name] = Ragged(Ragged(_leaf(f, values, self.strings), rows),
+                    out[f.name] = Ragged(Ragged(_leaf(f, values, self.form(f)), rows),
                                          row_steps)
                     j += 1
                     continue
-                out[f.name] = _row_column(ctx, f, k, self.strings)
+                out[f.name] = _row_column(ctx, f, k, self.form(f))
                 k += len(f.keys)
             return out, np.ones(ctx.n, np.int64)
-        return _blocks(ctx, self.spec, self.strings)
+        return _blocks(ctx, self.spec, self.form)
+
+    def form(self, f: Feature) -> Any:
+        """How feature f's strings come: "object", "bytes", or its Lookup (strings="ids")."""
+        return self.strings_of.get(f.name, "object")
+
+
+class Lookup:
+    """strings="ids" for one feature: each string's id in `vocabulary` (a pyarrow array of
+    bytes), k + 1 for vocabulary[k] and 0 for any other string."""
+
+    def __init__(self, vocabulary: pa.Array):
+        self.vocabulary = vocabulary
+
+    def ids(self, values: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+        """int64 ids of strings given as (bytes, offsets)."""
+        blob, offs = values
+        strings = pa.LargeBinaryArray.from_buffers(
+            pa.large_binary(), len(offs) - 1,
+            [None, pa.py_buffer(np.ascontiguousarray(offs, np.int64)), pa.py_buffer(blob)])
+        found = pc.index_in(strings, value_set=self.vocabulary)
+        return pc.fill_null(found, -1).to_numpy().astype(np.int64) + 1
+
+    def id_of(self, value: bytes) -> int:
+        """The id of one string."""
+        return int(self.ids((np.frombuffer(value, np.uint8), np.array([0, len(value)])))[0])
 
 
 def _default(f: Feature) -> Any:
@@ -74,9 +109,11 @@ def _strings(values: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
     return out
 
 
-def _leaf(f: Feature, values: Any, strings: str) -> Any:
+def _leaf(f: Feature, values: Any, strings: Any) -> Any:
     if f.dtype != "string":
         return values
+    if isinstance(strings, Lookup):
+        return strings.ids(values)
     return Ragged(*values) if strings == "bytes" else _strings(values)
 
 
@@ -94,7 +131,7 @@ def _fixed_bytes(present: np.ndarray, width: int, values: tuple[np.ndarray, np.n
     return Ragged(elements, np.arange(n + 1, dtype=np.int64) * width) if shaped else elements
 
 
-def _row_column(ctx: RecordIndex, f: Feature, k: int, strings: str) -> Any:
+def _row_column(ctx: RecordIndex, f: Feature, k: int, strings: Any) -> Any:
     n = ctx.n
     if f.kind == "fixed" and not f.shape and f.dtype != "string":
         out = np.empty(n, _DTYPES[f.dtype])
@@ -133,8 +170,12 @@ def _row_column(ctx: RecordIndex, f: Feature, k: int, strings: str) -> Any:
                              f"fixes its shape to {list(f.shape)}", schema=True)
     if f.dtype == "string" and strings == "bytes":
         return _fixed_bytes(present, width, values, _default(f), bool(f.shape))
-    out = np.empty((n, width), _DTYPES[f.dtype])
-    out[~present] = _default(f)
+    if isinstance(strings, Lookup):
+        out = np.empty((n, width), np.int64)
+        out[~present] = strings.id_of(_default(f))
+    else:
+        out = np.empty((n, width), _DTYPES[f.dtype])
+        out[~present] = _default(f)
     if width:  # shape [0]: nothing to fill
         out[present] = _leaf(f, values, strings).reshape(-1, width)
     return out if f.shape else out[:, 0]
@@ -150,7 +191,7 @@ def _check_required(ctx: RecordIndex, f: Feature, present: np.ndarray) -> None:
                              f"it, or read without it", schema=True)
 
 
-def _blocks(ctx: RecordIndex, spec: FeatureSpec, strings: str) -> tuple[Table, np.ndarray]:
+def _blocks(ctx: RecordIndex, spec: FeatureSpec, form: Any) -> tuple[Table, np.ndarray]:
     rows_f = list_feature(layout.ROWS_KEY, "int64")
     counts, _, sizes = ctx.values(rows_f, layout.ROWS_KEY, 0, "int64")
     where = BlockPlace(ctx.path, ctx.offset, ctx.offsets)
@@ -163,7 +204,7 @@ def _blocks(ctx: RecordIndex, spec: FeatureSpec, strings: str) -> tuple[Table, n
     for f in spec.features:
         keys = layout.value_keys(f)
         vcounts, _, values = ctx.values(f, keys[0], k, f.dtype)
-        leaf = _leaf(f, values, strings)
+        leaf = _leaf(f, values, form(f))
         if f.kind == "fixed":
             width = f.shape[0] if f.shape else 1
             check_counts(np.maximum(vcounts, 0), sizes * width, where, f, "values")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -51,7 +51,7 @@ class FileChunks:
     fetcher that opens files (read ahead when remote) and the records per chunk."""
 
     part: Shard
-    decoder: tuple[Any, int, str]  # (spec, rows_per_record, strings): one decoder per thread
+    decoder: Callable[[], NumpyDecoder]  # makes one decoder per thread
     fetcher: Fetcher
     chunk_records: int
     ahead: int = 0  # files a slot opens before it needs them (remote files)
@@ -181,8 +181,7 @@ class Interleave:
             return False
 
         def run(k: int, at: Position) -> None:
-            spec, block, strings = self.chunks.decoder
-            decoder = NumpyDecoder(spec, block, strings)
+            decoder = self.chunks.decoder()
             mine = self.files[k]
             opened: dict[int, Any] = {}
             try:

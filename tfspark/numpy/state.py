@@ -68,9 +68,10 @@ def fresh(seed: int | None, iteration: int, settings: dict[str, Any]) -> ReaderS
 
 def settings_of(part: Shard, *, batch_size: int, buffer: int, slots: int, shuffle_files: bool,
                 epochs: int | None, drop_remainder: bool, chunk_records: int,
-                columns: list[str], strings: str) -> dict[str, Any]:
+                columns: list[str], strings: str,
+                vocabularies: dict[str, list[bytes]] | None = None) -> dict[str, Any]:
     """What shapes an iteration's batches: the reader's settings and which rows of which
-    files of which write it reads (a digest)."""
+    files of which write it reads (a digest), and the vocabularies of strings="ids"."""
     files = [[loc.uri, part.versions[f] if part.versions else None,
               part.records[f] if part.records else None,
               part.keep[f] if part.keep else None] for f, loc in enumerate(part.files)]
@@ -78,7 +79,15 @@ def settings_of(part: Shard, *, batch_size: int, buffer: int, slots: int, shuffl
     return {"batch_size": batch_size, "shuffle_buffer": buffer, "num_threads": slots,
             "shuffle_files": shuffle_files, "epochs": epochs, "drop_remainder": drop_remainder,
             "chunk_records": chunk_records, "columns": columns, "strings": strings,
-            "files": digest.hexdigest()[:16]}
+            "files": digest.hexdigest()[:16], **({"vocabularies": _digest(vocabularies)}
+                                                 if vocabularies is not None else {})}
+
+
+def _digest(vocabularies: dict[str, list[bytes]]) -> str:
+    h = hashlib.sha256()
+    for name in sorted(vocabularies):
+        h.update(json.dumps([name, [v.hex() for v in vocabularies[name]]]).encode())
+    return h.hexdigest()[:16]
 
 
 def load(state: Any, settings: dict[str, Any]) -> ReaderState:
@@ -101,6 +110,7 @@ def load(state: Any, settings: dict[str, Any]) -> ReaderState:
     if differ:
         what = "; ".join(
             "the data set's files or the shard differ" if k == "files" else
+            "the vocabularies differ" if k == "vocabularies" else
             f"{k}={theirs.get(k)!r} there, {settings[k]!r} here" for k in differ)
         raise OptionError(f"state: saved by a reader that gives other batches ({what}); "
                           f"resume with the same data set and arguments, or start without "

@@ -10,7 +10,7 @@ parsed (block_parsing_spec), their rows permuted, then rebatched to batch_size r
 Parsing whole batches (one parse_example call per batch) and moving blocks of records instead
 of single records are what make it fast: tf.data's cost per element dominates otherwise.
 What to read is planned without TensorFlow (tfspark/read_plan.py); Keras inputs are in
-tfspark/tf/keras.py. TensorFlow is imported inside the functions, so importing this is cheap.
+tfspark/keras/inputs.py. TensorFlow is imported inside the functions, so importing this is cheap.
 """
 
 from __future__ import annotations

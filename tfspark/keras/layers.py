@@ -1,38 +1,49 @@
-"""Keras layers that pool variable-length and ragged features (what make_dataset yields as
-tf.RaggedTensor [batch, None] or [batch, None, None]) into one fixed-size vector per row, and
-one that imputes missing numbers.
+"""Keras 3 layers for every backend (JAX, PyTorch, TensorFlow): keras.ops only, no TensorFlow.
 
-    PooledEmbedding   integer ids (a lookup layer's output) -> the mean of their embeddings
-    PooledMean        numbers -> the mean of the normalized values (and how many there were)
+    PooledEmbedding   integer ids per row (a lookup's output) -> the mean of their embeddings
+    PooledMean        numbers per row -> the mean of the normalized values (and how many)
     MeanImputation    a number, NaN where missing -> its normalized value (the mean where
                       missing) and an is-missing indicator
+    VocabularyIds     the ids read_batches(strings="ids") gives a string feature, as they are,
+                      with the vocabulary they number (what a StringLookup would map)
 
-The pooling layers take ragged or dense input; ragged input needs the TensorFlow backend
-(Keras 3 has ragged tensors only there). Empty and absent rows pool to zeros. Registered with
-Keras, so a saved model loads with `keras.saving.load_model` once tfspark is imported.
+The pooling layers take dense [batch, n] input on every backend, and the tf.RaggedTensor
+rows make_dataset yields on the TensorFlow backend (the only one with ragged tensors; 2-D
+ragged rows pool over all their values; empty rows pool to zeros). Registered with Keras, so
+a saved model loads with `keras.saving.load_model` once tfspark is
+imported.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import keras
-import tensorflow as tf
+
+
+def _ragged(x: Any) -> Any:
+    """TensorFlow when x is a tf.RaggedTensor (only the TensorFlow backend has them), else
+    None: dense input goes through keras.ops on any backend."""
+    tf = sys.modules.get("tensorflow")
+    return tf if tf is not None and isinstance(x, tf.RaggedTensor) else None
 
 
 def _flat(x: Any) -> Any:
     """[batch, None, None] -> [batch, None]: a row's values, all of them (2-D ragged rows
     and SequenceExample steps pool over every value)."""
-    if isinstance(x, tf.RaggedTensor) and x.ragged_rank > 1:
+    if _ragged(x) is not None and x.ragged_rank > 1:
         return x.merge_dims(1, -1)
     return x
 
 
 def _counts(x: Any, dtype: Any) -> Any:
     """Values per row of a ragged or dense [batch, n] tensor, as dtype [batch, 1]."""
-    n = x.row_lengths() if isinstance(x, tf.RaggedTensor) else tf.fill(
-        tf.shape(x)[:1], tf.shape(x, out_type=tf.int64)[1])
-    return tf.cast(n, dtype)[:, None]
+    tf = _ragged(x)
+    if tf is not None:
+        return tf.cast(x.row_lengths(), dtype)[:, None]
+    ops = keras.ops
+    return ops.full((ops.shape(x)[0], 1), ops.shape(x)[1], dtype=dtype)
 
 
 @keras.saving.register_keras_serializable(package="tfspark")
@@ -52,12 +63,13 @@ class PooledEmbedding(keras.layers.Layer):
     def call(self, ids: Any) -> Any:
         """[batch, output_dim]: the mean embedding of each row's ids."""
         ids = _flat(ids)
-        if isinstance(ids, tf.RaggedTensor):
-            vectors = tf.ragged.map_flat_values(tf.gather, self.embeddings, ids)
+        tf = _ragged(ids)
+        if tf is not None:
+            total = tf.reduce_sum(tf.ragged.map_flat_values(tf.gather, self.embeddings, ids),
+                                  axis=1)
         else:
-            vectors = tf.gather(self.embeddings, ids)
-        total = tf.reduce_sum(vectors, axis=1)
-        return total / tf.maximum(_counts(ids, total.dtype), 1.0)
+            total = keras.ops.sum(keras.ops.take(self.embeddings, ids, axis=0), axis=1)
+        return total / keras.ops.maximum(_counts(ids, total.dtype), 1.0)
 
     def compute_output_shape(self, input_shape: Any) -> tuple:
         """(batch, output_dim)."""
@@ -83,14 +95,17 @@ class PooledMean(keras.layers.Layer):
         """[batch, 2]: the pooled normalized mean and log1p of the count of each row."""
         x = _flat(x)
         std = max(self.variance, 1e-12) ** 0.5
-        if isinstance(x, tf.RaggedTensor):
+        tf = _ragged(x)
+        if tf is not None:
             z = tf.ragged.map_flat_values(
                 lambda v: (tf.cast(v, "float32") - self.mean) / std, x)
+            total = tf.reduce_sum(z, axis=1)[:, None]
         else:
-            z = (tf.cast(x, "float32") - self.mean) / std
+            z = (keras.ops.cast(x, "float32") - self.mean) / std
+            total = keras.ops.sum(z, axis=1, keepdims=True)
         n = _counts(x, "float32")
-        pooled = tf.reduce_sum(z, axis=1)[:, None] / tf.maximum(n, 1.0)
-        return tf.concat([pooled, tf.math.log1p(n)], axis=1)
+        pooled = total / keras.ops.maximum(n, 1.0)
+        return keras.ops.concatenate([pooled, keras.ops.log1p(n)], axis=1)
 
     def compute_output_shape(self, input_shape: Any) -> tuple:
         """(batch, 2)."""
@@ -128,3 +143,38 @@ class MeanImputation(keras.layers.Layer):
     def get_config(self) -> dict[str, Any]:
         """What load_model needs to build the layer again."""
         return {**super().get_config(), "mean": self.mean, "variance": self.variance}
+
+
+@keras.saving.register_keras_serializable(package="tfspark")
+class VocabularyIds(keras.layers.Layer):
+    """A string feature read as ids (read_batches(strings="ids"): k + 1 for vocabulary[k], 0
+    out of vocabulary, as keras.layers.StringLookup numbers them) -> the same ids as int32,
+    those past this layer's vocabulary (when max_tokens cut it) as 0.
+    What keras_preprocessing(strings="ids") gives such a feature in place of a StringLookup,
+    with the same vocabulary_size() and get_vocabulary(), so an Embedding or one-hot layer
+    after it is sized alike; it needs no TensorFlow (StringLookup does)."""
+
+    def __init__(self, vocabulary: list[str] | None = None, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.vocabulary = [str(v) for v in vocabulary or []]
+
+    def call(self, ids: Any) -> Any:
+        """The ids, as int32; those past the vocabulary (a longer one read them) as 0."""
+        ids = keras.ops.cast(ids, "int32")
+        return keras.ops.where(ids < self.vocabulary_size(), ids, keras.ops.zeros_like(ids))
+
+    def vocabulary_size(self) -> int:
+        """The vocabulary and the out-of-vocabulary id: ids run from 0 to this minus 1."""
+        return len(self.vocabulary) + 1
+
+    def get_vocabulary(self) -> list[str]:
+        """As StringLookup gives it: the out-of-vocabulary token first."""
+        return ["[UNK]", *self.vocabulary]
+
+    def compute_output_shape(self, input_shape: Any) -> tuple:
+        """The input's shape."""
+        return tuple(input_shape)
+
+    def get_config(self) -> dict[str, Any]:
+        """What load_model needs to build the layer again."""
+        return {**super().get_config(), "vocabulary": self.vocabulary}

@@ -1,8 +1,10 @@
-"""keras_inputs(): one keras.Input per spec feature, matching what make_dataset yields.
+"""keras_inputs(): one keras.Input per spec feature, matching what the readers yield.
 
 Shapes leave out the batch dimension: fixed scalar -> (), fixed [n] -> (n,), VarLen ->
-(None,) ragged, 2-D ragged and SequenceExample feature lists -> (None, None) ragged. Keras 3
-is imported inside the function.
+(None,) ragged, 2-D ragged and SequenceExample feature lists -> (None, None) ragged. Strings
+are string Inputs (make_dataset; read_batches' default) or int64 ones (read_batches'
+strings="ids", for backends without strings). Keras 3 is imported inside the function: any
+backend, no TensorFlow needed.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]")
 
 
 def keras_inputs(spec: FeatureSpec | str | os.PathLike, *, include_labels: bool = False,
-                 names: list[str] | None = None) -> dict[str, Any]:
+                 names: list[str] | None = None, strings: str = "object") -> dict[str, Any]:
     """{feature name: keras.Input} for the features of `spec` (a FeatureSpec, or the path of a
     tfspark data set: its manifest's spec), in spec order.
 
@@ -30,6 +32,7 @@ def keras_inputs(spec: FeatureSpec | str | os.PathLike, *, include_labels: bool 
     The dict is keyed by the feature name, which is what make_dataset's feature dicts use, so
     `keras.Model(inputs=keras_inputs(spec), ...)` lines up with the data by key; each Input's
     own `name` is the feature name with characters Keras refuses replaced by "_" (made unique).
+    strings="ids": string features as int64 Inputs, for read_batches(strings="ids").
     """
     import keras
 
@@ -38,6 +41,9 @@ def keras_inputs(spec: FeatureSpec | str | os.PathLike, *, include_labels: bool 
     if not isinstance(spec, FeatureSpec):
         raise SchemaError(f"keras_inputs needs a tfspark.FeatureSpec or a data set's path, got "
                           f"{type(spec).__name__}")
+    if strings not in ("object", "ids"):
+        raise SchemaError(f"strings={strings!r}: use 'object' (string Inputs) or 'ids' (int64 "
+                          f"Inputs for read_batches(strings='ids'))")
     if names is None:
         features = [f for f in spec.features if include_labels or not f.label]
     else:
@@ -46,7 +52,8 @@ def keras_inputs(spec: FeatureSpec | str | os.PathLike, *, include_labels: bool 
     used: set[str] = set()
     for f in features:
         shape, ragged = input_shape(f)
-        out[f.name] = keras.Input(shape=shape, dtype=_KERAS_DTYPES[f.dtype], ragged=ragged,
+        dtype = "int64" if f.dtype == "string" and strings == "ids" else _KERAS_DTYPES[f.dtype]
+        out[f.name] = keras.Input(shape=shape, dtype=dtype, ragged=ragged,
                                   name=_unique(keras_name(f.name), used))
     return out
 

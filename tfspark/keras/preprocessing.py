@@ -2,7 +2,8 @@
 (tfspark/spark/stats.py): no adapt() pass over the data.
 
     numbers      keras.layers.Normalization(mean=, variance=)
-    strings      keras.layers.StringLookup(vocabulary=top values, most frequent first)
+    strings      keras.layers.StringLookup(vocabulary=top values, most frequent first), or
+                 with strings="ids" tfspark.VocabularyIds (the reader looked them up)
     integer ids  keras.layers.IntegerLookup(vocabulary=...)       (the names in `categorical`)
     bucketized   keras.layers.Discretization(bin_boundaries=deciles) (the names in `bucketize`)
   and for array features (variable-length, 2-D ragged, SequenceExample feature lists), from
@@ -30,6 +31,7 @@ from tfspark.spec.kinds import float_of_json
 from tfspark.spec.model import Feature
 from tfspark.store import manifest as mf
 from tfspark.store import stats_rules as rules
+from tfspark.store.vocabulary import vocabulary
 
 
 def keras_preprocessing(path_or_manifest: str | os.PathLike | mf.Manifest | dict, *,
@@ -37,7 +39,7 @@ def keras_preprocessing(path_or_manifest: str | os.PathLike | mf.Manifest | dict
                         categorical: Iterable[str] = (), bucketize: Iterable[str] = (),
                         max_tokens: int | None = None, skip: Iterable[str] = (),
                         arrays: str = "multi_hot", impute: bool = True,
-                        filesystem: Any = None) -> dict[str, Any]:
+                        filesystem: Any = None, strings: str = "object") -> dict[str, Any]:
     """{feature name: Keras layer} for the features of a data set, from its stored
     statistics: Normalization for numbers, StringLookup for strings, IntegerLookup for the
     integer features named in `categorical`, Discretization (deciles) for those in
@@ -58,6 +60,11 @@ def keras_preprocessing(path_or_manifest: str | os.PathLike | mf.Manifest | dict
     input ([batch, 2]: impute-and-indicate). To impute a nullable column's nulls that way,
     write it with a NaN default; with its type's default (0) the model cannot tell a null
     from a real 0. impute=False: a Normalization, through which NaN stays NaN (warned).
+
+    strings="ids": string features arrive as ids (read_batches(strings="ids", vocabulary=
+    the same split as here)): they get tfspark.VocabularyIds (ids past max_tokens become 0,
+    out of vocabulary) instead of a StringLookup, which needs TensorFlow; with it and no
+    array features, every layer runs on the JAX, PyTorch and TensorFlow backends.
 
     split: the statistics of that split (default: all rows; use the training split's to
     avoid looking at validation data). max_tokens: the most frequent values kept by lookups
@@ -81,6 +88,9 @@ def keras_preprocessing(path_or_manifest: str | os.PathLike | mf.Manifest | dict
     if arrays not in ("multi_hot", "ids"):
         raise SchemaError(f"arrays={arrays!r}: use 'multi_hot' (pooled lookups) or 'ids' (ids "
                           f"for tfspark.PooledEmbedding)")
+    if strings not in ("object", "ids"):
+        raise SchemaError(f"strings={strings!r}: use 'object' (StringLookup layers) or 'ids' "
+                          f"(for read_batches(strings='ids'))")
     if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
         raise SchemaError(f"max_tokens={max_tokens!r}: a lookup keeps at least 1 value; give a "
                           f"positive int, or None for all the top values")
@@ -96,7 +106,7 @@ def keras_preprocessing(path_or_manifest: str | os.PathLike | mf.Manifest | dict
         if f.label or f.name in skip or s is None:
             continue
         made = _layer(f, s, f.name in bucketize, f.name in categorical, max_tokens, arrays,
-                      impute)
+                      impute, strings)
         if isinstance(made, str):
             left_out[f.name] = made
         elif made is not None:
@@ -109,11 +119,11 @@ def keras_preprocessing(path_or_manifest: str | os.PathLike | mf.Manifest | dict
 
 
 def _layer(f: Feature, s: dict[str, Any], bucketize: bool, categorical: bool,
-           max_tokens: int | None, arrays: str, impute: bool) -> Any:
+           max_tokens: int | None, arrays: str, impute: bool, strings: str = "object") -> Any:
     """The layer for one feature, None when its kind gets none, or why it cannot be built."""
     import keras
 
-    from tfspark.tf.layers import MeanImputation
+    from tfspark.keras.layers import MeanImputation, VocabularyIds
 
     name = f"{f.name}_preprocessing"
     if f.kind != "fixed" or f.shape:
@@ -127,6 +137,8 @@ def _layer(f: Feature, s: dict[str, Any], bucketize: bool, categorical: bool,
     if f.dtype == "string" or categorical:
         if not s.get("top"):
             return _no_vocabulary(s)
+        if f.dtype == "string" and strings == "ids":
+            return VocabularyIds(vocabulary(f, s, max_tokens), name=name)
         return lookup(f, vocabulary(f, s, max_tokens), "int", name)
     if "count" not in s:  # not a number (binary strings, ...)
         return None
@@ -176,21 +188,6 @@ def normalization(s: dict[str, Any]) -> tuple[float, float] | None:
     return mean, variance
 
 
-def vocabulary(f: Feature, s: dict[str, Any], max_tokens: int | None) -> list[Any]:
-    """The values a lookup keeps, most frequent first, at most max_tokens: the top present
-    values, and the spec's default counted once per null (what the readers give for them)."""
-    top = [(v, n) for v, n in s.get("top") or []]
-    nulls = s.get("nulls", 0) if f.kind == "fixed" and not f.shape else 0
-    if nulls and f.default is not None:
-        default = f.default if f.dtype == "string" else int(f.default)
-        have = dict(top)
-        have[default] = have.get(default, 0) + nulls
-        top = sorted(have.items(), key=lambda vn: (-vn[1], str(vn[0])))
-    if max_tokens is not None:
-        top = top[:max_tokens]
-    return [v for v, _ in top]
-
-
 def lookup(f: Feature, vocabulary: list[Any], output_mode: str, name: str) -> Any:
     """StringLookup (string features) or IntegerLookup (the others) of `vocabulary`."""
     import keras
@@ -208,7 +205,7 @@ def array_layer(f: Feature, s: dict[str, Any], max_tokens: int | None, arrays: s
     none, or why its statistics give none; arrays: "multi_hot" or "ids", what lookups give."""
     import keras
 
-    from tfspark.tf.layers import PooledMean
+    from tfspark.keras.layers import PooledMean
 
     if "top" in s:
         if not s["top"]:

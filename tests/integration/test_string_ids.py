@@ -1,0 +1,170 @@
+"""read_batches(strings="ids"): strings become the ids Keras's StringLookup gives them (the
+oracle: the layer keras_preprocessing builds from the same statistics), in both layouts, for
+scalar, variable-length and 2-D string features; vocabularies from a split or given; every
+string feature read needs one, and the error names those without."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tfspark
+from tfspark.errors import OptionError
+from tfspark.numpy import Ragged
+
+pytestmark = [pytest.mark.spark]
+
+ROWS = 2_000
+CITIES = ["paris", "lyon", "nice", "lille", "metz", "brest", "caen", "dijon"]
+
+
+@pytest.fixture(scope="module")
+def written(spark, tmp_path_factory) -> dict[int, str]:
+    """city (nullable, skewed), tags (variable-length, nullable), grid (2-D), order (an id:
+    one value per row), y; rows per record 1 and 64, three splits."""
+    from pyspark.sql import functions as F
+
+    i = F.col("id")
+    city = F.element_at(F.array(*[F.lit(c) for c in CITIES]),
+                        (F.pmod(i * i, F.lit(len(CITIES))) + 1).cast("int"))
+    df = spark.range(ROWS, numPartitions=2).select(
+        i.alias("key"), F.when(i % 9 == 0, None).otherwise(city).alias("city"),
+        F.expr("CASE WHEN id % 5 = 0 THEN NULL ELSE "
+               "transform(sequence(0, id % 3), x -> concat('t', CAST((id + x) % 6 AS STRING)))"
+               " END").alias("tags"),
+        F.expr("array(array(concat('g', CAST(id % 4 AS STRING))), array())").alias("grid"),
+        F.concat(F.lit("order-"), i.cast("string")).alias("order"),
+        (i % 2).cast("int").alias("y"))
+    root = tmp_path_factory.mktemp("ids")
+    out = {}
+    for block in (1, 64):
+        path = str(root / f"b{block}")
+        tfspark.write_tfrecords(df, path, label_cols=["y"], rows_per_record=block,
+                                split={"train": 0.8, "validation": 0.2}, split_key="key",
+                                backup_path=path + "_backup")
+        out[block] = path
+    return out
+
+
+def _rows(reader, name: str) -> list:
+    out: list = []
+    for x, _ in reader:
+        col = x[name]
+        out += col.to_list() if isinstance(col, Ragged) else col.tolist()
+    return out
+
+
+@pytest.mark.tf
+@pytest.mark.parametrize("block", [1, 64])
+def test_ids_are_what_string_lookup_gives(written, block):
+    path = written[block]
+    keep = ["key", "city", "tags", "grid"]
+    args = dict(shuffle_buffer=0, shuffle_files=False, num_threads=1, split="train",
+                columns=keep)
+    strings = tfspark.read_batches(path, 256, **args)
+    ids = tfspark.read_batches(path, 256, strings="ids", **args)
+    layers = tfspark.keras_preprocessing(path, arrays="ids")  # the statistics of all rows
+    assert _rows(ids, "key") == _rows(strings, "key")
+    city = _rows(strings, "city")
+    want = layers["city"](np.array([c.decode() for c in city])).numpy().tolist()
+    got = _rows(ids, "city")
+    assert got == want and min(got) >= 1  # every city is in the vocabulary; nulls too
+    assert isinstance(next(iter(ids))[0]["city"], np.ndarray)
+    assert next(iter(ids))[0]["city"].dtype == np.int64
+    lookup = layers["tags"]
+    for theirs, ours in zip(_rows(strings, "tags"), _rows(ids, "tags")):
+        expect = lookup(np.array([t.decode() for t in theirs] or [""]))
+        assert ours == (expect.numpy().tolist() if theirs else []), (theirs, ours)
+    grid = _rows(ids, "grid")
+    assert all(len(r) == 2 and len(r[0]) == 1 and r[1] == [] for r in grid)
+    assert {r[0][0] for r in grid} <= set(range(1, 5))
+
+
+def test_vocabularies_given_or_of_a_split(written):
+    path = written[64]
+    ids = tfspark.read_batches(path, 100, strings="ids", columns=["city"], shuffle_buffer=0,
+                               shuffle_files=False, num_threads=1, label_cols=[],
+                               vocabulary={"city": ["paris", "lyon"]})
+    names = tfspark.read_batches(path, 100, columns=["city"], shuffle_buffer=0,
+                                 shuffle_files=False, num_threads=1, label_cols=[])
+    expect = [{b"paris": 1, b"lyon": 2}.get(c, 0) for c in _rows_plain(names, "city")]
+    assert _rows_plain(ids, "city") == expect
+    # the vocabulary of one split's statistics
+    train = tfspark.read_batches(path, 100, strings="ids", columns=["city"], label_cols=[],
+                                 vocabulary="train")
+    assert set(_rows_plain(train, "city")) <= set(range(0, len(CITIES) + 2))
+
+
+def _rows_plain(reader, name: str) -> list:
+    return [v for batch in reader for v in batch[name].tolist()]
+
+
+def test_every_string_feature_needs_a_vocabulary(written):
+    path = written[1]
+    with pytest.raises(OptionError, match=r"'order' has none \(its statistics keep no top "
+                                          r"values.*columns=\[\.\.\.\]"):
+        tfspark.read_batches(path, 10, strings="ids")
+    with pytest.raises(OptionError, match=r"\['town'\] are not string features"):
+        tfspark.read_batches(path, 10, strings="ids", columns=["city"],
+                             vocabulary={"town": ["x"]})
+    with pytest.raises(OptionError, match="no statistics of that split"):
+        tfspark.read_batches(path, 10, strings="ids", columns=["city"], vocabulary="nope")
+    with pytest.raises(OptionError, match="vocabulary= is for strings='ids'"):
+        tfspark.read_batches(path, 10, vocabulary={"city": ["x"]})
+
+
+FIT = r'''
+import os, sys
+sys.modules["tensorflow"] = None  # as on a machine without TensorFlow
+os.environ["KERAS_BACKEND"] = sys.argv[2]
+import keras
+import numpy as np
+import tfspark
+
+path = sys.argv[1]
+keras.utils.set_random_seed(1)
+layers = tfspark.keras_preprocessing(path, strings="ids", split="train", skip=["tags", "grid"],
+                                     categorical=[])
+city = layers["city"]
+assert isinstance(city, tfspark.VocabularyIds), type(city)
+inputs = tfspark.keras_inputs(path, names=["city"], strings="ids")
+x = keras.layers.Embedding(city.vocabulary_size(), 4)(city(inputs["city"]))
+model = keras.Model(inputs, keras.layers.Dense(1, activation="sigmoid")(x))
+model.compile(optimizer=keras.optimizers.Adam(0.05), loss="binary_crossentropy",
+              metrics=["accuracy"])
+train = tfspark.read_batches(path, 64, split="train", strings="ids", vocabulary="train",
+                             columns=["city"], epochs=None, seed=1)
+model.fit(iter(train), steps_per_epoch=train.steps_per_epoch(), epochs=4, verbose=0)
+test = tfspark.read_batches(path, 400, split="validation", strings="ids", vocabulary="train",
+                            columns=["city"])
+acc = model.evaluate(iter(test), steps=test.steps_per_epoch(), verbose=0,
+                     return_dict=True)["accuracy"]
+print("BACKEND", keras.backend.backend(), "TF", "tensorflow" in sys.modules and
+      sys.modules["tensorflow"] is not None, "ACCURACY", round(float(acc), 3))
+'''
+
+
+@pytest.mark.parametrize("backend", ["torch", "jax"])
+def test_keras_learns_from_ids_on_a_backend_without_tensorflow(written, backend, tmp_path):
+    """Keras 3 on PyTorch or JAX, TensorFlow unimportable: keras_inputs, keras_preprocessing
+    and read_batches(strings="ids") train a model whose label follows the city's parity."""
+    import subprocess
+    import sys
+
+    pytest.importorskip(backend)
+    script = tmp_path / "fit.py"
+    script.write_text(FIT)
+    done = subprocess.run([sys.executable, str(script), written[64], backend],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    line = [ln for ln in done.stdout.splitlines() if ln.startswith("BACKEND")][-1]
+    _, name, _, tf_loaded, _, acc = line.split()
+    assert name == backend and tf_loaded == "False"
+    assert float(acc) > 0.8  # nulls (1 in 9) read as the default string: no parity there
+
+
+def test_vocabulary_ids_layer_clamps_and_reports_its_vocabulary():
+    pytest.importorskip("keras")
+    layer = tfspark.VocabularyIds(["a", "b"])
+    assert layer.vocabulary_size() == 3 and layer.get_vocabulary() == ["[UNK]", "a", "b"]
+    assert np.asarray(layer(np.array([0, 1, 2, 3, 7]))).tolist() == [0, 1, 2, 0, 0]
