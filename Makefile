@@ -5,6 +5,8 @@
 #   make test    run every test, then list the 10 slowest; "no tests collected" is a failure
 #   make test-fast   the edit loop: unit tests (also without TensorFlow) and the integration
 #                tests but the slow ones, the loopback cluster, packaging, faults and training
+#   make test-faults the fault tests alone, 5 rounds of each random kill and race (a soak;
+#                `make test` runs one round each: TFSPARK_FAULT_ROUNDS)
 #   make lint    ruff check, mypy, and the tier contracts (lint-imports; all in pyproject.toml)
 #   make bench   run the benchmarks (bench/run_all.py; BENCH_ARGS=--quick for a smoke run)
 #
@@ -30,10 +32,10 @@ AZURITE := $(VENV)/azurite
 export TFSPARK_AZURITE ?= $(abspath $(AZURITE))
 
 .DEFAULT_GOAL := help
-.PHONY: help setup stores demo test test-fast unit-without-tf lint bench clean
+.PHONY: help setup stores demo test test-fast test-faults unit-without-tf lint bench clean
 
 help:
-	@sed -n '3,12p' $(firstword $(MAKEFILE_LIST)) | sed 's/^# *//'
+	@sed -n '3,14p' $(firstword $(MAKEFILE_LIST)) | sed 's/^# *//'
 
 setup: $(STAMP)
 
@@ -68,6 +70,12 @@ test-fast: stores unit-without-tf
 	@$(PY) -m pytest --durations=10 -m "$(FAST)" $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test-fast: pytest collected no tests; failing" >&2; exit 1; fi; \
 	exit $$rc
+
+test-faults: stores
+	@TFSPARK_FAULT_ROUNDS=$${TFSPARK_FAULT_ROUNDS:-5} $(PY) -m pytest --durations=10 -m faults \
+		$(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test-faults: pytest collected no tests; failing" >&2; \
+		exit 1; fi; exit $$rc
 
 # tests/unit pass on a machine without TensorFlow (imports of it blocked here).
 unit-without-tf: setup

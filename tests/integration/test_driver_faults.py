@@ -60,9 +60,11 @@ ROWS = 10_000  # per killed write: 1 task, 40 Arrow batches of 250 rows at 1 s a
 BATCH_ROWS = 250  # (the kill comes within seconds: the writes are long only to be sure of it)
 BATCH_SLEEP = 1.0
 OLD = (1_000_000, 1_002_000)  # ids of the committed data set the killed driver overwrites
-KILL_ROUNDS = 3
+# Rounds of each fault whose timing is random (a kill mid-write, a race): 1 in `make test`, to
+# keep CI near 20 minutes; TFSPARK_FAULT_ROUNDS=5 make test-faults for a soak.
+KILL_ROUNDS = int(os.environ.get("TFSPARK_FAULT_ROUNDS", "1"))
 RACE_ROWS = 10_000  # per racing write: 1 task of 20 batches of 500 rows, about 4 s
-RACE_ROUNDS = 3
+RACE_ROUNDS = KILL_ROUNDS  # of the data source (write_tfrecords: one)
 ROLES = ("A", "B")
 
 
