@@ -17,7 +17,7 @@ from test_numpy_reader import write_dir
 import tfspark
 from tfspark.errors import OptionError
 from tfspark.numpy import batches as batches_module
-from tfspark.numpy import interleave
+from tfspark.numpy import interleave, units
 
 ROWS = 311
 pytestmark = pytest.mark.filterwarnings("ignore:even_shards")
@@ -47,13 +47,16 @@ def data(tmp_path_factory) -> dict[str, str]:
         "blocks-gz": write_dir(str(root / "blocks"), batch, spec, 4, files=3,
                                compression="gzip"),
         "one-file": write_dir(str(root / "one"), batch, spec, 3),
+        "blocks": write_dir(str(root / "plain-blocks"), batch, spec, 4, files=4),
     }
 
 
 @pytest.fixture(autouse=True)
 def small_chunks(monkeypatch):
-    """Chunks of 16 rows: stops fall inside files and inside blocks, turns alternate."""
+    """Chunks of 16 rows: stops fall inside files and inside blocks, turns alternate; the
+    global shuffle's units of 8 rows."""
     monkeypatch.setattr(batches_module, "_CHUNK_ROWS", 16)
+    monkeypatch.setattr(units, "UNIT_ROWS", 8)
 
 
 def _rows(batch) -> list:
@@ -72,12 +75,21 @@ CASES = {
     "even shard by records": dict(batch_size=6, seed=4, epochs=2, shard=(3, 2)),
     "unseeded": dict(batch_size=11, epochs=2, num_threads=2),
 }
+GLOBAL = {
+    "global": dict(batch_size=10, shuffle_buffer=30, seed=5, epochs=2, num_threads=2,
+                   shuffle="global"),
+    "global, even shards": dict(batch_size=7, seed=3, epochs=2, shard=(3, 1),
+                                shuffle="global"),
+}
 
 
-@pytest.mark.parametrize("layout", ["rows", "blocks-gz", "one-file"])
-@pytest.mark.parametrize("case", list(CASES), ids=list(CASES))
+@pytest.mark.parametrize("layout, case", [(layout, case) for layout in ("rows", "blocks-gz",
+                                                                         "one-file")
+                                          for case in CASES] +
+                         [(layout, case) for layout in ("rows", "blocks", "one-file")
+                          for case in GLOBAL])
 def test_resume_after_every_batch_gives_the_rest(data, layout, case):
-    kw = CASES[case]
+    kw = {**CASES, **GLOBAL}[case]
     if "shard" in kw and layout == "one-file" and kw["shard"][0] == 2:
         kw = {**kw, "shard": (2, 0)}
     path = data[layout]
@@ -227,3 +239,44 @@ def test_a_grain_pipeline_checkpoints_and_resumes_exactly(data):
         again = iter(ds)
         again.set_state(saved)
         assert got + [ids(b) for b in again] == want, stop
+
+
+@pytest.mark.parametrize("layout", ["rows", "blocks", "one-file"])
+def test_the_global_shuffle_reads_every_row_once_from_all_over(data, layout):
+    """Each epoch every row once, in a new order; a batch's rows come from all over the
+    data set (the window shuffle's from the files being read)."""
+    path = data[layout]
+    reader = tfspark.read_batches(path, 20, seed=1, epochs=2, shuffle="global",
+                                  shuffle_buffer=40, num_threads=1)
+    ids = [int(i) for _, y in reader for i in y]
+    assert sorted(ids[:ROWS]) == sorted(ids[ROWS:]) == list(range(ROWS))
+    assert ids[:ROWS] != ids[ROWS:]
+    window = tfspark.read_batches(path, 20, seed=1, shuffle_buffer=40, num_threads=1)
+    first = [int(i) for i in next(iter(window))[1]]
+    spread = [int(i) for i in next(iter(tfspark.read_batches(
+        path, 20, seed=1, shuffle="global", shuffle_buffer=40, num_threads=1)))[1]]
+    assert max(first) - min(first) < 110  # one file's first rows (the files hold ~104)
+    assert max(spread) - min(spread) > 150  # units from across the files
+    # worker parts of a global shuffle cover the rows once between them
+    parts = [tfspark.read_batches(path, 9, seed=2, shuffle="global").for_worker(2, k)
+             for k in (0, 1)]
+    assert sorted(int(i) for p in parts for _, y in p for i in y) == list(range(ROWS))
+    # shards: disjoint and together everything; even shards as many rows each, the same
+    # rows as the window shuffle keeps
+    shards = [[int(i) for _, y in tfspark.read_batches(path, 9, seed=2, shuffle="global",
+                                                        shard=(3, k), even_shards=False)
+               for i in y] for k in range(3)]
+    assert sorted(i for part in shards for i in part) == list(range(ROWS))
+    for k in range(3):
+        even = [int(i) for _, y in tfspark.read_batches(path, 9, seed=2, shuffle="global",
+                                                         shard=(3, k)) for i in y]
+        kept = [int(i) for _, y in tfspark.read_batches(path, 9, seed=2, shard=(3, k))
+                for i in y]
+        assert sorted(even) == sorted(kept), k
+
+
+def test_the_global_shuffle_refuses_gzip_files(data):
+    with pytest.raises(OptionError, match=r"shuffle='global'.*is gzip.*without compression"):
+        tfspark.read_batches(data["blocks-gz"], 10, shuffle="global")
+    with pytest.raises(OptionError, match=r"shuffle must be one of \['window', 'global'\]"):
+        tfspark.read_batches(data["rows"], 10, shuffle="everything")

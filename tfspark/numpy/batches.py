@@ -24,9 +24,11 @@ import numpy as np
 
 from tfspark.errors import OptionError
 from tfspark.numpy import state as states
+from tfspark.numpy import units
 from tfspark.numpy.columns import Table, concat_tables, num_rows, slice_table, take_table
 from tfspark.numpy.decode import STRING_FORMS, NumpyDecoder
 from tfspark.numpy.interleave import FileChunks, Interleave
+from tfspark.numpy.units import Span
 from tfspark.spec.model import FeatureSpec
 from tfspark.store.fetch import AHEAD, IO_THREADS, Fetcher, FileCache
 from tfspark.store.read_plan import ReadPlan, check_io_args, check_read_args, plan_read
@@ -35,6 +37,7 @@ from tfspark.store.shards import shard as shard_plan
 from tfspark.store.vocabulary import string_vocabularies
 
 _CHUNK_ROWS = 65536  # rows decoded per kernel pass (blocks: at least one block); measured
+SHUFFLES = ("window", "global")
 
 
 def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
@@ -50,7 +53,8 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
                  cache_dir: str | os.PathLike | None = None,
                  columns: Iterable[str] | str | None = None,
                  state: dict[str, Any] | None = None,
-                 vocabulary: str | dict[str, Any] | None = None) -> BatchReader:
+                 vocabulary: str | dict[str, Any] | None = None,
+                 shuffle: str = "window") -> BatchReader:
     """Batches of NumPy arrays read from tfspark output (row or block layout), like make_dataset
     without TensorFlow: the same arguments mean the same (see make_dataset), and
 
@@ -62,6 +66,11 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
       int64 id of its feature's vocabulary (k + 1 for the k-th value, 0 for one outside it, as
       keras.layers.StringLookup numbers them), so JAX and PyTorch get numbers. "bytes" and
       "ids" create no Python object per value, so they decode faster and scale with threads.
+    shuffle: "window" (default): each epoch a new file order, files read num_threads at a
+      time, windows of shuffle_buffer rows permuted; "global": each epoch a permutation of
+      units of about 1,024 rows (whole records) over every file, then the same windows, so a
+      batch draws rows from all over the data set (uncompressed files only: the units are
+      found by one scan of the files' framing when the reader first runs).
     vocabulary: with strings="ids": {feature: values} (a StringLookup's get_vocabulary()
       without its OOV token, say), or a split whose statistics give the vocabularies; default:
       the statistics of all rows (the top values, most frequent first, nulls as the default).
@@ -102,6 +111,8 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
     if strings not in STRING_FORMS:
         raise OptionError(f"strings must be one of {list(STRING_FORMS)}, got {strings!r}")
     check_io_args(io_threads, cache_dir)
+    if shuffle not in SHUFFLES:
+        raise OptionError(f"shuffle must be one of {list(SHUFFLES)}, got {shuffle!r}")
     if vocabulary is not None and strings != "ids":
         raise OptionError(f"vocabulary= is for strings='ids' (strings={strings!r} reads the "
                           f"strings themselves)")
@@ -120,7 +131,7 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
                          shuffle_files=shuffle_files, strings=strings,
                          io_threads=io_threads or IO_THREADS,
                          cache_dir=None if cache_dir is None else os.fspath(cache_dir),
-                         vocabularies=vocabularies)
+                         vocabularies=vocabularies, shuffle=shuffle)
     if state is not None:
         reader.load_state_dict(state)
     return reader
@@ -137,7 +148,7 @@ class BatchReader:
                  even_shards: bool, drop_remainder: bool, num_threads: int,
                  shuffle_files: bool, strings: str = "object", io_threads: int = IO_THREADS,
                  cache_dir: str | None = None,
-                 vocabularies: dict[str, list[bytes]] | None = None):
+                 vocabularies: dict[str, list[bytes]] | None = None, shuffle: str = "window"):
         self.plan, self.batch_size, self.epochs = plan, batch_size, epochs
         self.part: Shard = shard_plan(plan, shard, even_shards)
         self.buffer = 10 * batch_size if shuffle_buffer is None else shuffle_buffer
@@ -145,6 +156,10 @@ class BatchReader:
         self.num_threads, self.shuffle_files = num_threads, shuffle_files
         self.labels, self.strings, self.vocabularies = plan.labels, strings, vocabularies
         self.io_threads, self.cache_dir = io_threads, cache_dir  # for remote files
+        self.shuffle = shuffle
+        if shuffle == "global":
+            units.check_global(self.part)
+        self._units: list[Span] | None = None  # the global shuffle's, found once
         self._iterations = 0
         self._pending: states.ReaderState | None = None  # where the next iteration starts
         self._state: states.ReaderState | None = None  # after the latest batch handed on
@@ -182,7 +197,7 @@ class BatchReader:
         """What shapes this reader's batches (a state must have been saved with the same)."""
         return states.settings_of(
             self.part, batch_size=self.batch_size, buffer=self.buffer, slots=self.num_threads,
-            shuffle_files=self.shuffle_files, epochs=self.epochs,
+            shuffle_files=self.shuffle_files, shuffle=self.shuffle, epochs=self.epochs,
             drop_remainder=self.drop_remainder, chunk_records=self._chunk_records(),
             columns=list(self.plan.example_spec.names), strings=self.strings,
             vocabularies=self.vocabularies)
@@ -271,12 +286,18 @@ class BatchReader:
         """One epoch's rows, a permuted window at a time (in turn order without shuffling),
         each with its number and where the turns stood when it began; from the window of
         `resume` on when given."""
-        order = list(range(len(self.part.files)))
-        if self.shuffle_files and len(order) > 1:
-            order = [int(i) for i in np.random.default_rng([seed, epoch, 1]).permutation(
-                len(order))]
         fetcher = Fetcher(self.io_threads, cache=FileCache(self.cache_dir)
                           if self.cache_dir else None)
+        if self.shuffle == "global":
+            if self._units is None:
+                self._units = units.units(self.part, self.plan.rows_per_record, fetcher)
+            spans = self._units
+        else:
+            spans = units.whole_files(self.part)
+        order = list(range(len(spans)))
+        if (self.shuffle_files or self.shuffle == "global") and len(order) > 1:
+            order = [int(i) for i in np.random.default_rng([seed, epoch, 1]).permutation(
+                len(order))]
         slots = self.num_threads
         # Remote files: each slot opens its next files (their first ranges requested) while
         # it reads one, so one file's latency hides behind another's decoding.
@@ -288,7 +309,7 @@ class BatchReader:
         chunks = FileChunks(self.part, decoder, fetcher, self._chunk_records(),
                             max(1, self.io_threads // AHEAD // slots) if remote else 0)
         at, turn = resume.at() if resume is not None else (None, 0)
-        turns = Interleave(chunks, order, slots, at, turn)
+        turns = Interleave(chunks, [spans[i] for i in order], slots, at, turn)
         w = resume.window if resume is not None else 0
         began = turns.snapshot()
         pending: list[Table] = []

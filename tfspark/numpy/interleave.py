@@ -27,6 +27,7 @@ import pyarrow as pa
 from tfspark.errors import CorruptRecordError
 from tfspark.numpy.columns import Table, num_rows, slice_table, take_table
 from tfspark.numpy.decode import NumpyDecoder
+from tfspark.numpy.units import Span
 from tfspark.store.fetch import Fetcher
 from tfspark.store.shards import Shard
 from tfspark.wire.stream import first_damage, stream_framed
@@ -35,9 +36,10 @@ QUEUED = 4  # decoded pieces waiting per slot
 
 
 class Position(NamedTuple):
-    """Where a slot is: its file `file` (an index into the slot's files), before the record
-    numbered `record` in that file, which starts at byte `byte` (of the uncompressed stream),
-    with `rows` of the shard's rows of that file read before it."""
+    """Where a slot is: its span `file` (an index into the slot's spans), before the record
+    numbered `record` in the span's file, which starts at byte `byte` (of the uncompressed
+    stream), with `rows` of the shard's rows of that span read before it ((i, 0, 0, 0): the
+    span's start)."""
 
     file: int
     record: int = 0
@@ -56,30 +58,35 @@ class FileChunks:
     chunk_records: int
     ahead: int = 0  # files a slot opens before it needs them (remote files)
 
-    def open(self, f: int, byte: int = 0) -> Any:
-        """File f of the shard for streaming from `byte` (of the stored file; 0 for gzip)."""
-        part = self.part
+    def open(self, span: Span, byte: int | None = None) -> Any:
+        """A span's file for streaming from `byte` (default: the span's start; 0 for gzip) to
+        the span's end."""
+        part, f = self.part, span.file
         return self.fetcher.open(part.files[f], part.sizes[f] if part.sizes else None,
-                                 part.versions[f] if part.versions else None, start=byte)
+                                 part.versions[f] if part.versions else None,
+                                 start=span.byte if byte is None else byte,
+                                 end=None if span.end < 0 else span.end)
 
-    def pieces(self, f: int, at: Position, decoder: NumpyDecoder,
+    def pieces(self, span: Span, at: Position, decoder: NumpyDecoder,
                opened: Any = None) -> Iterator[tuple[Table, Position | None]]:
-        """File f's rows from `at` on, in pieces, each with the Position after it when it ends
-        a chunk (None otherwise); the last piece, possibly empty, ends the file: its Position
-        is the start of the slot's next file. The file's rows are counted against the
+        """A span's rows from `at` on, in pieces, each with the Position after it when it ends
+        a chunk (None otherwise); the last piece, possibly empty, ends the span: its Position
+        is the start of the slot's next span. A whole file's rows are counted against the
         manifest at its end."""
-        part, loc = self.part, self.part.files[f]
+        part, f = self.part, span.file
+        loc = part.files[f]
         name = loc.uri
         after = Position(at.file + 1)
         counts = part.file_rows()
-        whole = counts[f] if counts is not None else None
-        limit = part.keep[f] if part.keep is not None and part.keep[f] != whole else None
-        if (part.keep is not None and part.keep[f] == 0) or \
-                (limit is not None and at.rows >= limit):
+        whole = counts[f] if counts is not None and span.whole else None
+        limit = span.rows
+        if limit is not None and at.rows >= limit:
             if opened is not None:
                 opened.close()
             yield {}, after
             return
+        if at.record == 0 and at.byte == 0:  # the span's start
+            at = at._replace(record=span.record, byte=span.byte)
         n, start = part.stride(f)
         gz = part.compressions[f] == "gzip"  # the manifest's, or sniffed when planning
         size = self.chunk_records
@@ -95,7 +102,7 @@ class FileChunks:
                 table = take_table(table, np.flatnonzero(np.repeat(keep, sizes)))
             return table, record, base + int(offsets[-1])
 
-        stream = opened if opened is not None else self.open(f, 0 if gz else at.byte)
+        stream = opened if opened is not None else self.open(span, 0 if gz else at.byte)
         try:
             with stream as raw:
                 source = pa.CompressedInputStream(raw, "gzip") if gz else raw
@@ -111,9 +118,10 @@ class FileChunks:
                     rows += got
                     yield table, (Position(at.file, end_record, end_byte, rows)
                                   if end_record % size == 0 else None)
-                _check_count(name, rows, whole, part, decoder.block)
-                if at.byte == 0 and hasattr(raw, "complete"):  # whole and checked: cache it
-                    raw.complete()
+                if span.whole:
+                    _check_count(name, rows, whole, part, decoder.block)
+                if span.whole and at.byte == 0 and hasattr(raw, "complete"):
+                    raw.complete()  # read whole and checked: a cache may keep it
         except FileNotFoundError:
             raise FileNotFoundError(f"{name}: named for reading but it does not exist; the data "
                                     f"set is incomplete (deleted or moved files?)") from None
@@ -150,10 +158,10 @@ class Interleave:
     into the shard's files), `at` where each slot starts (None: a slot out of files) and
     `turn` the slot whose turn is next; both move as turns are handed on."""
 
-    def __init__(self, chunks: FileChunks, order: list[int], slots: int,
+    def __init__(self, chunks: FileChunks, order: list[Span], slots: int,
                  at: list[Position | None] | None = None, turn: int = 0):
         self.chunks = chunks
-        self.files = [order[k::slots] for k in range(slots)]
+        self.files = [order[k::slots] for k in range(slots)]  # each slot's spans
         self.at: list[Position | None] = list(at) if at is not None else \
             [Position(0) for _ in range(slots)]
         self.at = [None if p is None or p.file >= len(self.files[k]) else p

@@ -67,7 +67,7 @@ def fresh(seed: int | None, iteration: int, settings: dict[str, Any]) -> ReaderS
 
 
 def settings_of(part: Shard, *, batch_size: int, buffer: int, slots: int, shuffle_files: bool,
-                epochs: int | None, drop_remainder: bool, chunk_records: int,
+                shuffle: str, epochs: int | None, drop_remainder: bool, chunk_records: int,
                 columns: list[str], strings: str,
                 vocabularies: dict[str, list[bytes]] | None = None) -> dict[str, Any]:
     """What shapes an iteration's batches: the reader's settings and which rows of which
@@ -77,7 +77,8 @@ def settings_of(part: Shard, *, batch_size: int, buffer: int, slots: int, shuffl
               part.keep[f] if part.keep else None] for f, loc in enumerate(part.files)]
     digest = hashlib.sha256(json.dumps([files, part.every], default=list).encode())
     return {"batch_size": batch_size, "shuffle_buffer": buffer, "num_threads": slots,
-            "shuffle_files": shuffle_files, "epochs": epochs, "drop_remainder": drop_remainder,
+            "shuffle_files": shuffle_files, "shuffle": shuffle, "epochs": epochs,
+            "drop_remainder": drop_remainder,
             "chunk_records": chunk_records, "columns": columns, "strings": strings,
             "files": digest.hexdigest()[:16], **({"vocabularies": _digest(vocabularies)}
                                                  if vocabularies is not None else {})}

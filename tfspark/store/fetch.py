@@ -41,28 +41,26 @@ class Fetcher:
         self._lock = threading.Lock()
 
     def open(self, loc: Location, size: int | None = None, key: str | None = None,
-             start: int = 0) -> Any:
+             start: int = 0, end: int | None = None) -> Any:
         """A readable binary stream of the file at loc (read as is, no decompression), from
-        byte `start` on.
+        byte `start` to byte `end` (None: its end).
 
         size: its bytes when known (the manifest's), else asked of the store. key: what
         identifies this version of the file in the cache (its write's id); None: not cached.
-        Only a file read from its start fills the cache.
+        Only a file read whole fills the cache.
         """
         if self.cache is not None and key is not None:
             cached = self.cache.get(loc, key)
             if cached is not None:
-                cached.seek(start)
-                return cached
+                return Bounded(cached, start, end)
         if loc.is_local:
-            f = loc.open_input()
-            if start:
-                f.seek(start)
-            return f
+            return Bounded(loc.open_input(), start, end)
         if size is None:
             size = loc.size()
-        stream = RangeStream(loc, size, self._executor(), self.range_bytes, self.ahead, start)
-        if self.cache is not None and key is not None and not start:
+        stream = RangeStream(loc, size if end is None else end, self._executor(),
+                             min(self.range_bytes, size if end is None else end - start),
+                             self.ahead, start)
+        if self.cache is not None and key is not None and not start and end is None:
             return self.cache.filling(stream, loc, key, size)
         return stream
 
@@ -125,7 +123,9 @@ class RangeStream:
                         self._pumping = False
                         break
                     first = self._read == 0
-                data = self._file.read(min(FIRST_BYTES, self._range) if first else self._range)
+                want = min(FIRST_BYTES, self._range) if first else self._range
+                want = min(want, self.size - self._read)  # a span ends before the file
+                data = self._file.read(want) if want > 0 else b""
                 self._read += len(data)  # (the network wait above holds no lock)
                 with self._cond:
                     if data:
@@ -197,6 +197,51 @@ class RangeStream:
             self._file.close()
 
     def __enter__(self) -> RangeStream:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class Bounded:
+    """A local file read from byte `start` up to byte `end` (None: its end)."""
+
+    def __init__(self, f: Any, start: int, end: int | None):
+        self._f = f
+        if start:
+            f.seek(start)
+        self._left = None if end is None else end - start
+        self.closed = False
+
+    def readinto(self, out: Any) -> int:
+        """Read into out, up to the end."""
+        view = memoryview(out).cast("B")
+        if self._left is not None:
+            view = view[:self._left]
+            n = self._f.readinto(view) if len(view) else 0
+            self._left -= n
+            return int(n)
+        return int(self._f.readinto(view))
+
+    def read(self, n: int = -1) -> bytes:
+        """Up to n bytes (all that is left for n < 0)."""
+        if self._left is not None:
+            n = self._left if n is None or n < 0 else min(n, self._left)
+        data = self._f.read(n)
+        if self._left is not None:
+            self._left -= len(data)
+        return bytes(data)
+
+    def readable(self) -> bool:
+        """A stream for reading."""
+        return True
+
+    def close(self) -> None:
+        """Close the file."""
+        self._f.close()
+        self.closed = True
+
+    def __enter__(self) -> Bounded:
         return self
 
     def __exit__(self, *exc: Any) -> None:
