@@ -68,7 +68,7 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
       "ids" create no Python object per value, so they decode faster and scale with threads.
     shuffle: "window" (default): each epoch a new file order, files read num_threads at a
       time, windows of shuffle_buffer rows permuted; "global": each epoch a permutation of
-      units of about 1,024 rows (whole records) over every file, then the same windows, so a
+      units of about 4,096 rows (whole records) over every file, then the same windows, so a
       batch draws rows from all over the data set (uncompressed files only: the units are
       found by one scan of the files' framing when the reader first runs).
     vocabulary: with strings="ids": {feature: values} (a StringLookup's get_vocabulary()

@@ -89,7 +89,7 @@ class FileChunks:
             at = at._replace(record=span.record, byte=span.byte)
         n, start = part.stride(f)
         gz = part.compressions[f] == "gzip"  # the manifest's, or sniffed when planning
-        size = self.chunk_records
+        per_chunk = self.chunk_records
         record, rows = at.record, at.rows
 
         def decode(buf: np.ndarray, offsets: np.ndarray, base: int) -> tuple[Table, int, int]:
@@ -109,15 +109,15 @@ class FileChunks:
                 if gz and at.byte:
                     _skip(source, at.byte, name)
                 for table, end_record, end_byte in stream_framed(
-                        source, name, True, decode, gz, size, first_record=at.record,
-                        base=at.byte):
+                        source, name, True, decode, gz, per_chunk, first_record=at.record,
+                        base=at.byte, size=None if span.end < 0 else span.end - at.byte):
                     got = num_rows(table)
                     if limit is not None and rows + got >= limit:
                         yield slice_table(table, 0, limit - rows), after
                         return  # even shards: the rest of the file is cut (not read)
                     rows += got
                     yield table, (Position(at.file, end_record, end_byte, rows)
-                                  if end_record % size == 0 else None)
+                                  if end_record % per_chunk == 0 else None)
                 if span.whole:
                     _check_count(name, rows, whole, part, decoder.block)
                 if span.whole and at.byte == 0 and hasattr(raw, "complete"):

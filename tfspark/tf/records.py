@@ -12,7 +12,7 @@ tf.io.parse_example as the native path's.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -22,6 +22,16 @@ from tfspark.store.fetch import Fetcher, FileCache
 from tfspark.store.shards import Shard
 from tfspark.wire.stream import first_damage, stream_framed
 from tfspark.wire.tfrecord import HEADER_BYTES, TRAILER_BYTES
+
+
+class Records(NamedTuple):
+    """Records of one read, as TensorFlow takes them with one conversion: their bytes in one
+    string (framing included), and where each starts and how long it is. Handed on as one
+    scalar string and cut by tf.strings.substr: no Python object per record, one copy."""
+
+    data: bytes
+    starts: np.ndarray
+    sizes: np.ndarray
 
 
 class RecordSource:
@@ -35,7 +45,7 @@ class RecordSource:
         self._lock = threading.Lock()
 
     def blocks(self, f: Any) -> Any:
-        """Generator of file f's record blocks (f: a numpy or Python int)."""
+        """Generator of file f's record blocks, as Records (f: a numpy or Python int)."""
         f = int(f)
         part = self.part
         loc = part.files[f]
@@ -46,7 +56,7 @@ class RecordSource:
         gz = part.compressions[f] == "gzip"
         seen = taken = 0
 
-        def pick(buf: np.ndarray, offsets: np.ndarray, base: int) -> np.ndarray:
+        def pick(buf: np.ndarray, offsets: np.ndarray, base: int) -> Records:
             nonlocal seen
             idx = np.arange(seen, seen + len(offsets) - 1)
             seen += len(offsets) - 1
@@ -55,11 +65,9 @@ class RecordSource:
             rel = idx - (seen - (len(offsets) - 1))
             first = int(offsets[0])
             lo = offsets[rel] + HEADER_BYTES - first
-            hi = offsets[rel + 1] - TRAILER_BYTES - first
+            size = offsets[rel + 1] - TRAILER_BYTES - first - lo
             data = buf[first:int(offsets[-1])].tobytes() if len(rel) else b""
-            out = np.empty(len(rel), object)
-            out[:] = [data[a:b] for a, b in zip(lo.tolist(), hi.tolist())]
-            return out
+            return Records(data, lo, size)
 
         stream = self._fetcher.open(loc, part.sizes[f] if part.sizes else None,
                                     part.versions[f] if part.versions else None)
@@ -68,11 +76,12 @@ class RecordSource:
                 raw = pa.CompressedInputStream(stream, "gzip") if gz else stream
                 for block in stream_framed(raw, name, True, pick, gz,
                                            batch_records=self.per_read):
-                    if limit is not None and taken + len(block) >= limit:
-                        yield block[:limit - taken]
+                    if limit is not None and taken + len(block.starts) >= limit:
+                        cut = limit - taken
+                        yield Records(block.data, block.starts[:cut], block.sizes[:cut])
                         return  # even shards: the rest of the file is cut (not read)
-                    taken += len(block)
-                    if len(block):
+                    taken += len(block.starts)
+                    if len(block.starts):
                         yield block
                 if want >= 0 and taken != want:
                     raise CorruptRecordError(f"{name}: holds {taken} records for this reader "
@@ -95,5 +104,8 @@ def file_blocks(source: RecordSource, f: Any) -> Any:
     """A tf.data.Dataset of file f's record blocks (1-D tf.string), f a scalar int tensor."""
     import tensorflow as tf
 
-    return tf.data.Dataset.from_generator(source.blocks, args=(f,),
-                                          output_signature=tf.TensorSpec([None], tf.string))
+    reads = tf.data.Dataset.from_generator(
+        source.blocks, args=(f,), output_signature=(tf.TensorSpec([], tf.string),
+                                                    tf.TensorSpec([None], tf.int64),
+                                                    tf.TensorSpec([None], tf.int64)))
+    return reads.map(lambda data, starts, sizes: tf.strings.substr(data, starts, sizes))

@@ -234,7 +234,8 @@ def count_records(source, compression: str | None = None) -> int:
 def stream_framed(stream: Any, name: str, verify: bool,
                   to_batch: Callable[[np.ndarray, np.ndarray, int], Any],
                   gz: bool = False, batch_records: int | None = None, *,
-                  first_record: int | None = None, base: int = 0) -> Iterator[Any]:
+                  first_record: int | None = None, base: int = 0,
+                  size: int | None = None) -> Iterator[Any]:
     """to_batch(buf, framed offsets, byte offset of buf[0]) for every <= batch_records records
     (default BATCH_RECORDS) of a framed stream, reading CHUNK_BYTES at a time and carrying
     partial records over.
@@ -242,9 +243,10 @@ def stream_framed(stream: Any, name: str, verify: bool,
     first_record: the number of the stream's first record in its file; given, batches end at
     multiples of batch_records in that numbering, whatever the reads (so the same records
     group alike when a read starts mid-file). base: the stream's first byte's offset in the
-    file (for to_batch and messages)."""
+    file (for to_batch and messages). size: the stream's bytes when known and small (a read
+    buffer no bigger than that, +1 to see its end)."""
     batch_records = batch_records or BATCH_RECORDS
-    buf = np.empty(CHUNK_BYTES, np.uint8)
+    buf = np.empty(CHUNK_BYTES if size is None else max(1, min(CHUNK_BYTES, size + 1)), np.uint8)
     offsets = np.empty(batch_records + 1, np.int64)
     filled = start = need = 0
     seen = first_record or 0  # records handed on, numbered as in the file
