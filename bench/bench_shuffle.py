@@ -107,8 +107,8 @@ def main() -> None:
     print(f"{'layout.mode':16s} {'rows/s':>11s} {'vs window':>9s} {'first batch':>11s} "
           f"{'gap/rows':>8s} {'files':>6s}")
     for key, r in doc["results"].items():
-        print(f"{key:16s} {r['rows_s']:>11,.0f} {r['vs_window']:>8.2f}x {r['first_batch_s']:>10.2f}s"
-              f" {r['gap']:>8.3f} {r['files']:>6.2f}")
+        print(f"{key:16s} {r['rows_s']:>11,.0f} {r['vs_window']:>8.2f}x "
+              f"{r['first_batch_s']:>10.2f}s {r['gap']:>8.3f} {r['files']:>6.2f}")
     save_json(args.json, doc)
 
 
