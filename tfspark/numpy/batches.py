@@ -298,14 +298,14 @@ class BatchReader:
         if (self.shuffle_files or self.shuffle == "global") and len(order) > 1:
             order = [int(i) for i in np.random.default_rng([seed, epoch, 1]).permutation(
                 len(order))]
-        slots = self.num_threads
-        # Remote files: each slot opens its next files (their first ranges requested) while
-        # it reads one, so one file's latency hides behind another's decoding.
-        remote = not all(loc.is_local for loc in self.part.files)
         def decoder() -> NumpyDecoder:
             return NumpyDecoder(self.plan.example_spec, self.plan.rows_per_record,
                                 self.strings, self.vocabularies)
 
+        slots = self.num_threads
+        # Remote files: each slot opens its next files (their first ranges requested) while
+        # it reads one, so one file's latency hides behind another's decoding.
+        remote = not all(loc.is_local for loc in self.part.files)
         chunks = FileChunks(self.part, decoder, fetcher, self._chunk_records(),
                             max(1, self.io_threads // AHEAD // slots) if remote else 0)
         at, turn = resume.at() if resume is not None else (None, 0)
