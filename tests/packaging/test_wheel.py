@@ -230,7 +230,7 @@ def test_base_install_reads_without_spark_or_tensorflow(dists, exported, tmp_pat
     assert done.returncode == 2 and "pip install 'tfspark[spark]'" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) <= 2
     for name, extra in (("register", "spark"), ("write_tfrecords", "spark"),
-                        ("make_dataset", "tf"), ("keras_inputs", "tf")):
+                        ("make_dataset", "tf"), ("keras_inputs", "keras")):
         done = venv.run(f"import tfspark; tfspark.{name}")
         last = done.stderr.strip().splitlines()[-1]
         assert done.returncode != 0 and "MissingExtraError" in last and \
