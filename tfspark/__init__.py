@@ -2,9 +2,9 @@
 
 The public API is small; names are imported on first use so `import tfspark` stays cheap and
 never pulls in Spark's JVM side or TensorFlow. A name whose extra is not installed fails on use
-with one line naming the extra (tfspark[spark] for register and write_tfrecords, tfspark[tf] for
-make_dataset and keras_inputs, tfspark[torch] for torch_dataset, tfspark[grain] for
-grain_dataset).
+with one line naming the extra (tfspark[spark] for register, write_tfrecords and
+make_converter, tfspark[tf] for make_dataset, tfspark[keras] for keras_inputs and
+keras_preprocessing, tfspark[torch] for torch_dataset, tfspark[grain] for grain_dataset).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:  # what IDEs and type checkers see; at run time __getattr__ loads on use
     from tfspark.arrow.encode import encode_batch
+    from tfspark.converter import Converter, make_converter
     from tfspark.errors import (
         CorruptRecordError,
         CountMismatchError,
@@ -47,6 +48,8 @@ _API = {
     "Feature": "tfspark.spec",
     "infer_spec": "tfspark.spec",
     "encode_batch": "tfspark.arrow.encode",
+    "make_converter": "tfspark.converter",
+    "Converter": "tfspark.converter",
     "make_dataset": "tfspark.tf.dataset",
     "read_batches": "tfspark.numpy",
     "Ragged": "tfspark.numpy",
@@ -75,14 +78,14 @@ _API = {
 }
 
 __all__ = [  # a literal list, so linters and IDEs see the TYPE_CHECKING imports as the API
-    "CorruptRecordError", "CountMismatchError", "EncodeError", "Feature", "FeatureSpec",
+    "Converter", "CorruptRecordError", "CountMismatchError", "EncodeError", "Feature", "FeatureSpec",
     "ManifestError", "MeanImputation", "MissingExtraError", "OptionError", "PooledEmbedding",
     "PooledMean",
     "VocabularyIds",
     "Ragged", "ReadOptions", "Report", "SchemaError", "TfsparkError", "TrainingError",
     "WriteConflictError", "WriteOptions", "WriteResult",
     "encode_batch", "grain_dataset", "infer_spec", "keras_inputs", "keras_preprocessing",
-    "make_dataset",
+    "make_converter", "make_dataset",
     "parsing_spec", "read_batches", "register", "sequence_parsing_spec", "torch_dataset",
     "train_on_spark", "verify", "write_tfrecords"]
 # Submodules reachable as attributes without an import (tfspark.store.manifest.read_manifest(...)).
