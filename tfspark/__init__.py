@@ -78,16 +78,14 @@ _API = {
 }
 
 __all__ = [  # a literal list, so linters and IDEs see the TYPE_CHECKING imports as the API
-    "Converter", "CorruptRecordError", "CountMismatchError", "EncodeError", "Feature", "FeatureSpec",
-    "ManifestError", "MeanImputation", "MissingExtraError", "OptionError", "PooledEmbedding",
-    "PooledMean",
-    "VocabularyIds",
-    "Ragged", "ReadOptions", "Report", "SchemaError", "TfsparkError", "TrainingError",
-    "WriteConflictError", "WriteOptions", "WriteResult",
-    "encode_batch", "grain_dataset", "infer_spec", "keras_inputs", "keras_preprocessing",
-    "make_converter", "make_dataset",
-    "parsing_spec", "read_batches", "register", "sequence_parsing_spec", "torch_dataset",
-    "train_on_spark", "verify", "write_tfrecords"]
+    "Converter", "CorruptRecordError", "CountMismatchError", "EncodeError", "Feature",
+    "FeatureSpec", "ManifestError", "MeanImputation", "MissingExtraError", "OptionError",
+    "PooledEmbedding", "PooledMean", "Ragged", "ReadOptions", "Report", "SchemaError",
+    "TfsparkError", "TrainingError", "VocabularyIds", "WriteConflictError", "WriteOptions",
+    "WriteResult", "encode_batch", "grain_dataset", "infer_spec", "keras_inputs",
+    "keras_preprocessing", "make_converter", "make_dataset", "parsing_spec", "read_batches",
+    "register", "sequence_parsing_spec", "torch_dataset", "train_on_spark", "verify",
+    "write_tfrecords"]
 # Submodules reachable as attributes without an import (tfspark.store.manifest.read_manifest(...)).
 # None is named like a function above: importing it would shadow that function.
 _MODULES = {"spec": "tfspark.spec", "errors": "tfspark.errors", "store": "tfspark.store",
