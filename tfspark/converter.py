@@ -54,6 +54,7 @@ class Converter:
 
     @property
     def deleted(self) -> bool:
+        """True once its directory is deleted (its readers then fail)."""
         with _lock:
             return self._loc.uri not in _live
 
