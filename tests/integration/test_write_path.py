@@ -194,6 +194,21 @@ def test_splits_are_reproducible_by_key(spark, F, tf, tmp_path):
     assert manifest(str(tmp_path / "a"))["splits"] == sorted(split)
 
 
+@pytest.mark.parametrize("by_key", [False, True])
+def test_splits_get_their_fractions(spark, tmp_path, by_key):
+    """Each split gets its fraction of the rows (within 6 standard deviations), by a random
+    draw or by a key: a draw made once per row, not once per CASE branch."""
+    n = 20_000
+    split = {"train": 0.55, "validation": 0.15, "test": 0.2, "holdout": 0.1}
+    result = tfspark.write_tfrecords(spark.range(n, numPartitions=3), str(tmp_path / "s"),
+                                     split=split, split_key="id" if by_key else None, seed=5,
+                                     stats=False)
+    for name, fraction in split.items():
+        rows = result.splits[name]["rows"]
+        assert abs(rows - n * fraction) < 6 * (n * fraction * (1 - fraction)) ** 0.5, \
+            (name, rows, result.splits)
+
+
 def test_backup_table_counts_agree(spark, F, tmp_path):
     df = spark.range(1234).select("id", F.rand(7).alias("x"), (F.col("id") % 2).alias("y"))
     out = str(tmp_path / "bk")

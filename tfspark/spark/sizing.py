@@ -10,7 +10,7 @@ import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from tfspark.spec import FeatureSpec
@@ -93,13 +93,18 @@ def arrange(df: DataFrame, splits: dict[str, float], split_key: str | None, seed
         u = F.pmod(F.xxhash64(F.col(f"`{split_key}`"), F.lit(seed)), F.lit(1 << 30)) / (1 << 30)
     else:
         u = F.rand(seed)
-    bound = 0.0
-    expr = None
     names = [n for n in splits if splits[n] > 0]  # a split of 0 gets no rows (and a manifest)
-    for name in names[:-1]:
-        bound += splits[name]
-        expr = (F.when(u < bound, name) if expr is None else expr.when(u < bound, name))
-    expr = F.lit(names[-1]) if expr is None else expr.otherwise(names[-1])
-    return df.withColumn(SPLIT_COLUMN, expr), SPLIT_COLUMN
+
+    def pick(x: Column) -> Column:
+        bound, expr = 0.0, None
+        for name in names[:-1]:
+            bound += splits[name]
+            expr = F.when(x < bound, name) if expr is None else expr.when(x < bound, name)
+        return F.lit(names[-1]) if expr is None else expr.otherwise(names[-1])
+
+    # u is drawn once per row (a lambda's argument) and every bound compared with that value.
+    # Written as CASE WHEN rand < 0.8 .. WHEN rand < 0.9 .., each rand is a generator of its
+    # own that advances only on the rows its branch sees: 0.8/0.1/0.1 came out 0.8/0.18/0.02.
+    return df.withColumn(SPLIT_COLUMN, F.transform(F.array(u), pick)[0]), SPLIT_COLUMN
 
 
