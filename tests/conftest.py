@@ -10,6 +10,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # Before any SparkSession starts: Spark's Python workers run PYSPARK_PYTHON (default `python3`
@@ -29,3 +31,26 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 for _key, _value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
                      ("AWS_DEFAULT_REGION", "us-east-1"), ("AWS_EC2_METADATA_DISABLED", "true")):
     os.environ.setdefault(_key, _value)
+
+# Two xdist workers (make test: -n 2 --dist loadgroup) share the suite by file, so a module's
+# fixtures are built once; the loopback cluster's files go to one worker (one cluster), and the
+# files that take minutes start first, so the run does not end waiting on one long file.
+FIRST = ("tests/cluster/", "tests/packaging/", "tests/integration/test_driver_faults.py",
+         "tests/integration/test_s3_faults.py", "tests/integration/test_train_on_spark.py",
+         "tests/integration/test_cli.py", "tests/integration/test_examples.py")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+
+    def first(item: pytest.Item) -> int:
+        rel = item.path.relative_to(ROOT).as_posix()
+        return next((i for i, p in enumerate(FIRST) if rel.startswith(p)), len(FIRST))
+
+    for item in items:
+        rel = item.path.relative_to(ROOT).as_posix()
+        item.add_marker(pytest.mark.xdist_group("cluster" if rel.startswith("tests/cluster/")
+                                                else rel))
+    items.sort(key=first)  # stable: the order within a file stays

@@ -44,6 +44,17 @@ def _wait(url: str, timeout: float = 30.0) -> None:
             time.sleep(0.05)
 
 
+def stop(proc: subprocess.Popen) -> None:
+    """Stop a server process: asked first, killed when it has not gone after 10 s (a loaded
+    machine: Azurite's Node.js can take longer to shut down)."""
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+
+
 def wait_for_port(port: int, proc: subprocess.Popen) -> None:
     """Wait until a server process listens on 127.0.0.1:port (30 s; fails if it exits)."""
     deadline = time.monotonic() + 30
@@ -73,8 +84,7 @@ class LatencyProxy:
         wait_for_port(self.port, self._proc)
 
     def close(self) -> None:
-        self._proc.terminate()
-        self._proc.wait(10)
+        stop(self._proc)
 
 
 def serve_proxy(upstream: int, port: int, delay: float) -> None:
@@ -164,8 +174,7 @@ class GcsEmulator:
     def close(self) -> None:
         for p in self._proxies.values():
             p.close()
-        self._proc.terminate()
-        self._proc.wait(10)
+        stop(self._proc)
 
 
 class S3Server:
@@ -270,8 +279,7 @@ class Azurite:
         return None
 
     def close(self) -> None:
-        self._proc.terminate()
-        self._proc.wait(10)
+        stop(self._proc)
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["proxy"]:
