@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 from collections import defaultdict
 
 import numpy as np
@@ -167,6 +168,15 @@ def test_stats_command_prints_and_plots(written, tmp_path, capsys):
     charts = sorted(p.name for p in (tmp_path / "png").iterdir())
     # Numbers (deciles) and categories (top values); an array of numbers has neither.
     assert charts == ["cat.png", "cnt.png", "day.png", "flag.png", "id.png", "x.png", "y.png"]
+    kinds = dict(line.split(None, 1) for line in out.split("chart(s)")[1].splitlines()[1:])
+    # A label and a boolean: a bar per value; 50 integers and ids: histograms; dates on a
+    # date axis; the long tail of a log-normal is left out, saying where it goes
+    assert kinds["y.png"] == kinds["flag.png"] == "rows per value"
+    assert kinds["cnt.png"] == kinds["id.png"] == "histogram of the deciles"
+    assert kinds["day.png"] == "histogram of the deciles, on a date axis"
+    assert kinds["cat.png"] == "the most frequent values"
+    assert re.fullmatch(r"histogram of the deciles \(top 10% not drawn: [\d.,]+ \.\. [\d.,]+\)",
+                        kinds["x.png"]), kinds["x.png"]
     for name in charts:
         assert (tmp_path / "png" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert main(["stats", written, "--split", "nope"]) == 2

@@ -1,9 +1,12 @@
 """`tfspark stats PATH [--split S] [--plot DIR]`: a data set's feature statistics as a table,
 and as PNG charts (matplotlib, the `plot` extra): one per feature that has something to draw.
 
+    integers and booleans of at most 20 values   one bar per value (rows), from the top values
     numbers   a histogram from the stored deciles and min/max: each of the ten bins holds a
               tenth of the rows, so its height (rows per unit) is 0.1 * rows / its width (a
-              bin of zero width, a repeated value, adds its tenth to the next bin)
+              bin of zero width, a repeated value, adds its tenth to the next bin); a tail
+              longer than 3x the middle 80% is left out, and the chart says so; dates and
+              timestamps on a date axis (rows per day)
     strings and ids (and the elements of id arrays)   the 20 most frequent values, as bars
 Nothing is read but the manifest: the statistics were computed by Spark during the export.
 """
@@ -12,8 +15,9 @@ from __future__ import annotations
 
 import argparse
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from tfspark.cli.config import add_store_arg, filesystem_of
 from tfspark.cli.inspect import missing_local_path, stats_table
@@ -22,6 +26,9 @@ from tfspark.spec.kinds import float_of_json
 from tfspark.store import manifest as mf
 
 TOP_BARS = 20
+_KINDS = {"values": "rows per value", "histogram": "histogram of the deciles",
+          "dates": "histogram of the deciles, on a date axis",
+          "top": "the most frequent values"}
 
 
 def add_command(command: Any) -> None:
@@ -47,8 +54,12 @@ def run(args: argparse.Namespace) -> int:
     print(f"statistics of {args.path} ({what}; of present values, nulls counted apart):")
     print("\n".join(stats_table(per)))
     if args.plot:
-        written = plot(per, args.plot)
-        print(f"wrote {len(written)} chart(s) to {args.plot}")
+        encodings = {f.name: f.encoding for f in m.spec.features} if m.spec else {}
+        written = plot(per, args.plot, encodings)
+        print(f"wrote {len(written)} chart(s) to {args.plot}:")
+        for chart in written:
+            print(f"  {chart.path.name}  {_KINDS[chart.kind]}"
+                  + (f" ({chart.note})" if chart.note else ""))
     return 0
 
 
@@ -65,8 +76,19 @@ def feature_stats(m: mf.Manifest, path: str, split: str | None) -> dict[str, Any
     return per
 
 
-def plot(per: dict[str, Any], out_dir: str) -> list[Path]:
-    """One PNG per feature with deciles or top values; returns the files written."""
+class Chart(NamedTuple):
+    """One chart written: its file, what it draws (values | histogram | dates | top) and a
+    note on what it leaves out ("" when nothing)."""
+
+    path: Path
+    kind: str
+    note: str = ""
+
+
+def plot(per: dict[str, Any], out_dir: str, encodings: Mapping[str, str] | None = None
+         ) -> list[Chart]:
+    """One PNG per feature with deciles or top values; returns the charts written.
+    encodings: {feature: spec encoding}, so dates and timestamps get date axes."""
     require("matplotlib", "tfspark stats --plot", "plot")
     import matplotlib
 
@@ -78,9 +100,20 @@ def plot(per: dict[str, Any], out_dir: str) -> list[Path]:
     written = []
     for name, s in per.items():
         fig, ax = plt.subplots(figsize=(7, 4))
-        if _histogram(ax, s):
-            ax.set_title(f"{name}: distribution (from deciles, {s.get('count', 0):,} rows)")
+        encoding = (encodings or {}).get(name, "")
+        rows = s.get("count") or s.get("rows") or 0
+        hist: str | None = None
+        if _values(ax, s, encoding):
+            kind, note = "values", ""
+            ax.set_title(f"{name}: rows per value ({rows:,} rows)")
+        elif (hist := _histogram(ax, s, encoding)) is not None:
+            kind, note = "dates" if encoding in _DATES else "histogram", hist
+            ax.set_title(f"{name}: distribution (from deciles, {rows:,} rows)")
+            if note:
+                ax.text(0.99, 0.97, note, transform=ax.transAxes, ha="right", va="top",
+                        fontsize=8, bbox={"facecolor": "white", "alpha": 0.8})
         elif _bars(ax, s):
+            kind, note = "top", ""
             ax.set_title(f"{name}: the {min(TOP_BARS, len(s['top']))} most frequent values")
         else:
             plt.close(fig)
@@ -89,20 +122,57 @@ def plot(per: dict[str, Any], out_dir: str) -> list[Path]:
         path = out / f"{_file_name(name)}.png"
         fig.savefig(path, dpi=100)
         plt.close(fig)
-        written.append(path)
+        written.append(Chart(path, kind, note))
     return written
 
 
+# A spec encoding drawn on a date axis, and its unit in days (matplotlib's dates are days
+# since 1970-01-01, as a date feature's values are).
+_DATES = {"date": 1.0, "timestamp": 1 / 86_400e6}
+# A tail longer than this many times the middle 80% of the values is left out of the histogram
+# (and said so): one decile of a long tail would squash the other nine into a sliver.
+TAIL = 3.0
 
-def _histogram(ax: Any, s: dict[str, Any]) -> bool:
+
+def _values(ax: Any, s: dict[str, Any], encoding: str) -> bool:
+    """Integers and booleans with few values: one bar per value (the top values hold all)."""
+    top = s.get("top") or []
+    present = s.get("count") or 0
+    if (encoding not in ("int", "bool") or not top or len(top) > TOP_BARS
+            or sum(n for _, n in top) != present):
+        return False
+    top = sorted(top, key=lambda p: float_of_json(p[0]))
+    labels = [("true" if v else "false") if encoding == "bool" else str(v) for v, _ in top]
+    ax.bar(range(len(top)), [n for _, n in top], edgecolor="black")
+    ax.set_xticks(range(len(top)), labels)
+    ax.set_xlabel("value")
+    ax.set_ylabel("rows")
+    return True
+
+
+def _histogram(ax: Any, s: dict[str, Any], encoding: str) -> str | None:
+    """A histogram of the deciles; None when there are none, else a note on what a long tail
+    left out ("" when nothing)."""
     q = (s.get("quantiles") or {}).get("values") or []
     if not q or s.get("min") is None or s.get("max") is None:
-        return False
+        return None
     edges = [float_of_json(s["min"]), *map(float_of_json, q), float_of_json(s["max"])]
     rows = s.get("count") or s.get("rows") or 0
+    unit = _DATES.get(encoding)
+    lo, hi, notes = 0, len(edges) - 1, []
+    middle = edges[-2] - edges[1]  # the 10th to the 90th percentile
+    if len(edges) == 11 and middle > 0:
+        if edges[-1] - edges[-2] > TAIL * middle:
+            hi -= 1
+            notes.append(f"top 10% not drawn: {_text(edges[-2], unit)} .. "
+                         f"{_text(edges[-1], unit)}")
+        if edges[1] - edges[0] > TAIL * middle:
+            lo += 1
+            notes.append(f"bottom 10% not drawn: {_text(edges[0], unit)} .. "
+                         f"{_text(edges[1], unit)}")
     lefts, widths, mass = [], [], []
     pending = 0.0
-    for a, b in zip(edges, edges[1:]):
+    for a, b in zip(edges[lo:hi], edges[lo + 1:hi + 1]):
         pending += 0.1
         if b > a:  # a bin of zero width (a repeated value) adds its tenth to the next bin
             lefts.append(a)
@@ -110,13 +180,30 @@ def _histogram(ax: Any, s: dict[str, Any]) -> bool:
             mass.append(pending)
             pending = 0.0
     if not lefts:
-        return False
+        return None
     mass[-1] += pending
-    heights = [m * rows / w for m, w in zip(mass, widths)]
-    ax.bar(lefts, heights, width=widths, align="edge", edgecolor="black")
-    ax.set_xlabel("value")
-    ax.set_ylabel("rows per unit")
-    return True
+    scale = unit or 1.0
+    heights = [m * rows / (w * scale) for m, w in zip(mass, widths)]
+    ax.bar([x * scale for x in lefts], heights, width=[w * scale for w in widths],
+           align="edge", edgecolor="black")
+    if unit is not None:
+        ax.xaxis_date()
+        ax.figure.autofmt_xdate()
+        ax.set_ylabel("rows per day")
+    else:
+        ax.set_xlabel("value")
+        ax.set_ylabel("rows per unit")
+    return "; ".join(notes)
+
+
+def _text(x: float, unit: float | None) -> str:
+    """A value as the chart's note says it: a date or time on a date axis, else a number."""
+    if unit is None:
+        return f"{x:,.6g}"
+    import datetime as dt
+
+    when = dt.datetime(1970, 1, 1) + dt.timedelta(days=x * unit)
+    return when.date().isoformat() if unit == 1.0 else when.isoformat(sep=" ", timespec="seconds")
 
 
 def _bars(ax: Any, s: dict[str, Any]) -> bool:
