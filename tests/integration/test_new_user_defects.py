@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from decimal import Decimal
@@ -249,6 +250,11 @@ def test_export_of_the_sample_outside_the_repo_needs_no_output_and_is_quiet(tmp_
     where = tmp_path / "tfspark_sample" / "tfrecords"
     assert f"the embedded sample goes to {where}" in done.stdout
     assert verify(str(where)).ok
+    # the JVM's start-up notices (incubator modules, log4j profile) are left out too
     noise = [ln for ln in done.stderr.replace("\r", "\n").splitlines()
-             if ln.strip() and not ln.startswith(("[Stage", "WARNING: Using incubator"))]
+             if ln.strip() and not ln.startswith("[Stage")]
     assert not noise, noise
+    # the stages say what they did, with their rows
+    for stage in ("backup", "statistics", "TFRecords"):
+        assert re.search(rf"^tfspark: {stage}: 200 rows in [\d.]+ s", done.stdout, re.M), \
+            done.stdout

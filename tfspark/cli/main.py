@@ -35,6 +35,8 @@ from tfspark.cli.config import (
     store_table,
 )
 from tfspark.cli.errors import describe_error, interrupted, silence_stdout
+from tfspark.cli.progress_lines import ProgressLines
+from tfspark.cli.quiet import quiet_tensorflow
 from tfspark.errors import require
 
 DEMO = ExportConfig(output="out/sample_tfrecords", mode="overwrite", label_cols=("label",),
@@ -65,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     debug = getattr(args, "debug", False)
     _logging(debug)
+    quiet_tensorflow(getattr(args, "verbose", False))
     try:
         return args.run(args)
     except KeyboardInterrupt:
@@ -99,6 +102,12 @@ def _logging(debug: bool) -> None:
         ours.addHandler(handler)
         ours.setLevel(logging.INFO if debug else logging.WARNING)
         ours.propagate = False
+    # The command's progress (export stages, verify's files, a first compile) on stdout.
+    progress = logging.getLogger("tfspark.progress")
+    if not progress.handlers:
+        progress.addHandler(ProgressLines())
+        progress.setLevel(logging.INFO)
+        progress.propagate = False
     root = logging.getLogger()
     if not root.handlers:
         root.addHandler(logging.StreamHandler() if debug else logging.NullHandler())
@@ -113,11 +122,17 @@ def build_parser() -> argparse.ArgumentParser:
                     "on the result.")
     parser.add_argument("--debug", action="store_true",
                         help="on an error, print the full traceback (also after COMMAND)")
+    parser.add_argument("--verbose", action="store_true",
+                        help="show what Spark's JVM and TensorFlow print at start-up, and "
+                             "Keras's per-step progress in train (also after COMMAND)")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     # --debug after the command too; SUPPRESS keeps a subparser from resetting the global one.
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                         help="on an error, print the full traceback")
+    common.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS,
+                        help="show the JVM's and TensorFlow's start-up output (and Keras's "
+                             "per-step progress in train)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                 title="commands")
 
@@ -211,7 +226,8 @@ def _train(args: argparse.Namespace) -> int:
                                ("model_out", args.model_out), ("use_stats", args.use_stats),
                                ("workers", args.workers), ("master", args.master),
                                ("checkpoint_dir", args.checkpoint_dir),
-                               ("store", store_table(args.store) if args.store else None))
+                               ("store", store_table(args.store) if args.store else None),
+                               ("verbose", 1 if args.verbose else None))
                                if v is not None}
     cfg = load_train_config(args.config, **flags) if args.config else \
         TrainConfig.from_mapping(flags, "the command line")
@@ -294,7 +310,7 @@ def _export(args: argparse.Namespace, demo: bool = False) -> int:
     cfg.write_options()  # bad settings fail here, before the (slow) Spark start
     cfg.filesystem()
     check_local_source(cfg)
-    spark = local_session(cfg)
+    spark = local_session(cfg, verbose=args.verbose)
     try:
         result = run_export(spark, cfg)
         print(result.summary())
@@ -309,11 +325,11 @@ def _export(args: argparse.Namespace, demo: bool = False) -> int:
         split = "train" if "train" in result.splits else None
         print(f"\n3 decoded records{' of the train split' if split else ''}:")
         inspect.print_records(result.path, 3, split)
-        _demo_train(result.path)
+        _demo_train(result.path, args.verbose)
     return 0
 
 
-def _demo_train(path: str) -> None:
+def _demo_train(path: str, verbose: bool) -> None:
     """The second half of the main flow: train on what was exported (when TF is installed)."""
     import importlib.util
 
@@ -326,6 +342,8 @@ def _demo_train(path: str) -> None:
     conf = Path("conf/train.toml")
     flags: dict[str, Any] = {"data": path, "epochs": 2,
                              "model_out": str(Path(path).parent / "model.keras")}
+    if verbose:
+        flags["verbose"] = 1
     cfg = load_train_config(conf, **flags) if conf.exists() else TrainConfig(
         exclude=("id",), **flags)
     print(f"\nTraining a Keras model on {path} (tfspark train):")
@@ -341,7 +359,7 @@ def _spec(args: argparse.Namespace) -> int:
         master=args.master, warehouse=args.warehouse, label_cols=args.label_cols,
         source=args.table or args.parquet, source_format="table" if args.table else "parquet")
     check_local_source(cfg)
-    spark = local_session(cfg)
+    spark = local_session(cfg, verbose=args.verbose)
     try:
         spec = infer_spec(load_source(spark, cfg).schema, label_cols=cfg.label_cols)
     finally:

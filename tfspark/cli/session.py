@@ -11,14 +11,16 @@ from pathlib import Path
 from typing import Any
 
 from tfspark.cli.config import ExportConfig
+from tfspark.cli.quiet import child_stderr_filtered
 from tfspark.errors import OptionError
 
 _REPO_CONF = Path(__file__).resolve().parents[2] / "conf"
 _PACKAGED = Path(__file__).resolve().parent  # log4j2.properties, a copy of conf/'s
 
 
-def local_session(cfg: ExportConfig) -> Any:
-    """A local SparkSession with a persistent catalog (Hive + Derby) under cfg.warehouse."""
+def local_session(cfg: ExportConfig, verbose: bool = False) -> Any:
+    """A local SparkSession with a persistent catalog (Hive + Derby) under cfg.warehouse; the
+    JVM's start-up notices left out of its stderr unless verbose (cli/quiet.py)."""
     from pyspark.sql import SparkSession
 
     warehouse = Path(cfg.warehouse).resolve()
@@ -52,7 +54,8 @@ def local_session(cfg: ExportConfig) -> Any:
         url = f"jdbc:derby:;databaseName={warehouse / 'metastore_db'};create=true"
         builder = builder.enableHiveSupport().config(
             "spark.hadoop.javax.jdo.option.ConnectionURL", url)
-    spark = builder.getOrCreate()
+    with child_stderr_filtered(verbose):
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, _interrupt_handler(spark))

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from tfspark import progress
 from tfspark.errors import CorruptRecordError, TfsparkError
 from tfspark.spec.model import FeatureSpec
 from tfspark.store import manifest as mf
@@ -96,6 +97,8 @@ def verify(path: str | os.PathLike, filesystem: Any = None) -> Report:
             with opened.pop(i) as stream:
                 _check_file(stream, manifest.files[i], manifest.compression, manifest.spec,
                             report, report.rows_per_record)
+            progress.step(k + 1, len(present), f"verify: {k + 1}/{len(present)} files, "
+                          f"{report.bytes / 2**20:,.1f} MiB checked ({manifest.files[i].path})")
     for entry in manifest.files:
         if entry.path not in sizes:
             report.problems.append(f"{entry.path}: missing (the manifest names it with "

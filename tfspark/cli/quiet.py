@@ -1,0 +1,92 @@
+"""The command line's quiet output: what the JVM and TensorFlow's C++ side print on their own
+at start-up (notices no user acts on) is dropped; their warnings and errors, and Spark's stage
+progress, still show. --verbose shows everything.
+
+The JVM writes to the stderr it inherits, so it is started with a pipe as its stderr, which a
+thread copies to the real one line by line, leaving out the lines NOISE matches. A partial line
+that carries a carriage return (Spark's progress bar redrawing itself) is copied at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import select
+import threading
+from collections.abc import Iterator
+
+# Start-up notices of the JVM, Spark, Hadoop and Hive's metastore, matched at a line's start.
+NOISE = re.compile(
+    rb"(WARNING: Using incubator modules: "
+    rb"|Using Spark's default log4j profile"
+    rb"|Setting default log level to "
+    rb"|To adjust logging level use sc\.setLogLevel"
+    rb"|\d\d/\d\d/\d\d \d\d:\d\d:\d\d WARN (NativeCodeLoader: Unable to load native-hadoop"
+    rb"|SparkConf: Note that spark\.local\.dir will be overridden"
+    rb"|Utils: (Your hostname|Set SPARK_LOCAL_IP)"
+    rb"|HiveConf: HiveConf of name"
+    rb"|ObjectStore: (Version information not found|setMetaStoreSchemaVersion|"
+    rb"Failed to get database)"
+    rb"|SparkStringUtils: Truncated the string representation))")
+
+
+def quiet_tensorflow(verbose: bool) -> None:
+    """TensorFlow's C++ log (oneDNN notices, CUDA probing on a machine without a GPU) off
+    unless --verbose; set before TensorFlow is imported. A value the user set is kept."""
+    if not verbose:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
+@contextlib.contextmanager
+def child_stderr_filtered(verbose: bool) -> Iterator[None]:
+    """Processes started inside the block (Spark's JVM) write their stderr through NOISE's
+    filter for as long as they live; this process's own stderr is unchanged after the block."""
+    if verbose:
+        yield
+        return
+    try:
+        saved = os.dup(2)
+        read, write = os.pipe()
+    except OSError:  # no stderr to redirect (a closed fd 2): leave it as it is
+        yield
+        return
+    threading.Thread(target=_copy, args=(read, saved), daemon=True,
+                     name="tfspark-stderr").start()
+    os.dup2(write, 2)
+    os.close(write)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+
+
+def _copy(read: int, out: int) -> None:
+    """Copy the pipe to `out` until every writer has closed it, without the noise. Never
+    raises: a writer blocked on a full pipe would hang."""
+    pending = b""
+    while True:
+        try:
+            ready, _, _ = select.select([read], [], [], 0.2)
+            chunk = os.read(read, 65536) if ready else b""
+            if ready and not chunk:  # every writer closed it
+                _write(out, pending)
+                break
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            _write(out, b"".join(line + b"\n" for line in lines if not NOISE.match(line)))
+            if pending and (b"\r" in pending or not ready):  # a progress bar, or a pause
+                if not NOISE.match(pending):
+                    _write(out, pending)
+                    pending = b""
+        except Exception:  # noqa: BLE001 - keep draining whatever goes wrong
+            pending = b""
+    os.close(read)
+
+
+def _write(fd: int, data: bytes) -> None:
+    while data:
+        try:
+            data = data[os.write(fd, data):]
+        except OSError:
+            return
