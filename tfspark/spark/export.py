@@ -19,6 +19,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, Observation
 
+from tfspark import progress
 from tfspark.errors import CountMismatchError, OptionError
 from tfspark.spark import observe, sizing
 from tfspark.spark import stats as spark_stats
@@ -26,6 +27,7 @@ from tfspark.spark.backup import StagedBackup, publish, roll_forward, sweep_dead
 from tfspark.spark.source import register
 from tfspark.spark.tasks import write_through_tasks
 from tfspark.spark.undo import undo_on_failure
+from tfspark.spark.versions import HAS_DATA_SOURCE, check_supported
 from tfspark.spark.write_plan import PARTITION_TYPES, Workflow, refuse_label_partitions
 from tfspark.spec import FeatureSpec, infer_spec
 from tfspark.store import manifest as mf
@@ -107,7 +109,9 @@ def write_tfrecords(df: DataFrame, path: str, filesystem: Any = None,
         raise OptionError(f"write_tfrecords needs a Spark DataFrame, got {type(df).__name__}"
                           + ("; make one with spark.createDataFrame(pandas_df)"
                              if type(df).__module__.startswith("pandas") else ""))
-    register(df.sparkSession)
+    check_supported()
+    if HAS_DATA_SOURCE:  # spark.read.format("tfrecord") works after (Spark 4)
+        register(df.sparkSession)
     opts = WriteOptions.from_arguments(path, in_filesystem=filesystem is not None,
                                        **{**_DEFAULTS, **settings})
     return export(df, opts, filesystem)
@@ -203,11 +207,13 @@ def _stage_and_write(spark: Any, df: DataFrame, opts: WriteOptions, base_spec: F
     the staged rows; returns (spec, facts, staged rows, when the backup was done, the
     committed manifest)."""
     obs = Observation("tfspark")
-    backup_df = backup.stage(spark, df.observe(obs, *observe.metrics(base_spec)))
-    facts = observe.facts(obs.get, base_spec, opts.detect_fixed_lengths)
-    files = backup.staged_files(spark)
-    read = sizing.footers(files)  # the staged rows and their width, without a Spark job
-    backup_rows = read[0] if read is not None else backup_df.count()
+    with progress.stage("backup", f"parquet, to {redact(backup.target)}") as done:
+        backup_df = backup.stage(spark, df.observe(obs, *observe.metrics(base_spec)))
+        facts = observe.facts(obs.get, base_spec, opts.detect_fixed_lengths)
+        files = backup.staged_files(spark)
+        read = sizing.footers(files)  # the staged rows and their width, without a Spark job
+        backup_rows = read[0] if read is not None else backup_df.count()
+        done.rows, done.detail = backup_rows, f"{len(files)} files"
     if facts["rows"] != backup_rows:
         raise CountMismatchError(f"source produced {facts['rows']} rows but the backup "
                                  f"{backup.target} holds {backup_rows}; nothing was exported")
@@ -331,12 +337,19 @@ def _write(spark: Any, backup_df: DataFrame, backup_rows: int, footers: tuple | 
         manifest_stats = dict(workflow.manifest_stats or {})
         if opts.stats:
             t = time.perf_counter()
-            manifest_stats.update(spark_stats.compute(out_df, spec, split_col,
-                                                      opts.stats_top_k))
+            with progress.stage("statistics", f"{len(spec.features)} features") as done:
+                manifest_stats.update(spark_stats.compute(out_df, spec, split_col,
+                                                          opts.stats_top_k))
+                done.rows = backup_rows
             manifest_stats["stats_seconds"] = round(time.perf_counter() - t, 3)
-        return write_through_tasks(
-            out_df, replace(opts, max_bytes_per_file=opts.target_file_bytes),
-            replace(workflow, split_column=split_col, manifest_stats=manifest_stats))
+        with progress.stage("TFRecords", f"about {n_files} file(s), then the commit") as done:
+            manifest = write_through_tasks(
+                out_df, replace(opts, max_bytes_per_file=opts.target_file_bytes),
+                replace(workflow, split_column=split_col, manifest_stats=manifest_stats))
+            files = manifest.files_of(workflow.write_id)
+            done.rows = sum(f.row_count for f in files)
+            done.detail = f"{len(files)} files, {sum(f.bytes for f in files) / 2**20:,.1f} MiB"
+        return manifest
 
 
 def _result(path: str, spec: FeatureSpec, manifest: mf.Manifest, write_id: str, backup: str,

@@ -46,7 +46,7 @@ def facts(observed: dict[str, Any], spec: FeatureSpec,
     are all the same n > 0 gets shape [n] when detect_fixed_lengths.
     """
     found = observed.get(NAME)
-    observed = {**observed, **(found.asDict() if found is not None else {})}
+    observed = {**observed, **(_as_dict(found) if found is not None else {})}
     shapes: dict[str, list[int]] = {}
     nulls: dict[str, int] = {}
     for i, f in enumerate(spec.features):
@@ -55,3 +55,12 @@ def facts(observed: dict[str, Any], spec: FeatureSpec,
         if detect_fixed_lengths and lo is not None and lo == hi and lo > 0:
             shapes[f.name] = [int(lo)]
     return {"rows": int(observed.get("rows") or 0), "null_counts": nulls, "shapes": shapes}
+
+
+def _as_dict(row: Any) -> dict[str, Any]:
+    """The observed struct as a dict: a Row (Spark 4), or the JVM's Row that Spark 3.5 hands
+    back through py4j (its fields are numbers or null here)."""
+    if hasattr(row, "asDict") and not hasattr(row, "schema"):
+        return row.asDict()
+    names = list(row.schema().fieldNames())
+    return {name: row.get(i) for i, name in enumerate(names)}

@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 from pyspark.sql import types as T
-from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from tfspark.errors import CorruptRecordError
+from tfspark.spark.versions import DataSourceReader, InputPartition
 from tfspark.spec import FeatureSpec
 from tfspark.store import manifest as mf
 from tfspark.store.fs import Location

@@ -11,10 +11,10 @@ import logging
 import threading
 from typing import Any
 
-from pyspark.sql.datasource import DataSource
 from pyspark.sql.types import StructType
 
 from tfspark.errors import OptionError
+from tfspark.spark.versions import DataSource, needs_data_source
 from tfspark.spark.write import TfrecordWriter
 from tfspark.spark.write_plan import plan_write
 from tfspark.store.options import ReadOptions, WriteOptions
@@ -72,9 +72,11 @@ def register(spark: Any) -> list[str]:
     this also makes `spark` the active session of the calling thread: call it in each thread
     that writes. (Spark Connect sessions have no JVM here and need nothing.)
     """
-    if not hasattr(spark, "dataSource"):
-        raise OptionError(f"tfspark.register needs a SparkSession (Spark 4 or newer), got "
-                          f"{type(spark).__name__}")
+    if not hasattr(spark, "sparkContext") and not hasattr(spark, "dataSource"):
+        raise OptionError(f"tfspark.register needs a SparkSession, got {type(spark).__name__}")
+    if needs_data_source("the tfrecord data source"):
+        raise OptionError(needs_data_source("the tfrecord data source (tfspark.register, "
+                                            "spark.read/df.write.format('tfrecord'))"))
     jvm_session = getattr(spark, "_jsparkSession", None)
     if jvm_session is not None:
         spark._jvm.SparkSession.setActiveSession(jvm_session)

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from tfspark.errors import WriteConflictError
+from tfspark.spark.versions import DataSourceArrowWriter, WriterCommitMessage
 from tfspark.spec import FeatureSpec
 from tfspark.store import manifest as mf
 from tfspark.store.commit import (
