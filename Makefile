@@ -5,6 +5,8 @@
 #   make test    run every test, then list the 10 slowest; "no tests collected" is a failure
 #   make test-fast   the edit loop: unit tests (also without TensorFlow) and the integration
 #                tests but the slow ones, the loopback cluster, packaging, faults and training
+#   make test-spark35  the write path and our readers on PySpark 3.5, in .venv35 (make test
+#                runs it first)
 #   make test-faults the fault tests alone, 5 rounds of each random kill and race (a soak;
 #                `make test` runs one round each: TFSPARK_FAULT_ROUNDS)
 #   make lint    ruff check, mypy, and the tier contracts (lint-imports; all in pyproject.toml)
@@ -37,7 +39,7 @@ AZURITE := $(VENV)/azurite
 export TFSPARK_AZURITE ?= $(abspath $(AZURITE))
 
 .DEFAULT_GOAL := help
-.PHONY: help setup stores demo test test-fast test-faults unit-without-tf lint bench clean
+.PHONY: help setup stores demo test test-fast test-faults test-spark35 unit-without-tf lint bench clean
 
 help:
 	@sed -n '3,14p' $(firstword $(MAKEFILE_LIST)) | sed 's/^# *//'
@@ -64,10 +66,26 @@ demo: setup
 	$(PY) -m tfspark.cli demo
 
 # pytest exits 5 when it collected no tests: that is a broken run, not a green one.
-test: stores unit-without-tf
+test: stores unit-without-tf test-spark35
 	@$(PY) -m pytest --durations=10 $(XDIST) $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests; failing" >&2; exit 1; fi; \
 	exit $$rc
+
+# PySpark 3.5 (Databricks 15.4/16.4 LTS, EMR 7, Dataproc 2.2): write_tfrecords, tfspark
+# export, the export job and make_converter, read back by our readers, in a venv of its own.
+VENV35 ?= .venv35
+$(VENV35)/.installed: pyproject.toml
+	@test -x $(VENV35)/bin/python || $(PYTHON) -m venv $(VENV35)
+	$(VENV35)/bin/python -m pip install -q 'pyspark>=3.5,<3.6' 'pandas>=2.2,<3' 'pytest>=8' -e .
+	@touch $@
+
+test-spark35: $(VENV35)/.installed
+	@$(VENV35)/bin/python -c "import pyspark; print('PySpark', pyspark.__version__)"
+	@PYSPARK_PYTHON=$(abspath $(VENV35)/bin/python) $(VENV35)/bin/python -m pytest \
+		-p no:cacheprovider tests/integration/test_spark_versions.py \
+		tests/integration/test_converter.py; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test-spark35: no tests collected; failing" >&2; \
+		exit 1; fi; exit $$rc
 
 # Lanes by marker (pyproject.toml): `make test` runs them all, as CI does.
 FAST := not slow and not cluster and not packaging and not faults and not training
