@@ -2,12 +2,15 @@
 
     python examples/make_notebook.py            # examples/walkthrough.py -> walkthrough.ipynb
     python examples/make_notebook.py --check    # exit 1 when the .ipynb is out of date
+    python examples/make_notebook.py --execute  # run every code cell, keep what it prints
     python examples/make_notebook.py SRC.py [DEST.ipynb]
 
 Cells start at lines `# %%` (code) and `# %% [markdown]` (markdown, written as `# ` comment
-lines). Lines before the first marker are ignored; blank lines around a cell are dropped. The
-notebook has no outputs, and cell ids are numbered, so the same script always gives the same
-file (tests/integration/test_examples.py checks that the committed notebook is in sync).
+lines). Lines before the first marker are ignored; blank lines around a cell are dropped. Cell
+ids are numbered, so the same script always gives the same cells; --execute runs the code cells
+in order in one namespace, as a kernel would, and stores what each printed as its output, so the
+notebook reads on GitHub. tests/integration/test_examples.py checks that the committed notebook,
+outputs aside, is what this makes of the script.
 """
 
 from __future__ import annotations
@@ -71,18 +74,65 @@ def notebook(script: str) -> dict:
     }
 
 
-def render(src: Path) -> str:
-    return json.dumps(notebook(src.read_text()), indent=1, ensure_ascii=False) + "\n"
+def render(src: Path, execute: bool = False) -> str:
+    """The notebook of a script as JSON text; with the outputs of a run when execute."""
+    nb = notebook(src.read_text())
+    if execute:
+        run(nb, src)
+    return dumps(nb)
+
+
+def dumps(nb: dict) -> str:
+    return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
+
+
+def without_outputs(nb: dict) -> dict:
+    """The notebook with every code cell's outputs and execution count cleared."""
+    cells = [dict(c, outputs=[], execution_count=None) if c["cell_type"] == "code" else c
+             for c in nb["cells"]]
+    return dict(nb, cells=cells)
+
+
+def run(nb: dict, src: Path) -> None:
+    """Run the code cells in order in one namespace; each gets what it printed as a stream
+    output (stdout and stderr) and its execution count. A failing cell stops the run."""
+    import contextlib
+    import io
+    import traceback
+
+    namespace: dict = {"__name__": "__main__", "__file__": str(src)}
+    count = 0
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        count += 1
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                exec(compile("".join(cell["source"]), f"<cell {count}>", "exec"), namespace)
+            except Exception:
+                traceback.print_exc()
+                failed = True
+            else:
+                failed = False
+        cell["execution_count"] = count
+        cell["outputs"] = [{"name": name, "output_type": "stream",
+                            "text": text.splitlines(keepends=True)}
+                           for name, text in (("stdout", out.getvalue()),
+                                              ("stderr", err.getvalue())) if text]
+        if failed:
+            raise SystemExit(f"cell {count} failed:\n{err.getvalue()}")
 
 
 def main(argv: list[str]) -> int:
-    check = "--check" in argv
-    args = [a for a in argv if a != "--check"]
+    check, execute = "--check" in argv, "--execute" in argv
+    args = [a for a in argv if a not in ("--check", "--execute")]
     src = Path(args[0]) if args else HERE / "walkthrough.py"
     dest = Path(args[1]) if len(args) > 1 else src.with_suffix(".ipynb")
-    text = render(src)
+    text = render(src, execute)
     if check:
-        if not dest.exists() or dest.read_text() != text:
+        stored = dest.read_text() if dest.exists() else ""
+        if not stored or dumps(without_outputs(json.loads(stored))) != text:
             print(f"{dest} is out of date: run python examples/make_notebook.py", file=sys.stderr)
             return 1
         print(f"{dest} is up to date")

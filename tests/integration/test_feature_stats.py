@@ -7,12 +7,15 @@ import datetime as dt
 import json
 import os
 import re
+import shutil
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import tfspark
+from tfspark.store.manifest import read_manifest
 
 pytestmark = [pytest.mark.spark, pytest.mark.tf]
 N = 3000
@@ -43,8 +46,43 @@ def written(spark, tmp_path_factory):
 
 
 def manifest(path):
+    """The manifest as stored, with its statistics files read back into "stats" as tfspark
+    kept them before they moved beside it (stats_files.py)."""
     with open(os.path.join(path, "_tfspark.json")) as f:
-        return json.load(f)
+        doc = json.load(f)
+    side = doc["stats"].pop("side", None)
+    if side:
+        m = read_manifest(path)
+        if side["features"]:
+            doc["stats"]["features"] = m.feature_stats()
+        if side["splits"]:
+            doc["stats"]["splits"] = {s: m.feature_stats(s) for s in side["splits"]}
+    return doc
+
+
+def test_statistics_live_beside_the_manifest(written, tmp_path):
+    """Every manifest stays small (the statistics are files of their own, each split's once);
+    readers plan without them, what needs them says what is missing, and a manifest with the
+    statistics inside (tfspark before) reads as before."""
+    root = Path(written)
+    sizes = {p.relative_to(root).as_posix(): p.stat().st_size for p in root.rglob("_tfspark.json")}
+    assert sorted(sizes) == ["_tfspark.json", "test/_tfspark.json", "train/_tfspark.json"]
+    assert max(sizes.values()) < 20_000, sizes
+    side = json.loads((root / "_tfspark.json").read_text())["stats"]["side"]
+    files = sorted(p.name for p in (root / side["dir"]).iterdir())
+    assert files == ["features.json", "split-test.json", "split-train.json"]
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy)
+    inline = json.loads((copy / "_tfspark.json").read_text())
+    inline["stats"] = manifest(written)["stats"]
+    shutil.rmtree(copy / side["dir"])
+    assert sum(len(y) for _, y in tfspark.read_batches(str(copy), 500, split="train")) > 0
+    with pytest.raises(tfspark.ManifestError, match="statistics the manifest names are missing"):
+        tfspark.keras_preprocessing(str(copy), split="train")
+    (copy / "_tfspark.json").write_text(json.dumps(inline))  # the old format
+    old = read_manifest(str(copy))
+    assert old.feature_stats("train") == read_manifest(written).feature_stats("train")
+    assert old.stats_splits() == ["test", "train"]
 
 
 def train_columns(path):

@@ -13,7 +13,7 @@ On disk (the format older tfspark versions read; `Manifest.to_dict` writes it):
      "layout": {"rows_per_record": N},    # block layout only; then "rows" beside each
                                           # "records" (of the manifest, files and writes)
      "writes": [{"write_id": "...", "records": n, "files": k}],   # one per append
-     "stats": {...},                                                # counts from the workflow
+     "stats": {...},               # counts; "side" names the statistics files (stats_files.py)
      "backup": {"kind": "path" | "table", "target": ..., "location": ..., "rows": n,
                 "complete": bool, "write_id": ...}}   # write_tfrecords' parquet copy
 "backup" holds "pending" (the staging, its files) between the commit and the backup's move into
@@ -38,6 +38,7 @@ from tfspark import __version__
 from tfspark.errors import ManifestError, SchemaError
 from tfspark.spec.kinds import STORED_RECORD_TYPES
 from tfspark.spec.model import FeatureSpec
+from tfspark.store import stats_files
 from tfspark.store.fs import Location, locate
 
 NAME = "_tfspark.json"
@@ -121,6 +122,9 @@ class Manifest:
     created_by: str = f"tfspark {__version__}"
     description: str | None = None  # the writer's note on the data set
     extra: Mapping[str, Any] = field(default_factory=dict)  # keys this version does not know
+    # where it was read from: its statistics files are found from there (stats_files.py)
+    home: Location | None = field(default=None, compare=False, repr=False)
+    _loaded: dict = field(default_factory=dict, compare=False, repr=False)
 
     # ---------------------------------------------------------------- counts and lookups
 
@@ -157,13 +161,25 @@ class Manifest:
     def feature_stats(self, split: str | None = None) -> dict[str, Any] | None:
         """{feature: statistics} the write stored (spark/stats.py): of one split, or of all
         rows when split is None; None when there are none."""
-        if split is not None:
-            return (self.stats.get("splits") or {}).get(split) or None
-        return self.stats.get("features") or None
+        side = self.stats.get("side")
+        if side is None:  # written by a tfspark that kept them inside the manifest
+            if split is not None:
+                return (self.stats.get("splits") or {}).get(split) or None
+            return self.stats.get("features") or None
+        key = (side.get("dir"), split)  # a replace()d manifest may name other files
+        if key not in self._loaded:
+            if self.home is None:
+                raise ManifestError("this manifest's statistics are in files beside it: read "
+                                    "it with tfspark.store.manifest.read_manifest(path)")
+            root = self.home.parent() if self.split is not None else self.home
+            assert root is not None
+            self._loaded[key] = stats_files.load(root, side, split)
+        return self._loaded[key] or None
 
     def stats_splits(self) -> list[str]:
         """The splits that have statistics, sorted (for error messages)."""
-        return sorted(self.stats.get("splits") or {})
+        side = self.stats.get("side")
+        return sorted(side.get("splits") or () if side else self.stats.get("splits") or {})
 
     # ---------------------------------------------------------------- changes
 
@@ -181,7 +197,8 @@ class Manifest:
         prefix = split + "/"
         files = tuple(dataclasses.replace(f, path=f.path[len(prefix):]) for f in self.files
                       if f.split == split)
-        return dataclasses.replace(self, files=files, writes=(), splits=(), split=split)
+        return dataclasses.replace(self, files=files, writes=(), splits=(), split=split,
+                                   home=self.home.child(split) if self.home else None)
 
     # ---------------------------------------------------------------- JSON
 
@@ -305,12 +322,19 @@ def find_manifest(loc: Location) -> Manifest | None:
     except json.JSONDecodeError as e:
         raise ManifestError(f"{loc.join(NAME)} is not valid JSON ({e}); the file is damaged, "
                             f"rewrite the data set") from None
-    return Manifest.from_dict(doc, loc.join(NAME))
+    return dataclasses.replace(Manifest.from_dict(doc, loc.join(NAME)), home=loc)
 
 
 def write_manifest(loc: Location, manifest: Manifest) -> None:
-    """Split manifests first, then the top one, then _SUCCESS, each replaced atomically."""
+    """The statistics files first (stats_files.py), then the split manifests, then the top
+    one, then _SUCCESS, each replaced atomically; then the statistics no manifest names go."""
+    side = manifest.stats.get("side")
+    if any(k in manifest.stats for k in stats_files.HEAVY):
+        light = stats_files.move_aside(loc, manifest.stats, manifest.last_write or "stats")
+        manifest = dataclasses.replace(manifest, stats=light)
+        side = light["side"]
     for split in manifest.splits:
         loc.write_bytes_atomic(f"{split}/{NAME}", manifest.for_split(split).dumps())
     loc.write_bytes_atomic(NAME, manifest.dumps())
     loc.write_bytes_atomic(SUCCESS, b"")
+    stats_files.sweep(loc, side["dir"] if side else None)
