@@ -33,7 +33,7 @@ for _key, _value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY",
     os.environ.setdefault(_key, _value)
 
 # Two xdist workers (make test: -n 2 --dist loadgroup) share the suite by file, so a module's
-# fixtures are built once; the loopback cluster's files go to one worker (one cluster), and the
+# fixtures are built once; the loopback cluster's and the training files go to one worker, and the
 # files that take minutes start first, so the run does not end waiting on one long file.
 FIRST = ("tests/cluster/", "tests/packaging/", "tests/integration/test_driver_faults.py",
          "tests/integration/test_s3_faults.py", "tests/integration/test_train_on_spark.py",
@@ -49,8 +49,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         rel = item.path.relative_to(ROOT).as_posix()
         return next((i for i, p in enumerate(FIRST) if rel.startswith(p)), len(FIRST))
 
+    # Training tests find their processes by the worker index in TF_CONFIG, machine-wide: two
+    # trainings at once would see each other's. Their files run on the cluster's worker.
+    training = {item.path for item in items if item.get_closest_marker("training")}
     for item in items:
         rel = item.path.relative_to(ROOT).as_posix()
-        item.add_marker(pytest.mark.xdist_group("cluster" if rel.startswith("tests/cluster/")
-                                                else rel))
+        together = rel.startswith("tests/cluster/") or item.path in training
+        item.add_marker(pytest.mark.xdist_group("cluster" if together else rel))
     items.sort(key=first)  # stable: the order within a file stays

@@ -73,7 +73,8 @@ def register(spark: Any) -> list[str]:
     that writes. (Spark Connect sessions have no JVM here and need nothing.)
     """
     if not hasattr(spark, "sparkContext") and not hasattr(spark, "dataSource"):
-        raise OptionError(f"tfspark.register needs a SparkSession, got {type(spark).__name__}")
+        raise OptionError(f"tfspark.register needs a SparkSession (pyspark.sql.SparkSession), "
+                          f"got {type(spark).__name__}")
     if needs_data_source("the tfrecord data source"):
         raise OptionError(needs_data_source("the tfrecord data source (tfspark.register, "
                                             "spark.read/df.write.format('tfrecord'))"))
