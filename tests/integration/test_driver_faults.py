@@ -140,12 +140,18 @@ def check_clean(spark: Any, engine: str, path: Path, start: int, end: int) -> di
     cols = read_committed(str(path))
     check_values(cols)
     lost, duplicated = lost_duplicated(cols["id"], range(start, end))
-    listed = sorted(f["path"] for f in json.loads((path / "_tfspark.json").read_text())["files"])
+    doc = json.loads((path / "_tfspark.json").read_text())
+    listed = sorted(f["path"] for f in doc["files"])
+    side = doc["stats"].get("side") or {}  # the statistics files the manifest names
+    named = {f"{side['dir']}/{name}" for name in (["features.json"] if side.get("features")
+                                                   else []) +
+             [f"split-{s}.json" for s in side.get("splits", [])]} if side else set()
     everything = all_files(path)
     on_disk = tfspark_parts(everything)
     stray = sorted(set(on_disk) - set(listed))
     missing = sorted(set(listed) - set(on_disk))
-    other = sorted(n for n in set(everything) - set(listed) - {"_tfspark.json", "_SUCCESS"}
+    other = sorted(n for n in set(everything) - set(listed) - named - {"_tfspark.json",
+                                                                       "_SUCCESS"}
                    if not n.startswith("_backup/"))  # a lock, a probe, a partial file, ...
     figures = {"rows": int(len(cols["id"])), "lost": lost, "duplicated": duplicated,
                "stray_files": len(stray) + len(other), "missing_files": len(missing)}
