@@ -311,3 +311,23 @@ def test_memory_stays_flat_over_epochs(tmp_path):
     # grow: the last six epochs hold no more than the first six did (a chunk kept per epoch
     # would add ~1 MiB each).
     assert max(held[6:]) <= max(held[:6]) + 2 * 2**20, held
+
+
+def test_missing_and_damaged_gzip_files_are_named(tmp_path):
+    """A gzip file whose record is damaged names the first damaged record (found again from
+    the file's start); a file the manifest names that is gone says the data set is incomplete."""
+    import gzip
+
+    batch, spec = _ids_table(3000)
+    path = write_dir(str(tmp_path / "g"), batch, spec, 1, files=2, compression="gzip")
+    f = os.path.join(path, "part-00001.tfrecord.gz")
+    raw = bytearray(gzip.decompress(open(f, "rb").read()))
+    raw[len(raw) // 2] ^= 0xFF
+    open(f, "wb").write(gzip.compress(bytes(raw)))
+    with pytest.raises(CorruptRecordError, match=r"part-00001\.tfrecord\.gz: data CRC mismatch "
+                                                 r".*at byte offset \d+ of the uncompressed"):
+        list(tfspark.read_batches(path, 64, num_threads=2, shuffle_buffer=0))
+    os.remove(f)
+    with pytest.raises(FileNotFoundError, match=r"part-00001\.tfrecord\.gz' named for reading "
+                                                r"does not exist; the data set is incomplete"):
+        list(tfspark.read_batches(path, 64))

@@ -28,9 +28,9 @@ from tfspark.errors import CorruptRecordError
 from tfspark.numpy.columns import Table, num_rows, slice_table, take_table
 from tfspark.numpy.decode import NumpyDecoder
 from tfspark.numpy.units import Span
-from tfspark.store.fetch import Fetcher
+from tfspark.store.fetch import Fetcher, reading
 from tfspark.store.shards import Shard
-from tfspark.wire.stream import first_damage, stream_framed
+from tfspark.wire.stream import stream_framed
 
 QUEUED = 4  # decoded pieces waiting per slot
 
@@ -103,7 +103,7 @@ class FileChunks:
             return table, record, base + int(offsets[-1])
 
         stream = opened if opened is not None else self.open(span, 0 if gz else at.byte)
-        try:
+        with reading(loc, name, gz):
             with stream as raw:
                 source = pa.CompressedInputStream(raw, "gzip") if gz else raw
                 if gz and at.byte:
@@ -122,14 +122,6 @@ class FileChunks:
                     _check_count(name, rows, whole, part, decoder.block)
                 if span.whole and at.byte == 0 and hasattr(raw, "complete"):
                     raw.complete()  # read whole and checked: a cache may keep it
-        except FileNotFoundError:
-            raise FileNotFoundError(f"{name}: named for reading but it does not exist; the data "
-                                    f"set is incomplete (deleted or moved files?)") from None
-        except CorruptRecordError as e:
-            if not gz:
-                raise
-            with loc.open_stream() as again:
-                raise (first_damage(again, "gzip", name) or e) from None
         yield {}, after
 
 

@@ -14,13 +14,17 @@ a local directory; later reads of the same file of the same write come from ther
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections import deque
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from tfspark.errors import CorruptRecordError
 from tfspark.store.fs import Location
+from tfspark.wire.stream import first_damage
 
 RANGE_BYTES = 8 * 2**20  # one read of a file's stream into the buffer
 FIRST_BYTES = 2**20  # the first read: smaller, so decoding starts sooner
@@ -327,3 +331,21 @@ class _Filling:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+@contextlib.contextmanager
+def reading(loc: Location, name: str, gz: bool) -> Iterator[None]:
+    """The errors of reading data file `loc` (named `name`) as every reader reports them: a
+    missing file says the data set is incomplete; damage in a gzip file is looked for again
+    from the file's start, to name the first damaged record (a reader of chunks cannot tell
+    where in the uncompressed stream it was)."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{name}: named for reading but it does not exist; the data "
+                                f"set is incomplete (deleted or moved files?)") from None
+    except CorruptRecordError as e:
+        if not gz:
+            raise
+        with loc.open_stream() as again:
+            raise (first_damage(again, "gzip", name) or e) from None

@@ -18,9 +18,9 @@ import numpy as np
 import pyarrow as pa
 
 from tfspark.errors import CorruptRecordError
-from tfspark.store.fetch import Fetcher, FileCache
+from tfspark.store.fetch import Fetcher, FileCache, reading
 from tfspark.store.shards import Shard
-from tfspark.wire.stream import first_damage, stream_framed
+from tfspark.wire.stream import stream_framed
 from tfspark.wire.tfrecord import HEADER_BYTES, TRAILER_BYTES
 
 
@@ -71,7 +71,7 @@ class RecordSource:
 
         stream = self._fetcher.open(loc, part.sizes[f] if part.sizes else None,
                                     part.versions[f] if part.versions else None)
-        try:
+        with reading(loc, name, gz):
             with stream:
                 raw = pa.CompressedInputStream(stream, "gzip") if gz else stream
                 for block in stream_framed(raw, name, True, pick, gz,
@@ -90,14 +90,6 @@ class RecordSource:
                                              path=name)
                 if hasattr(stream, "complete"):
                     stream.complete()
-        except FileNotFoundError:
-            raise FileNotFoundError(f"{name}: named for reading but it does not exist; the "
-                                    f"data set is incomplete (deleted or moved files?)") from None
-        except CorruptRecordError as e:
-            if not gz:
-                raise
-            with loc.open_stream() as again:
-                raise (first_damage(again, "gzip", name) or e) from None
 
 
 def file_blocks(source: RecordSource, f: Any) -> Any:
