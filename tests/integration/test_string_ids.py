@@ -170,3 +170,38 @@ def test_vocabulary_ids_layer_clamps_and_reports_its_vocabulary():
     layer = tfspark.VocabularyIds(["a", "b"])
     assert layer.vocabulary_size() == 3 and layer.get_vocabulary() == ["[UNK]", "a", "b"]
     assert np.asarray(layer(np.array([0, 1, 2, 3, 7]))).tolist() == [0, 1, 2, 0, 0]
+
+
+def test_padded_variable_length_features(written):
+    """ragged="padded": values [batch, width] and a mask, the width of the longest row in the
+    statistics (or pad_to, cutting longer rows); the same rows as the Ragged reader's."""
+    path = written[64]
+    args = dict(split="train", columns=["key", "tags"], shuffle_buffer=0, shuffle_files=False,
+                num_threads=1)
+    ragged = [(k, r) for x, _ in tfspark.read_batches(path, 300, **args)
+              for k, r in zip(x["key"].tolist(), x["tags"].to_list())]
+    for strings, fill in (("object", b""), ("ids", 0)):
+        padded = list(tfspark.read_batches(path, 300, ragged="padded", strings=strings, **args))
+        x = padded[0][0]
+        assert x["tags"].shape == x["tags_mask"].shape == (300, 3)  # tags hold 1..3 values
+        assert x["tags_mask"].dtype == bool
+        rows = [(k, v, m) for x, _ in padded
+                for k, v, m in zip(x["key"].tolist(), x["tags"].tolist(), x["tags_mask"].tolist())]
+        assert [k for k, _, _ in rows] == [k for k, _ in ragged]
+        for (_, want), (_, values, mask) in zip(ragged, rows):
+            assert sum(mask) == len(want) and values[len(want):] == [fill] * (3 - len(want))
+            if strings == "object":
+                assert values[:len(want)] == want
+    reader = tfspark.read_batches(path, 300, ragged="padded", strings="ids", **args)
+    inputs = tfspark.keras_inputs(path, names=["tags"], strings="ids", padded=reader.pad_widths)
+    assert {k: (tuple(v.shape), v.dtype) for k, v in inputs.items()} == {
+        "tags": ((None, 3), "int64"), "tags_mask": ((None, 3), "bool")}
+    cut = next(iter(tfspark.read_batches(path, 300, ragged="padded", pad_to=2, **args)))[0]
+    assert cut["tags"].shape == (300, 2) and cut["tags_mask"].all(axis=1).any()
+    with pytest.raises(OptionError, match="pads one level: 'grid' has two"):
+        tfspark.read_batches(path, 10, split="train", ragged="padded")
+    with pytest.raises(OptionError, match=r"pad_to names \['city'\], which are not"):
+        tfspark.read_batches(path, 10, split="train", columns=["tags"], ragged="padded",
+                             pad_to={"city": 3})
+    with pytest.raises(OptionError, match="pad_to= is for ragged='padded'"):
+        tfspark.read_batches(path, 10, split="train", pad_to=3)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from tfspark.errors import SchemaError
@@ -24,7 +25,8 @@ _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]")
 
 
 def keras_inputs(spec: FeatureSpec | str | os.PathLike, *, include_labels: bool = False,
-                 names: list[str] | None = None, strings: str = "object") -> dict[str, Any]:
+                 names: list[str] | None = None, strings: str = "object",
+                 padded: Mapping[str, int] | None = None) -> dict[str, Any]:
     """{feature name: keras.Input} for the features of `spec` (a FeatureSpec, or the path of a
     tfspark data set: its manifest's spec), in spec order.
 
@@ -33,6 +35,8 @@ def keras_inputs(spec: FeatureSpec | str | os.PathLike, *, include_labels: bool 
     `keras.Model(inputs=keras_inputs(spec), ...)` lines up with the data by key; each Input's
     own `name` is the feature name with characters Keras refuses replaced by "_" (made unique).
     strings="ids": string features as int64 Inputs, for read_batches(strings="ids").
+    padded: {feature: width} of read_batches(ragged="padded") (its reader's pad_widths): each
+    such feature is an Input of shape (width,) and its mask `name_mask` a bool one.
     """
     import keras
 
@@ -53,8 +57,13 @@ def keras_inputs(spec: FeatureSpec | str | os.PathLike, *, include_labels: bool 
     for f in features:
         shape, ragged = input_shape(f)
         dtype = "int64" if f.dtype == "string" and strings == "ids" else _KERAS_DTYPES[f.dtype]
+        if padded and f.name in padded:
+            shape, ragged = (padded[f.name],), False
         out[f.name] = keras.Input(shape=shape, dtype=dtype, ragged=ragged,
                                   name=_unique(keras_name(f.name), used))
+        if padded and f.name in padded:
+            out[f.name + "_mask"] = keras.Input(shape=shape, dtype="bool", name=_unique(
+                keras_name(f.name + "_mask"), used))
     return out
 
 

@@ -28,6 +28,7 @@ from tfspark.numpy import units
 from tfspark.numpy.columns import Table, concat_tables, num_rows, slice_table, take_table
 from tfspark.numpy.decode import STRING_FORMS, NumpyDecoder
 from tfspark.numpy.interleave import FileChunks, Interleave
+from tfspark.numpy.padding import RAGGED_FORMS, pad_batch, pad_lengths
 from tfspark.numpy.units import Span
 from tfspark.spec.model import FeatureSpec
 from tfspark.store.fetch import AHEAD, IO_THREADS, Fetcher, FileCache
@@ -54,7 +55,8 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
                  columns: Iterable[str] | str | None = None,
                  state: dict[str, Any] | None = None,
                  vocabulary: str | dict[str, Any] | None = None,
-                 shuffle: str = "window") -> BatchReader:
+                 shuffle: str = "window", ragged: str = "ragged",
+                 pad_to: int | dict[str, int] | None = None) -> BatchReader:
     """Batches of NumPy arrays read from tfspark output (row or block layout), like make_dataset
     without TensorFlow: the same arguments mean the same (see make_dataset), and
 
@@ -75,6 +77,12 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
       without its OOV token, say), or a split whose statistics give the vocabularies; default:
       the statistics of all rows (the top values, most frequent first, nulls as the default).
       Every string feature read needs one (columns= leaves features out).
+    ragged: "ragged" (default): a variable-length feature is a Ragged(values, row_splits)
+      (row_splits[:-1] are the offsets torch.nn.EmbeddingBag takes); "padded": it is two arrays,
+      `name` [batch, width] (the rest of a row 0, or b"") and `name_mask` [batch, width] (True
+      where a value is), one shape for every batch (numpy/padding.py).
+    pad_to: with ragged="padded", the width (an int for every feature, or {feature: width});
+      default: the longest row in the data set's statistics. Longer rows are cut.
     filesystem: where the paths are (a pyarrow.fs.FileSystem, or an fsspec filesystem); default:
       from the path (local, or a URI's scheme and query options).
     io_threads: files streamed at once when they are on an object store (default 16),
@@ -116,8 +124,14 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
     if vocabulary is not None and strings != "ids":
         raise OptionError(f"vocabulary= is for strings='ids' (strings={strings!r} reads the "
                           f"strings themselves)")
+    if ragged not in RAGGED_FORMS:
+        raise OptionError(f"ragged must be one of {list(RAGGED_FORMS)}, got {ragged!r}")
+    if pad_to is not None and ragged != "padded":
+        raise OptionError("pad_to= is for ragged='padded'")
     plan = plan_read(path_or_files, split=split, spec=spec, label_cols=label_cols,
                      compression=compression, filesystem=filesystem, columns=columns)
+    widths = pad_lengths(plan.example_spec, tuple(plan.labels), plan.manifest, strings,
+                         pad_to) if ragged == "padded" else {}
     vocabularies = string_vocabularies(plan.example_spec, plan.manifest, vocabulary) \
         if strings == "ids" else None
     if num_threads is None:
@@ -132,6 +146,7 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
                          io_threads=io_threads or IO_THREADS,
                          cache_dir=None if cache_dir is None else os.fspath(cache_dir),
                          vocabularies=vocabularies, shuffle=shuffle)
+    reader.pad_widths = widths
     if state is not None:
         reader.load_state_dict(state)
     return reader
@@ -157,6 +172,7 @@ class BatchReader:
         self.labels, self.strings, self.vocabularies = plan.labels, strings, vocabularies
         self.io_threads, self.cache_dir = io_threads, cache_dir  # for remote files
         self.shuffle = shuffle
+        self.pad_widths: dict[str, int] = {}  # ragged="padded": {feature: width}
         if shuffle == "global":
             units.check_global(self.part)
         self._units: list[Span] | None = None  # the global shuffle's, found once
@@ -338,6 +354,8 @@ class BatchReader:
         return take_table(rows, rng.permutation(num_rows(rows)))
 
     def _split(self, batch: Table) -> Any:
+        if self.pad_widths:
+            batch = pad_batch(batch, self.pad_widths)
         if not self.labels:
             return batch
         ys = {name: batch.pop(name) for name in self.labels}
