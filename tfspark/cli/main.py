@@ -36,7 +36,7 @@ from tfspark.cli.config import (
 )
 from tfspark.cli.errors import describe_error, interrupted, silence_stdout
 from tfspark.cli.progress_lines import ProgressLines
-from tfspark.cli.quiet import quiet_tensorflow
+from tfspark.cli.quiet import quiet_tensorflow, stderr_filtered
 from tfspark.errors import require
 
 DEMO = ExportConfig(output="out/sample_tfrecords", mode="overwrite", label_cols=("label",),
@@ -232,12 +232,13 @@ def _train(args: argparse.Namespace) -> int:
     cfg = load_train_config(args.config, **flags) if args.config else \
         TrainConfig.from_mapping(flags, "the command line")
     inspect.missing_local_path(cfg.data)
-    if cfg.workers > 1:
-        from tfspark.cli.train_cluster import train_distributed
+    with stderr_filtered(args.verbose, drain=True):  # TensorFlow's C++ start-up notices
+        if cfg.workers > 1:
+            from tfspark.cli.train_cluster import train_distributed
 
-        train_distributed(cfg)
-    else:
-        train(cfg)
+            train_distributed(cfg)
+        else:
+            train(cfg)
     return 0
 
 
@@ -347,7 +348,8 @@ def _demo_train(path: str, verbose: bool) -> None:
     cfg = load_train_config(conf, **flags) if conf.exists() else TrainConfig(
         exclude=("id",), **flags)
     print(f"\nTraining a Keras model on {path} (tfspark train):")
-    train(cfg)
+    with stderr_filtered(verbose, drain=True):  # TensorFlow's C++ start-up notices
+        train(cfg)
 
 
 def _spec(args: argparse.Namespace) -> int:

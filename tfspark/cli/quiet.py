@@ -2,9 +2,10 @@
 at start-up (notices no user acts on) is dropped; their warnings and errors, and Spark's stage
 progress, still show. --verbose shows everything.
 
-The JVM writes to the stderr it inherits, so it is started with a pipe as its stderr, which a
-thread copies to the real one line by line, leaving out the lines NOISE matches. A partial line
-that carries a carriage return (Spark's progress bar redrawing itself) is copied at once.
+Both write to file descriptor 2 below Python, so while the JVM starts, and while train runs,
+fd 2 is a pipe that a thread copies to the real stderr line by line, leaving out the lines
+NOISE matches. A partial line that carries a carriage return (Spark's progress bar redrawing
+itself) is copied at once. The JVM keeps the pipe as its stderr for as long as it lives.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import contextlib
 import os
 import re
 import select
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -28,7 +30,11 @@ NOISE = re.compile(
     rb"|HiveConf: HiveConf of name"
     rb"|ObjectStore: (Version information not found|setMetaStoreSchemaVersion|"
     rb"Failed to get database)"
-    rb"|SparkStringUtils: Truncated the string representation))")
+    rb"|SparkStringUtils: Truncated the string representation)"
+    # TensorFlow's C++ side at import: TF_CPP_MIN_LOG_LEVEL does not reach these (TF 2.21)
+    rb"|WARNING: All log messages before absl::InitializeLog\(\) is called"
+    rb"|[IWE]\d{4} [\d:.]+ +\d+ (port\.cc:\d+\] oneDNN custom operations are on"
+    rb"|\S+\.cc:\d+\] failed call to cuInit))")
 
 
 def quiet_tensorflow(verbose: bool) -> None:
@@ -39,9 +45,11 @@ def quiet_tensorflow(verbose: bool) -> None:
 
 
 @contextlib.contextmanager
-def child_stderr_filtered(verbose: bool) -> Iterator[None]:
-    """Processes started inside the block (Spark's JVM) write their stderr through NOISE's
-    filter for as long as they live; this process's own stderr is unchanged after the block."""
+def stderr_filtered(verbose: bool, drain: bool = False) -> Iterator[None]:
+    """Inside the block this process's stderr (fd 2: TensorFlow's C++ log too) goes through
+    NOISE's filter, and so does that of processes started inside it (Spark's JVM) for as long
+    as they live; after it, this process's stderr is its own again. drain: wait (up to 2 s)
+    until what the block wrote is copied out (when no process it started still writes)."""
     if verbose:
         yield
         return
@@ -51,14 +59,19 @@ def child_stderr_filtered(verbose: bool) -> Iterator[None]:
     except OSError:  # no stderr to redirect (a closed fd 2): leave it as it is
         yield
         return
-    threading.Thread(target=_copy, args=(read, saved), daemon=True,
-                     name="tfspark-stderr").start()
+    copier = threading.Thread(target=_copy, args=(read, saved), daemon=True,
+                              name="tfspark-stderr")
+    copier.start()
+    sys.stderr.flush()
     os.dup2(write, 2)
     os.close(write)
     try:
         yield
     finally:
-        os.dup2(saved, 2)
+        sys.stderr.flush()
+        os.dup2(saved, 2)  # this process's last writer of the pipe closed: EOF unless children
+        if drain:
+            copier.join(timeout=2)
 
 
 def _copy(read: int, out: int) -> None:

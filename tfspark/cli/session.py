@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tfspark.cli.config import ExportConfig
-from tfspark.cli.quiet import child_stderr_filtered
+from tfspark.cli.quiet import stderr_filtered
 from tfspark.errors import OptionError
 
 _REPO_CONF = Path(__file__).resolve().parents[2] / "conf"
@@ -54,7 +54,7 @@ def local_session(cfg: ExportConfig, verbose: bool = False) -> Any:
         url = f"jdbc:derby:;databaseName={warehouse / 'metastore_db'};create=true"
         builder = builder.enableHiveSupport().config(
             "spark.hadoop.javax.jdo.option.ConnectionURL", url)
-    with child_stderr_filtered(verbose):
+    with stderr_filtered(verbose):
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     if threading.current_thread() is threading.main_thread():
