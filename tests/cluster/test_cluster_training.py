@@ -8,6 +8,7 @@ finishes from its last checkpoint with every epoch counted once.
 from __future__ import annotations
 
 import os
+import pickle
 import re
 import signal
 import threading
@@ -90,8 +91,9 @@ def test_two_workers_train_as_well_as_one(cluster_spark, dataset, tmp_path, timi
     assert not any(p.name.startswith("epoch-") for p in logs.parent.iterdir())  # cleaned up
 
 
-def _training_processes(index: int) -> list[int]:
-    """Pids of the tfspark.tf.worker processes of worker `index` (from TF_CONFIG)."""
+def _training_processes(index: int, checkpoint_dir: Path | None = None) -> list[int]:
+    """Pids of the tfspark.tf.worker processes of worker `index` (from TF_CONFIG), of the run
+    with this checkpoint_dir (from the job file it was given) when one is named."""
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -99,7 +101,12 @@ def _training_processes(index: int) -> list[int]:
             if b"tfspark.tf.worker" not in cmd:
                 continue
             env = Path(f"/proc/{pid}/environ").read_bytes()
-        except OSError:
+            if checkpoint_dir is not None:
+                job = pickle.loads(Path(os.fsdecode(cmd[cmd.index(b"tfspark.tf.worker") + 1]))
+                                   .read_bytes())
+                if job["checkpoint_dir"] != str(checkpoint_dir):
+                    continue
+        except (OSError, ValueError, IndexError, EOFError, pickle.UnpicklingError):
             continue
         if f'"task": {{"type": "worker", "index": {index}}}'.encode() in env:
             found.append(int(pid))
@@ -113,6 +120,12 @@ def _parent(pid: int) -> int | None:
     except OSError:
         return None
     return int(stat.rsplit(")", 1)[1].split()[1])  # the name in (...) may hold spaces
+
+
+def _logs(ckpt: Path) -> str:
+    """The workers' logs so far (what a failed assertion needs to be understood)."""
+    return "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}"
+                     for p in sorted((ckpt / "logs").glob("*.log")))
 
 
 @needs_proc
@@ -138,10 +151,10 @@ def test_a_killed_worker_resumes_from_its_checkpoint(cluster_spark, dataset, tmp
         assert thread.is_alive(), out
         assert time.monotonic() < deadline, "no checkpoint of epoch 2 within 300 s"
         time.sleep(0.2)
-    found = [p for p in _training_processes(1) if p not in earlier]
+    found = [p for p in _training_processes(1, ckpt) if p not in earlier]
     # a child it forks (to run a program) carries its command line until it execs: not it
     victims = [p for p in found if _parent(p) not in found]
-    assert len(victims) == 1, (found, earlier)
+    assert len(victims) == 1, (found, earlier, _logs(ckpt))
     killed_after = time.perf_counter() - started
     os.kill(victims[0], signal.SIGKILL)
     thread.join(timeout=600)

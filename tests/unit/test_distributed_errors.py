@@ -33,3 +33,22 @@ def test_an_error_before_training_gives_the_python_exception_line():
     assert _worker_error(text) == "ModuleNotFoundError: No module named 'my_notebook_helpers'"
     assert _worker_error("") == "unknown error"
     assert _worker_error("something odd\nmore") == "something odd"
+
+
+def test_a_training_process_whose_task_is_already_gone_ends_itself(tmp_path):
+    # The task's process was killed before the training process started its watch: it has
+    # another parent already, and must still end (not wait for its peers for ever).
+    import os
+    import pickle
+    import subprocess
+    import sys
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    job = tmp_path / "job.pkl"
+    job.write_bytes(pickle.dumps({}))
+    env = {**os.environ, "TFSPARK_TASK_PID": str(gone.pid)}
+    done = subprocess.run([sys.executable, "-m", "tfspark.tf.worker", str(job),
+                           str(tmp_path / "result.pkl")], env=env, timeout=120,
+                          capture_output=True, text=True)
+    assert done.returncode == 70, done.stderr[-2000:]

@@ -189,6 +189,7 @@ def _task(payload: bytes, num_workers: int, checkpoint_dir: str | None,
         host = ctx.getTaskInfos()[index].address.rsplit(":", 1)[0]
         workers = ctx.allGather(f"{host}:{_free_port(host)}")
         child_env = {**os.environ, **env, "KERAS_BACKEND": "tensorflow",
+                     "TFSPARK_TASK_PID": str(os.getpid()),
                      "TF_CONFIG": json.dumps({"cluster": {"worker": workers},
                                               "task": {"type": "worker", "index": index}})}
         gpus = ctx.resources().get("gpu")

@@ -65,14 +65,16 @@ class WorkerContext:
 
 
 def _exit_with_parent() -> None:
-    """End this process when the Spark task's process is gone (killed, or the task cancelled)."""
-    parent = os.getppid()
+    """End this process when the Spark task's process is gone (killed, or the task cancelled).
+
+    The task passes its pid (TFSPARK_TASK_PID): one killed before this process got here has
+    already left it with another parent, which os.getppid() at this point would not show."""
+    parent = int(os.environ.get("TFSPARK_TASK_PID") or os.getppid())
 
     def watch() -> None:
-        while True:
+        while os.getppid() == parent:
             time.sleep(0.5)
-            if os.getppid() != parent:
-                os._exit(70)
+        os._exit(70)
 
     threading.Thread(target=watch, name="tfspark-exit-with-parent", daemon=True).start()
 
