@@ -32,7 +32,7 @@ from tfspark.store.read_plan import (
 )
 from tfspark.store.shards import Shard
 from tfspark.store.shards import shard as shard_plan
-from tfspark.tf.records import RecordSource, file_blocks
+from tfspark.tf.records import RecordSource, epoch_blocks, file_blocks
 
 _PARSE_ROWS = 8192  # block layout: rows parsed per parse_example call, at least
 
@@ -213,11 +213,6 @@ def _records(part: Shard, batch_size: int, shuffle_files: bool, seed: int | None
     names = [loc.base if loc.is_local else loc.uri for loc in part.files]
 
     def read_file(f: Any, name: Any, comp: Any, count: Any, stride: Any) -> Any:
-        if source is not None:
-            blocks = file_blocks(source, f)
-            if check is not None:
-                blocks = blocks.enumerate().map(lambda i, b: check(name, i, b, stride))
-            return blocks
         records = tf.data.TFRecordDataset(name, compression_type=comp)
         if part.every:
             records = records.skip(stride[1]).shard(stride[0], 0)
@@ -231,14 +226,22 @@ def _records(part: Shard, batch_size: int, shuffle_files: bool, seed: int | None
             blocks = blocks.enumerate().map(lambda i, block: check(name, i, block, stride))
         return _checked(blocks, name, comp, count, stride)
 
-    ds = tf.data.Dataset.from_tensor_slices((tf.range(len(names), dtype=tf.int64),
-                                             tf.constant(names, dtype=tf.string),
+    names_t = tf.constant(names, dtype=tf.string)
+    strides_t = tf.constant(strides, dtype=tf.int64, shape=[len(strides), 2])
+    ds = tf.data.Dataset.from_tensor_slices((tf.range(len(names), dtype=tf.int64), names_t,
                                              tf.constant(comps, dtype=tf.string),
-                                             tf.constant(counts, dtype=tf.int64),
-                                             tf.constant(strides, dtype=tf.int64,
-                                                         shape=[len(strides), 2])))
+                                             tf.constant(counts, dtype=tf.int64), strides_t))
     if shuffle_files and len(part.files) > 1:
         ds = ds.shuffle(len(part.files), seed=seed, reshuffle_each_iteration=True)
+    if source is not None:  # the epoch's file order -> one generator fed by our threads
+        slots = num_parallel_reads if num_parallel_reads > 0 else max(2, os.cpu_count() or 1)
+        ds = ds.map(lambda f, *_: f).batch(len(names)).flat_map(
+            lambda order: epoch_blocks(source, order, slots, deterministic))
+        if check is None:
+            return ds.map(lambda f, i, block: block)
+        return ds.map(lambda f, i, block: check(tf.gather(names_t, f), i, block,
+                                                tf.gather(strides_t, f)),
+                      num_parallel_calls=AUTOTUNE, deterministic=deterministic)
     # Blocks of records, not single records, travel on: ~2x faster (cost per element).
     return ds.interleave(read_file, cycle_length=num_parallel_reads, block_length=1,
                          num_parallel_calls=num_parallel_reads, deterministic=deterministic)

@@ -1,0 +1,107 @@
+"""make_dataset's own reader (tf/records.py), which every file not on local disk goes through:
+the same files read through a pyarrow filesystem that is not the local one (SubTreeFileSystem
+over the local disk: a real filesystem, read by tfspark's reader, not TensorFlow's) give the
+same batches as TensorFlow's native reader; shards, a file order per epoch, damage, a missing
+required feature and a reader stopped early included."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pyarrow.fs as pafs
+import pytest
+from test_missing_features import _spec
+from test_numpy_reader import _ids_table, write_dir
+
+import tfspark
+
+pytestmark = pytest.mark.tf
+OWN = pafs.SubTreeFileSystem("/", pafs.LocalFileSystem())
+
+
+def ids(ds) -> list[int]:
+    return [int(i) for _, y in ds.as_numpy_iterator() for i in y]
+
+
+def both(path: str, batch_size: int, **kw) -> tuple[list[int], list[int]]:
+    """The ids TensorFlow's reader and ours give for the same call."""
+    native = ids(tfspark.make_dataset(path, batch_size, **kw))
+    own = ids(tfspark.make_dataset(path.lstrip("/"), batch_size, filesystem=OWN, **kw))
+    return native, own
+
+
+@pytest.mark.parametrize("block", [1, 16])
+def test_the_same_batches_as_the_native_reader(tmp_path, block):
+    batch, spec = _ids_table(1000)
+    path = write_dir(str(tmp_path / "d"), batch, spec, block, files=5, compression="gzip")
+    ordered = dict(shuffle_buffer=0, shuffle_files=False, deterministic=True)
+    native, own = both(path, 64, num_parallel_reads=1, **ordered)
+    assert native == own == list(range(1000))
+    native, own = both(path, 64, num_parallel_reads=1, shard=(3, 1), **ordered)
+    assert native == own
+    # Files in parallel, in turns: every row once, in an order fixed by the call (blocks of 16
+    # rows are read a whole file at a time: turns of whole files keep the rows in order).
+    _, own = both(path, 64, num_parallel_reads=3, **ordered)
+    assert sorted(own) == list(range(1000)) and (own != list(range(1000))) == (block == 1)
+    assert own == both(path, 64, num_parallel_reads=3, **ordered)[1]
+    # Shuffled over two epochs, deterministic with a seed: reproducible, each epoch whole and
+    # in another order; without determinism every row still comes once an epoch.
+    _, a = both(path, 100, seed=7, deterministic=True, epochs=2)
+    assert a == both(path, 100, seed=7, deterministic=True, epochs=2)[1]
+    assert sorted(a[:1000]) == sorted(a[1000:]) == list(range(1000)) and a[:1000] != a[1000:]
+    native, own = both(path, 100, epochs=2)
+    assert sorted(native) == sorted(own) == sorted(list(range(1000)) * 2)
+    # Shards, even and not: each worker the same rows as with the native reader.
+    for even in (True, False):
+        seen = []
+        for k in range(3):
+            native, own = both(path, 50, shard=(3, k), even_shards=even, **ordered)
+            assert sorted(native) == sorted(own)
+            seen += own
+        assert sorted(seen) == list(range(1000)) or even
+
+
+def test_damage_and_a_missing_feature_are_named(tmp_path, tf):
+    batch, spec = _ids_table(300)
+    path = write_dir(str(tmp_path / "d"), batch, spec, 1, files=3)
+    victim = os.path.join(path, "part-00001.tfrecord")
+    data = bytearray(open(victim, "rb").read())
+    data[len(data) // 2] ^= 0xFF
+    open(victim, "wb").write(bytes(data))
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"part-00001\.tfrecord: .*byte offset \d+"):
+        ids(tfspark.make_dataset(path.lstrip("/"), 64, filesystem=OWN))
+    holey = str(tmp_path / "holey.tfrecord")
+    with tf.io.TFRecordWriter(holey) as w:
+        for i in range(6):
+            feats = {"a": tf.train.Feature(int64_list=tf.train.Int64List(value=[i]))}
+            if i != 3:
+                feats["b"] = tf.train.Feature(int64_list=tf.train.Int64List(value=[10 * i]))
+            w.write(tf.train.Example(features=tf.train.Features(feature=feats))
+                    .SerializeToString())
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"holey\.tfrecord: record 3 has no required feature b "):
+        list(tfspark.make_dataset([holey.lstrip("/")], 4, spec=_spec(None), filesystem=OWN,
+                                  shuffle_buffer=0).as_numpy_iterator())
+
+
+def test_a_reader_stopped_early_leaves_no_thread(tmp_path):
+    batch, spec = _ids_table(2000)
+    path = write_dir(str(tmp_path / "d"), batch, spec, 1, files=4)
+    before = {t for t in threading.enumerate() if t.name.startswith("tfspark-tf-read")}
+    ds = tfspark.make_dataset(path.lstrip("/"), 10, filesystem=OWN, shuffle_buffer=0)
+    for _ in ds.take(3):
+        pass
+    del ds
+    import gc
+    import time
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        gc.collect()
+        left = {t for t in threading.enumerate() if t.name.startswith("tfspark-tf-read")}
+        if not left - before:
+            break
+        time.sleep(0.2)
+    assert not left - before, left
