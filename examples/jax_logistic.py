@@ -1,0 +1,63 @@
+"""JAX, no TensorFlow and no Keras: read_batches feeds a jitted training step.
+
+    pip install 'tfspark' jax
+    python examples/jax_logistic.py out/sample_tfrecords
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from _sample import (
+    BATCH,
+    CATEGORY,
+    COLUMNS,
+    EPOCHS,
+    LABEL,
+    LEARNING_RATE,
+    SEED,
+    auc,
+    data_path,
+    numbers,
+    scaling,
+)
+from jax.example_libraries import optimizers
+
+import tfspark
+
+path = data_path()
+mean, std, countries = scaling(path)
+params = {"w": jnp.zeros(3), "country": jnp.zeros(countries), "b": jnp.zeros(())}
+
+
+def logits(p, x, c):
+    return x @ p["w"] + p["country"][c] + p["b"]
+
+
+def loss(p, x, c, y):
+    z = logits(p, x, c)  # binary cross-entropy on logits
+    return jnp.mean(jnp.maximum(z, 0) - z * y + jnp.log1p(jnp.exp(-jnp.abs(z))))
+
+
+init, update, get_params = optimizers.adam(LEARNING_RATE)
+state = init(params)
+
+
+@jax.jit
+def step(i, state, x, c, y):
+    return update(i, jax.grad(loss)(get_params(state), x, c, y), state)
+
+
+# strings="ids": countries arrive as int ids of the train split's vocabulary (0: any other)
+train = tfspark.read_batches(path, BATCH, split="train", columns=COLUMNS, strings="ids",
+                             vocabulary="train", epochs=EPOCHS, seed=SEED, label_cols=[])
+for i, batch in enumerate(train):
+    state = step(i, state, numbers(batch, mean, std), batch[CATEGORY],
+                 batch[LABEL].astype(np.float32))
+
+p = get_params(state)
+scores, labels = [], []
+for batch in tfspark.read_batches(path, 4096, split="validation", columns=COLUMNS,
+                                  strings="ids", vocabulary="train", label_cols=[]):
+    scores.append(np.asarray(logits(p, numbers(batch, mean, std), batch[CATEGORY])))
+    labels.append(batch[LABEL])
+print(f"jax: validation AUC {auc(np.concatenate(labels), np.concatenate(scores)):.4f}")

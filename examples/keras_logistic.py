@@ -1,0 +1,54 @@
+"""Keras 3 on any backend (KERAS_BACKEND=jax, torch or tensorflow): the same model from
+keras_inputs and keras_preprocessing (normalization from the statistics, no adapt() pass),
+fit on read_batches. On JAX and PyTorch it needs no TensorFlow.
+
+    pip install 'tfspark[keras]' jax        # or torch, or tensorflow
+    KERAS_BACKEND=jax python examples/keras_logistic.py out/sample_tfrecords
+"""
+
+import keras
+import numpy as np
+from _sample import (
+    BATCH,
+    CATEGORY,
+    COLUMNS,
+    EPOCHS,
+    LABEL,
+    LEARNING_RATE,
+    NUMBERS,
+    SEED,
+    auc,
+    data_path,
+)
+
+import tfspark
+
+path = data_path()
+keras.utils.set_random_seed(SEED)
+others = [f.name for f in tfspark.manifest.read_manifest(path).spec.features
+          if f.name not in COLUMNS]
+layers = tfspark.keras_preprocessing(path, split="train", strings="ids", skip=others,
+                                     impute=False)
+inputs = tfspark.keras_inputs(path, names=COLUMNS[:-1], strings="ids")
+numbers = keras.ops.concatenate(  # each [batch] -> [batch, 1], normalized
+    [layers[n](keras.ops.cast(keras.ops.reshape(inputs[n], (-1, 1)), "float32"))
+     for n in NUMBERS], axis=1)
+countries = layers[CATEGORY]
+weight = keras.layers.Embedding(countries.vocabulary_size(), 1, embeddings_initializer="zeros")
+logit = keras.layers.Dense(1, kernel_initializer="zeros")(numbers) + \
+    keras.ops.reshape(weight(countries(inputs[CATEGORY])), (-1, 1))
+model = keras.Model(inputs, logit)
+model.compile(optimizer=keras.optimizers.Adam(LEARNING_RATE),
+              loss=keras.losses.BinaryCrossentropy(from_logits=True))
+
+train = tfspark.read_batches(path, BATCH, split="train", columns=COLUMNS, strings="ids",
+                             vocabulary="train", epochs=None, seed=SEED, label_cols=[LABEL])
+model.fit(iter(train), steps_per_epoch=train.steps_per_epoch(), epochs=EPOCHS, verbose=0)
+
+scores, labels = [], []
+for features, y in tfspark.read_batches(path, 4096, split="validation", columns=COLUMNS,
+                                        strings="ids", vocabulary="train", label_cols=[LABEL]):
+    scores.append(model.predict_on_batch(features).ravel())
+    labels.append(y)
+print(f"keras-{keras.backend.backend()}: validation AUC "
+      f"{auc(np.concatenate(labels), np.concatenate(scores)):.4f}")
