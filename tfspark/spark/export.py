@@ -22,9 +22,9 @@ from pyspark.sql import DataFrame, Observation
 from tfspark import progress
 from tfspark.errors import CountMismatchError, OptionError
 from tfspark.spark import observe, sizing
+from tfspark.spark import stats as spark_stats
 from tfspark.spark.backup import StagedBackup, publish, roll_forward, sweep_dead
 from tfspark.spark.source import register
-from tfspark.spark.stats_job import StatsJob
 from tfspark.spark.tasks import write_through_tasks
 from tfspark.spark.undo import undo_on_failure
 from tfspark.spark.versions import HAS_DATA_SOURCE, check_supported
@@ -334,20 +334,18 @@ def _write(spark: Any, backup_df: DataFrame, backup_rows: int, footers: tuple | 
     with sizing.batch_rows(spark, wide):
         out_df, split_col = sizing.arrange(backup_df, dict(opts.split or {}), opts.split_key,
                                            opts.seed, opts.shuffle, n_files)
-        # The statistics' jobs run beside the TFRecords' (a thread of their own): on a small
-        # write both are mostly Spark's fixed costs, which overlap (docs/benchmarks.md).
-        stats = StatsJob(out_df, spec, split_col, opts.stats_top_k, backup_rows) \
-            if opts.stats else None
+        manifest_stats = dict(workflow.manifest_stats or {})
+        if opts.stats:
+            t = time.perf_counter()
+            with progress.stage("statistics", f"{len(spec.features)} features") as done:
+                manifest_stats.update(spark_stats.compute(out_df, spec, split_col,
+                                                          opts.stats_top_k))
+                done.rows = backup_rows
+            manifest_stats["stats_seconds"] = round(time.perf_counter() - t, 3)
         with progress.stage("TFRecords", f"about {n_files} file(s), then the commit") as done:
-            try:
-                manifest = write_through_tasks(
-                    out_df, replace(opts, max_bytes_per_file=opts.target_file_bytes),
-                    replace(workflow, split_column=split_col),
-                    late_stats=None if stats is None else stats.result)
-            except BaseException:
-                if stats is not None:
-                    stats.cancel()
-                raise
+            manifest = write_through_tasks(
+                out_df, replace(opts, max_bytes_per_file=opts.target_file_bytes),
+                replace(workflow, split_column=split_col, manifest_stats=manifest_stats))
             files = manifest.files_of(workflow.write_id)
             done.rows = sum(f.row_count for f in files)
             done.detail = f"{len(files)} files, {sum(f.bytes for f in files) / 2**20:,.1f} MiB"

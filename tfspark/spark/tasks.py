@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -25,12 +25,10 @@ from tfspark.store.manifest import Manifest
 from tfspark.store.options import WriteOptions
 
 
-def write_through_tasks(df: DataFrame, opts: WriteOptions, workflow: Workflow,
-                        late_stats: Callable[[], dict[str, Any]] | None = None) -> Manifest:
+def write_through_tasks(df: DataFrame, opts: WriteOptions, workflow: Workflow) -> Manifest:
     """Write df as the data source would with these options, as write_tfrecords' `workflow`
     says (WriteConflictError if another write committed since it began); returns the committed
-    manifest. late_stats: called once the tasks are done, before the commit; what it returns
-    joins the manifest's statistics (a job that ran meanwhile)."""
+    manifest."""
     writer = plan_write(opts, df.schema, workflow.mode == "overwrite", workflow)
 
     names = df.columns
@@ -45,8 +43,6 @@ def write_through_tasks(df: DataFrame, opts: WriteOptions, workflow: Workflow,
     try:
         rows = plain.mapInArrow(task, "commit string").collect()
         messages: list[Any] = [TaskCommit(**json.loads(r["commit"])) for r in rows]
-        if late_stats is not None:
-            writer.manifest_stats = {**(writer.manifest_stats or {}), **late_stats()}
     except BaseException:
         writer.abort([])
         raise
