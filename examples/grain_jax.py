@@ -6,32 +6,21 @@ checkpoints save them).
     python examples/grain_jax.py out/sample_tfrecords
 """
 
+import _sample as sample
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _sample import (
-    BATCH,
-    CATEGORY,
-    COLUMNS,
-    EPOCHS,
-    LABEL,
-    LEARNING_RATE,
-    SEED,
-    auc,
-    data_path,
-    numbers,
-    scaling,
-)
 from jax.example_libraries import optimizers
 
 import tfspark
 
-path = data_path()
-mean, std, countries = scaling(path)
+path = sample.data_path()
+mean, std, countries = sample.scaling(path)
 
 
 def arrays(batch: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    return numbers(batch, mean, std), batch[CATEGORY], batch[LABEL].astype(np.float32)
+    x = sample.numbers(batch, mean, std)
+    return x, batch[sample.CATEGORY], batch[sample.LABEL].astype(np.float32)
 
 
 def logits(p, x, c):
@@ -43,7 +32,7 @@ def loss(p, x, c, y):
     return jnp.mean(jnp.maximum(z, 0) - z * y + jnp.log1p(jnp.exp(-jnp.abs(z))))
 
 
-init, update, get_params = optimizers.adam(LEARNING_RATE)
+init, update, get_params = optimizers.adam(sample.LEARNING_RATE)
 state = init({"w": jnp.zeros(3), "country": jnp.zeros(countries), "b": jnp.zeros(())})
 
 
@@ -52,9 +41,9 @@ def step(i, state, x, c, y):
     return update(i, jax.grad(loss)(get_params(state), x, c, y), state)
 
 
-train = tfspark.grain_dataset(path, BATCH, split="train", columns=COLUMNS, strings="ids",
-                              vocabulary="train", epochs=EPOCHS, seed=SEED,
-                              label_cols=[]).map(arrays)
+train = tfspark.grain_dataset(path, sample.BATCH, split="train", columns=sample.COLUMNS,
+                              strings="ids", vocabulary="train", epochs=sample.EPOCHS,
+                              seed=sample.SEED, label_cols=[]).map(arrays)
 batches = iter(train)
 for i, (x, c, y) in enumerate(batches):
     state = step(i, state, x, c, y)
@@ -64,9 +53,9 @@ assert saved["epoch"] == 0, saved  # (set_state(saved) on a new iterator resumes
 
 p = get_params(state)
 scores, labels = [], []
-for x, c, y in tfspark.grain_dataset(path, 4096, split="validation", columns=COLUMNS,
+for x, c, y in tfspark.grain_dataset(path, 4096, split="validation", columns=sample.COLUMNS,
                                      strings="ids", vocabulary="train",
                                      label_cols=[]).map(arrays):
     scores.append(np.asarray(logits(p, x, c)))
     labels.append(y)
-print(f"grain: validation AUC {auc(np.concatenate(labels), np.concatenate(scores)):.4f}")
+print(f"grain: validation AUC {sample.auc(np.concatenate(labels), np.concatenate(scores)):.4f}")

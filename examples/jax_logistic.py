@@ -4,28 +4,16 @@
     python examples/jax_logistic.py out/sample_tfrecords
 """
 
+import _sample as sample
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _sample import (
-    BATCH,
-    CATEGORY,
-    COLUMNS,
-    EPOCHS,
-    LABEL,
-    LEARNING_RATE,
-    SEED,
-    auc,
-    data_path,
-    numbers,
-    scaling,
-)
 from jax.example_libraries import optimizers
 
 import tfspark
 
-path = data_path()
-mean, std, countries = scaling(path)
+path = sample.data_path()
+mean, std, countries = sample.scaling(path)
 params = {"w": jnp.zeros(3), "country": jnp.zeros(countries), "b": jnp.zeros(())}
 
 
@@ -38,7 +26,7 @@ def loss(p, x, c, y):
     return jnp.mean(jnp.maximum(z, 0) - z * y + jnp.log1p(jnp.exp(-jnp.abs(z))))
 
 
-init, update, get_params = optimizers.adam(LEARNING_RATE)
+init, update, get_params = optimizers.adam(sample.LEARNING_RATE)
 state = init(params)
 
 
@@ -48,16 +36,17 @@ def step(i, state, x, c, y):
 
 
 # strings="ids": countries arrive as int ids of the train split's vocabulary (0: any other)
-train = tfspark.read_batches(path, BATCH, split="train", columns=COLUMNS, strings="ids",
-                             vocabulary="train", epochs=EPOCHS, seed=SEED, label_cols=[])
+train = tfspark.read_batches(path, sample.BATCH, split="train", columns=sample.COLUMNS,
+                             strings="ids", vocabulary="train", epochs=sample.EPOCHS,
+                             seed=sample.SEED, label_cols=[])
 for i, batch in enumerate(train):
-    state = step(i, state, numbers(batch, mean, std), batch[CATEGORY],
-                 batch[LABEL].astype(np.float32))
+    state = step(i, state, sample.numbers(batch, mean, std), batch[sample.CATEGORY],
+                 batch[sample.LABEL].astype(np.float32))
 
 p = get_params(state)
 scores, labels = [], []
-for batch in tfspark.read_batches(path, 4096, split="validation", columns=COLUMNS,
+for batch in tfspark.read_batches(path, 4096, split="validation", columns=sample.COLUMNS,
                                   strings="ids", vocabulary="train", label_cols=[]):
-    scores.append(np.asarray(logits(p, numbers(batch, mean, std), batch[CATEGORY])))
-    labels.append(batch[LABEL])
-print(f"jax: validation AUC {auc(np.concatenate(labels), np.concatenate(scores)):.4f}")
+    scores.append(np.asarray(logits(p, sample.numbers(batch, mean, std), batch[sample.CATEGORY])))
+    labels.append(batch[sample.LABEL])
+print(f"jax: validation AUC {sample.auc(np.concatenate(labels), np.concatenate(scores)):.4f}")

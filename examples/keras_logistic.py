@@ -6,49 +6,40 @@ fit on read_batches. On JAX and PyTorch it needs no TensorFlow.
     KERAS_BACKEND=jax python examples/keras_logistic.py out/sample_tfrecords
 """
 
+import _sample as sample
 import keras
 import numpy as np
-from _sample import (
-    BATCH,
-    CATEGORY,
-    COLUMNS,
-    EPOCHS,
-    LABEL,
-    LEARNING_RATE,
-    NUMBERS,
-    SEED,
-    auc,
-    data_path,
-)
 
 import tfspark
 
-path = data_path()
-keras.utils.set_random_seed(SEED)
+path = sample.data_path()
+keras.utils.set_random_seed(sample.SEED)
 others = [f.name for f in tfspark.manifest.read_manifest(path).spec.features
-          if f.name not in COLUMNS]
+          if f.name not in sample.COLUMNS]
 layers = tfspark.keras_preprocessing(path, split="train", strings="ids", skip=others,
                                      impute=False)
-inputs = tfspark.keras_inputs(path, names=COLUMNS[:-1], strings="ids")
+inputs = tfspark.keras_inputs(path, names=sample.COLUMNS[:-1], strings="ids")
 numbers = keras.ops.concatenate(  # each [batch] -> [batch, 1], normalized
     [layers[n](keras.ops.cast(keras.ops.reshape(inputs[n], (-1, 1)), "float32"))
-     for n in NUMBERS], axis=1)
-countries = layers[CATEGORY]
+     for n in sample.NUMBERS], axis=1)
+countries = layers[sample.CATEGORY]
 weight = keras.layers.Embedding(countries.vocabulary_size(), 1, embeddings_initializer="zeros")
 logit = keras.layers.Dense(1, kernel_initializer="zeros")(numbers) + \
-    keras.ops.reshape(weight(countries(inputs[CATEGORY])), (-1, 1))
+    keras.ops.reshape(weight(countries(inputs[sample.CATEGORY])), (-1, 1))
 model = keras.Model(inputs, logit)
-model.compile(optimizer=keras.optimizers.Adam(LEARNING_RATE),
+model.compile(optimizer=keras.optimizers.Adam(sample.LEARNING_RATE),
               loss=keras.losses.BinaryCrossentropy(from_logits=True))
 
-train = tfspark.read_batches(path, BATCH, split="train", columns=COLUMNS, strings="ids",
-                             vocabulary="train", epochs=None, seed=SEED, label_cols=[LABEL])
-model.fit(iter(train), steps_per_epoch=train.steps_per_epoch(), epochs=EPOCHS, verbose=0)
+train = tfspark.read_batches(path, sample.BATCH, split="train", columns=sample.COLUMNS,
+                             strings="ids", vocabulary="train", epochs=None, seed=sample.SEED,
+                             label_cols=[sample.LABEL])
+model.fit(iter(train), steps_per_epoch=train.steps_per_epoch(), epochs=sample.EPOCHS, verbose=0)
 
 scores, labels = [], []
-for features, y in tfspark.read_batches(path, 4096, split="validation", columns=COLUMNS,
-                                        strings="ids", vocabulary="train", label_cols=[LABEL]):
+validation = tfspark.read_batches(path, 4096, split="validation", columns=sample.COLUMNS,
+                                  strings="ids", vocabulary="train", label_cols=[sample.LABEL])
+for features, y in validation:
     scores.append(model.predict_on_batch(features).ravel())
     labels.append(y)
 print(f"keras-{keras.backend.backend()}: validation AUC "
-      f"{auc(np.concatenate(labels), np.concatenate(scores)):.4f}")
+      f"{sample.auc(np.concatenate(labels), np.concatenate(scores)):.4f}")

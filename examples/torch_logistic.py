@@ -5,28 +5,16 @@ each row once per epoch), tensors straight from the reader's arrays.
     python examples/torch_logistic.py out/sample_tfrecords
 """
 
+import _sample as sample
 import numpy as np
 import torch
-from _sample import (
-    BATCH,
-    CATEGORY,
-    COLUMNS,
-    EPOCHS,
-    LABEL,
-    LEARNING_RATE,
-    SEED,
-    auc,
-    data_path,
-    numbers,
-    scaling,
-)
 from torch.utils.data import DataLoader
 
 import tfspark
 
-path = data_path()
-mean, std, countries = scaling(path)
-torch.manual_seed(SEED)
+path = sample.data_path()
+mean, std, countries = sample.scaling(path)
+torch.manual_seed(sample.SEED)
 
 
 class Logistic(torch.nn.Module):
@@ -43,15 +31,16 @@ class Logistic(torch.nn.Module):
 
 
 def tensors(batch: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    x = torch.as_tensor(numbers({n: batch[n].numpy() for n in batch}, mean, std))
-    return x, batch[CATEGORY].long(), batch[LABEL].float()
+    x = torch.as_tensor(sample.numbers({n: batch[n].numpy() for n in batch}, mean, std))
+    return x, batch[sample.CATEGORY].long(), batch[sample.LABEL].float()
 
 
 model = Logistic()
-optimizer = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE)
-# epochs=EPOCHS: one pass of the loader is every epoch, each shuffled anew
-train = tfspark.torch_dataset(path, BATCH, split="train", columns=COLUMNS, strings="ids",
-                              vocabulary="train", epochs=EPOCHS, seed=SEED, label_cols=[])
+optimizer = torch.optim.Adam(model.parameters(), lr=sample.LEARNING_RATE)
+# epochs=: one pass of the loader is every epoch, each shuffled anew
+train = tfspark.torch_dataset(path, sample.BATCH, split="train", columns=sample.COLUMNS,
+                              strings="ids", vocabulary="train", epochs=sample.EPOCHS,
+                              seed=sample.SEED, label_cols=[])
 for batch in DataLoader(train, batch_size=None, num_workers=2):
     x, c, y = tensors(batch)
     optimizer.zero_grad()
@@ -61,10 +50,10 @@ for batch in DataLoader(train, batch_size=None, num_workers=2):
 scores, labels = [], []
 with torch.no_grad():
     for batch in DataLoader(tfspark.torch_dataset(path, 4096, split="validation",
-                                                  columns=COLUMNS, strings="ids",
+                                                  columns=sample.COLUMNS, strings="ids",
                                                   vocabulary="train", label_cols=[]),
                             batch_size=None):
         x, c, y = tensors(batch)
         scores.append(model(x, c).numpy())
         labels.append(y.numpy())
-print(f"torch: validation AUC {auc(np.concatenate(labels), np.concatenate(scores)):.4f}")
+print(f"torch: validation AUC {sample.auc(np.concatenate(labels), np.concatenate(scores)):.4f}")

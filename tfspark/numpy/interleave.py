@@ -28,7 +28,7 @@ from tfspark.errors import CorruptRecordError
 from tfspark.numpy.columns import Table, num_rows, slice_table, take_table
 from tfspark.numpy.decode import NumpyDecoder
 from tfspark.numpy.units import Span
-from tfspark.store.fetch import Fetcher, reading
+from tfspark.store.fetch import Fetcher, hand_over, reading
 from tfspark.store.shards import Shard
 from tfspark.wire.stream import stream_framed
 
@@ -172,13 +172,7 @@ class Interleave:
         stop = threading.Event()
 
         def put(k: int, item: Any) -> bool:
-            while not stop.is_set():
-                try:
-                    queues[k].put(item, timeout=0.1)
-                    return True
-                except queue.Full:
-                    continue
-            return False
+            return hand_over(queues[k], item, stop)
 
         def run(k: int, at: Position) -> None:
             decoder = self.chunks.decoder()

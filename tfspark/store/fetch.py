@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import queue
 import threading
 from collections import deque
 from collections.abc import Iterator
@@ -349,3 +350,15 @@ def reading(loc: Location, name: str, gz: bool) -> Iterator[None]:
             raise
         with loc.open_stream() as again:
             raise (first_damage(again, "gzip", name) or e) from None
+
+
+def hand_over(to: queue.Queue, item: Any, stop: threading.Event) -> bool:
+    """Put item on a reader thread's bounded queue, waiting for room; False when the consumer
+    stopped (`stop` set) first, so the thread can end instead of waiting for ever."""
+    while not stop.is_set():
+        try:
+            to.put(item, timeout=0.1)
+            return True
+        except queue.Full:
+            continue
+    return False

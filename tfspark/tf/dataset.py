@@ -67,7 +67,8 @@ def make_dataset(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
     cache: True caches the serialized records in memory after the first pass; a str, in a file.
     deterministic: keep a reproducible order; False (default) lets parallel reads and parses
       deliver whatever is ready first, which is faster.
-    num_parallel_reads: files read at once (AUTOTUNE: one per CPU core).
+    num_parallel_reads: files read at once (AUTOTUNE: one per CPU core; files off the local
+      disk are read by that many threads of tfspark's reader, at least 2).
     shard: (num_workers, index) for explicit multi-worker input: whole files when there are at
       least num_workers files (balanced by the manifest's record counts), else every
       num_workers-th record of each file. The shards are disjoint and together cover everything,

@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from tfspark.errors import CorruptRecordError
-from tfspark.store.fetch import Fetcher, FileCache, reading
+from tfspark.store.fetch import Fetcher, FileCache, hand_over, reading
 from tfspark.store.shards import Shard
 from tfspark.wire.stream import stream_framed
 from tfspark.wire.tfrecord import HEADER_BYTES, TRAILER_BYTES
@@ -75,13 +75,7 @@ class RecordSource:
         stop = threading.Event()
 
         def put(k: int, item: Any) -> bool:
-            while not stop.is_set():
-                try:
-                    queues[k].put(item, timeout=0.1)
-                    return True
-                except queue.Full:
-                    continue
-            return False
+            return hand_over(queues[k], item, stop)
 
         def run(k: int) -> None:
             mine = lanes[k]
