@@ -9,9 +9,9 @@ blocks (one string tensor of up to `per_read` records) and are parsed by the sam
 tf.io.parse_example as the native path's.
 
 One epoch is one generator fed by threads of our own (RecordSource.epoch), not a generator per
-file under tf.data's interleave: there, several of TensorFlow's threads ran Python at once and
-took turns on the GIL (the block layout ran at 0.55-0.81x of local disk); here the reads and
-CRC checks run in our threads and TensorFlow's thread only takes finished blocks.
+file under tf.data's interleave (where several of TensorFlow's threads ran Python at once): the
+reads and CRC checks run in our threads, each with its next file opened ahead, and TensorFlow's
+thread only takes finished blocks. Its rates behind latency: docs/benchmarks.md.
 """
 
 from __future__ import annotations
