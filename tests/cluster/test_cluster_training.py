@@ -177,4 +177,4 @@ def test_a_killed_worker_resumes_from_its_checkpoint(cluster_spark, dataset, tmp
     assert len(tasks) == 2 and tasks[0] != tasks[1], tasks
     log1 = (ckpt / "logs" / "worker-1.log").read_text()
     assert log1.count("] started: 2 replicas in sync") == 2
-    assert not _training_processes(0) and not _training_processes(1)  # none left behind
+    assert not _training_processes(0, ckpt) and not _training_processes(1, ckpt)  # none left
