@@ -56,6 +56,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=first)  # stable: the order within a file stays
 
 
+@pytest.hookimpl(optionalhook=True)  # the PySpark 3.5 lane runs without xdist
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     """--dist loadgroup, by file, with the TOGETHER files as one group. (xdist 3.8's own
     loadgroup renames node ids in a way pytest 9 ignores, so its groups never formed: the
