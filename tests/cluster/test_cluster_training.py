@@ -2,7 +2,9 @@
 TensorFlow): two barrier tasks, one per executor, train one model whose validation AUC matches
 single-process training on the same data; each worker's log shows its share of the steps; a
 worker's training process killed mid-training fails the stage, Spark retries it, and the run
-finishes from its last checkpoint with every epoch counted once.
+finishes from its last checkpoint with every epoch counted once. The same for Keras on JAX
+(train_on_spark(backend="jax")), fed by read_batches: two workers, one of them killed, reach
+one worker's validation AUC.
 """
 
 from __future__ import annotations
@@ -11,12 +13,14 @@ import os
 import pickle
 import re
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark import cloudpickle
 
 import tfspark
 from tfspark.cli.config import TrainConfig
@@ -26,6 +30,8 @@ from tfspark.store.fs import locate
 from tfspark.store.manifest import read_manifest
 
 pytestmark = [pytest.mark.spark, pytest.mark.cluster, pytest.mark.tf, pytest.mark.slow]
+# The JAX test's train_fn travels by value: the executors cannot import this module.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 ROWS = 40_000
 needs_proc = pytest.mark.skipif(not Path("/proc/self/environ").exists(),
@@ -113,6 +119,23 @@ def _training_processes(index: int, checkpoint_dir: Path | None = None) -> list[
     return found
 
 
+def _training_processes_of(checkpoint_dir: Path) -> list[int]:
+    """Pids of any training process (either backend) of the run with this checkpoint_dir."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            at = next(i for i, c in enumerate(cmd) if c.endswith(b"_worker") or
+                      c == b"tfspark.tf.worker")
+            job = pickle.loads(Path(os.fsdecode(cmd[at + 1])).read_bytes())
+        except (OSError, ValueError, IndexError, EOFError, StopIteration,
+                pickle.UnpicklingError):
+            continue
+        if job["checkpoint_dir"] == str(checkpoint_dir):
+            found.append(int(pid))
+    return found
+
+
 def _parent(pid: int) -> int | None:
     """The parent pid of a live process (None once it is gone)."""
     try:
@@ -178,3 +201,93 @@ def test_a_killed_worker_resumes_from_its_checkpoint(cluster_spark, dataset, tmp
     log1 = (ckpt / "logs" / "worker-1.log").read_text()
     assert log1.count("] started: 2 replicas in sync") == 2
     assert not _training_processes(0, ckpt) and not _training_processes(1, ckpt)  # none left
+
+
+def fit_on_jax(path: str, epochs: int, kill_after: int | None, ctx: Any) -> dict[str, Any]:
+    """A logistic regression on the data set's numbers (normalized from its statistics) and a
+    weight per category, fed by read_batches (each worker its shard, at its share of a global
+    batch of 128); its validation AUC over every worker's shard. kill_after: worker 1 kills
+    its own process once, after that many epochs are saved."""
+    import keras
+
+    columns = ["x1", "x2", "cat", "label"]
+    layers = tfspark.keras_preprocessing(path, split="train", strings="ids", skip=["id"],
+                                         impute=False)
+    with ctx.scope():
+        inputs = tfspark.keras_inputs(path, names=columns[:3], strings="ids")
+        numbers = keras.ops.concatenate(
+            [layers[n](keras.ops.cast(keras.ops.reshape(inputs[n], (-1, 1)), "float32"))
+             for n in ("x1", "x2")], axis=1)
+        cat = layers["cat"]
+        weight = keras.layers.Embedding(cat.vocabulary_size(), 1)
+        logit = keras.layers.Dense(1)(numbers) + \
+            keras.ops.reshape(weight(cat(inputs["cat"])), (-1, 1))
+        model = keras.Model(inputs, logit)
+        model.compile(keras.optimizers.Adam(0.01),
+                      keras.losses.BinaryCrossentropy(from_logits=True),
+                      metrics=[keras.metrics.AUC(from_logits=True, name="auc")])
+    batch = 128 // ctx.num_workers
+
+    def read(split: str, **kw: Any) -> Any:
+        return tfspark.read_batches(path, batch, split=split, columns=columns, strings="ids",
+                                    vocabulary="train", label_cols=["label"], shard=ctx.shard,
+                                    **kw)
+
+    train_batches = read("train", epochs=None, seed=0)
+    checkpoint = ctx.checkpoint()
+    callbacks = [checkpoint] if checkpoint is not None else []
+    marker = Path(ctx.checkpoint_dir or ".") / "killed-once"
+    if kill_after is not None and ctx.index == 1 and not marker.exists():
+        class KillOnce(keras.callbacks.Callback):
+            def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+                if epoch + 1 == kill_after:
+                    saved = Path(ctx.checkpoint_dir) / f"epoch-{kill_after:05d}"
+                    for _ in range(600):  # the chief saves it at the same time
+                        if saved.exists():
+                            break
+                        time.sleep(0.1)
+                    marker.write_text("1")
+                    ctx.log(f"killing this process after epoch {kill_after}")
+                    os.kill(os.getpid(), signal.SIGKILL)
+
+        callbacks.append(KillOnce())
+    model.fit(iter(train_batches), steps_per_epoch=train_batches.steps_per_epoch(),
+              epochs=epochs, callbacks=callbacks, verbose=0)
+    validation = read("validation")
+    metrics = model.evaluate(iter(validation), steps=validation.steps_per_epoch(), verbose=0,
+                             return_dict=True)
+    return {"val_auc": float(metrics["auc"]), "steps": train_batches.steps_per_epoch(),
+            "history": checkpoint.history if checkpoint is not None else None,
+            "resumed_from": checkpoint.resumed_from if checkpoint is not None else 0}
+
+
+@needs_proc
+def test_jax_workers_train_as_well_as_one_and_resume_after_a_kill(cluster_spark, dataset,
+                                                                  tmp_path, timings):
+    import functools
+
+    started = time.perf_counter()
+    one = tfspark.train_on_spark(cluster_spark, functools.partial(fit_on_jax, dataset, 4, None),
+                                 1, backend="jax")
+    one_s = time.perf_counter() - started
+    ckpt = tmp_path / "ckpt"
+    started = time.perf_counter()
+    two = tfspark.train_on_spark(cluster_spark, functools.partial(fit_on_jax, dataset, 4, 2), 2,
+                                 backend="jax", checkpoint_dir=str(ckpt), shared_paths=[dataset])
+    timings.update({"jax_train_1_process_s": round(one_s, 1),
+                    "jax_train_2_workers_killed_once_s": round(time.perf_counter() - started, 1),
+                    "jax_val_auc_1": round(one["val_auc"], 4),
+                    "jax_val_auc_2": round(two["val_auc"], 4)})
+    assert (ckpt / "killed-once").exists(), _logs(ckpt)
+    log1 = (ckpt / "logs" / "worker-1.log").read_text()
+    assert "killing this process after epoch 2" in log1
+    # Worker 1 started twice (the stage retried), and the run resumed after epoch 2: four
+    # epochs in the history, each once.
+    assert log1.count("] started: 2 processes, 2 devices in sync") == 2, _logs(ckpt)
+    assert two["resumed_from"] == 2, _logs(ckpt)
+    assert all(len(v) == 4 for v in two["history"].values()), two["history"]
+    # Each worker took its half of the examples at half the batch: as many steps as one.
+    assert one["steps"] - 2 <= two["steps"] <= one["steps"], (one["steps"], two["steps"])
+    assert one["val_auc"] > 0.8
+    assert abs(two["val_auc"] - one["val_auc"]) < 0.01, (one, two)
+    assert not [p for p in _training_processes_of(ckpt)]  # none left

@@ -1,5 +1,6 @@
 """tfspark.train_on_spark on the local[2] session: two barrier tasks train one model together
-under MultiWorkerMirroredStrategy, the chief's value comes back; bad input fails before any
+under MultiWorkerMirroredStrategy (TensorFlow) or a DataParallel distribution (Keras on JAX,
+no TensorFlow imported), the chief's value comes back; bad input fails before any
 task starts, with one line naming what to change; a failing train_fn fails with its message.
 (The loopback-cluster proofs, stage retry after a killed worker included, are in
 tests/cluster/test_cluster_training.py.)
@@ -69,6 +70,60 @@ def test_two_barrier_tasks_train_one_model_and_the_chief_answers(spark, tmp_path
                      re.M), logs[1]
 
 
+def fit_on_jax(ctx):
+    """fit_xor_like's model on Keras's JAX backend: each worker feeds its own batches of 64,
+    from a Python iterator as read_batches gives them."""
+    import keras
+    import numpy as np
+
+    rng = np.random.default_rng(ctx.index)
+    x = rng.normal(size=(2048, 4)).astype("float32")
+    y = (x[:, 0] * x[:, 1] + x[:, 2] > 0).astype("float32")
+    with ctx.scope():
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(16, activation="relu"),
+                                  keras.layers.Dense(1, activation="sigmoid")])
+        model.compile(keras.optimizers.Adam(0.01), "binary_crossentropy", metrics=["accuracy"])
+
+    def batches():
+        while True:
+            for i in range(0, len(x), 64):
+                yield x[i:i + 64], y[i:i + 64]
+
+    history = model.fit(batches(), steps_per_epoch=len(x) // 64, epochs=3, verbose=0)
+    weights = model.get_weights()  # every worker at once: the values span the processes
+    ctx.log(f"weights sum {float(sum(w.sum() for w in weights)):.6f}")
+    import jax
+
+    return {"index": ctx.index, "backend": keras.backend.backend(),
+            "devices": jax.device_count(), "processes": jax.process_count(),
+            "batch_sharding": str(ctx.distribution.get_data_layout((128, 4)).axes),
+            "tensorflow_imported": "tensorflow" in sys.modules, "history": history.history}
+
+
+def test_two_jax_workers_train_one_model(spark, tmp_path):
+    # The training processes run as where TensorFlow is not installed: a package of that name
+    # first on their path that fails to import (Keras, finding TensorFlow, would import it).
+    absent = tmp_path / "no-tf" / "tensorflow"
+    absent.mkdir(parents=True)
+    (absent / "__init__.py").write_text("raise ImportError('TensorFlow is not installed')\n")
+    path = os.pathsep.join(filter(None, [str(absent.parent), os.environ.get("PYTHONPATH")]))
+    ckpt = tmp_path / "ckpt"
+    got = tfspark.train_on_spark(spark, fit_on_jax, 2, backend="jax", checkpoint_dir=str(ckpt),
+                                 env={"PYTHONPATH": path})
+    assert got["index"] == 0 and got["backend"] == "jax"
+    assert got["processes"] == 2 and got["devices"] == 2  # one CPU device in each process
+    assert got["batch_sharding"] == "('batch', None)", got  # the batch split over the workers
+    assert not got["tensorflow_imported"]
+    assert len(got["history"]["loss"]) == 3
+    assert got["history"]["loss"][-1] < got["history"]["loss"][0]
+    logs = [(ckpt / "logs" / f"worker-{i}.log").read_text() for i in (0, 1)]
+    sums = [next(ln.split("weights sum ")[1] for ln in log.splitlines() if "weights sum" in ln)
+            for log in logs]
+    assert sums[0] == sums[1], sums  # one model: the gradients of both workers' batches
+    assert re.search(r"^\[tfspark worker 1/2 task \d+\] started: 2 processes, 2 devices in "
+                     r"sync$", logs[1], re.M), logs[1]
+
+
 def test_a_failing_train_fn_fails_with_its_own_message(spark):
     def boom(ctx):
         if ctx.index == 1:
@@ -88,6 +143,7 @@ def test_a_failing_train_fn_fails_with_its_own_message(spark):
     ({"num_workers": 3}, "num_workers=3 but the cluster has 2 task slot(s)"),
     ({"num_workers": 2, "checkpoint_dir": "s3://bucket/ckpt"}, "checkpoint_dir 's3://bucket/ckpt'"),
     ({"num_workers": 1, "train_fn": "train.py"}, "train_fn must be a function"),
+    ({"num_workers": 1, "backend": "torch"}, "backend='torch': train_on_spark trains on"),
 ])
 def test_bad_arguments_fail_before_any_task(spark, kwargs, words):
     args = {"train_fn": fit_xor_like, **kwargs}

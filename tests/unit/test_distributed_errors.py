@@ -3,6 +3,8 @@ own lines out of Spark's error text, not the JVM stack trace."""
 
 from __future__ import annotations
 
+import pytest
+
 from tfspark.spark.distributed import _worker_error
 
 SPARK_TEXT = """An error occurred while calling o123.collectAndServe.
@@ -35,7 +37,8 @@ def test_an_error_before_training_gives_the_python_exception_line():
     assert _worker_error("something odd\nmore") == "something odd"
 
 
-def test_a_training_process_whose_task_is_already_gone_ends_itself(tmp_path):
+@pytest.mark.parametrize("module", ["tfspark.tf.worker", "tfspark.keras.jax_worker"])
+def test_a_training_process_whose_task_is_already_gone_ends_itself(tmp_path, module):
     # The task's process was killed before the training process started its watch: it has
     # another parent already, and must still end (not wait for its peers for ever).
     import os
@@ -48,7 +51,7 @@ def test_a_training_process_whose_task_is_already_gone_ends_itself(tmp_path):
     job = tmp_path / "job.pkl"
     job.write_bytes(pickle.dumps({}))
     env = {**os.environ, "TFSPARK_TASK_PID": str(gone.pid)}
-    done = subprocess.run([sys.executable, "-m", "tfspark.tf.worker", str(job),
+    done = subprocess.run([sys.executable, "-m", module, str(job),
                            str(tmp_path / "result.pkl")], env=env, timeout=120,
                           capture_output=True, text=True)
     assert done.returncode == 70, done.stderr[-2000:]

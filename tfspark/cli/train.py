@@ -37,7 +37,7 @@ def train(config: TrainConfig | Mapping[str, Any],
           echo: Callable[[str], None] = print, worker: Any = None) -> dict[str, Any]:
     """Train, validate, save; return the numbers it printed (see the keys of _fit's result).
 
-    worker: a tfspark.tf.worker.WorkerContext when this is one of several workers of
+    worker: a tfspark.keras.worker.WorkerContext when this is one of several workers of
     train_on_spark (see train_distributed): the model is built under its strategy, each worker
     reads its shard at batch_size / workers, the chief alone saves.
     """
@@ -49,7 +49,7 @@ def train(config: TrainConfig | Mapping[str, Any],
     data = _Data.of(cfg, cfg.batch_size // n, worker)
     chosen = _choose(cfg, data)
     chosen.describe(cfg, data.label.name, echo)
-    with worker.strategy.scope() if worker is not None else contextlib.nullcontext():
+    with worker.scope() if worker is not None else contextlib.nullcontext():
         model = _model(cfg, data, chosen)
     train_ds = data.read(cfg, data.train_split, chosen.used,
                          epochs=None if cfg.steps_per_epoch else 1)

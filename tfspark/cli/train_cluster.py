@@ -25,8 +25,8 @@ def train_distributed(cfg: TrainConfig, echo: Callable[[str], None] = print,
                       spark: Any = None) -> dict[str, Any]:
     """Train on cfg.workers Spark tasks; spark: the session (None: spark-submit's, else one on
     cfg.master)."""
+    from tfspark.keras.resume import latest_checkpoint, remove_checkpoints
     from tfspark.spark.distributed import train_on_spark
-    from tfspark.tf.resume import latest_checkpoint, remove_checkpoints
 
     cfg = _absolute(cfg)
     assert cfg.checkpoint_dir is not None

@@ -1,11 +1,12 @@
 """train_on_spark(): Keras training on the Spark cluster's executors, one barrier task per worker.
 
 Spark's barrier execution mode starts the N tasks together; each picks a free port, the tasks
-exchange host:port with allGather, and each starts a training process (tfspark.tf.worker) with
-TF_CONFIG naming all of them and CUDA_VISIBLE_DEVICES set to the GPUs Spark gave the task. A
-worker that fails fails the stage; Spark then retries the whole stage (up to
+exchange host:port with allGather, and each starts a training process with
+CUDA_VISIBLE_DEVICES set to the GPUs Spark gave the task: tfspark.tf.worker (TensorFlow,
+TF_CONFIG naming every worker) or tfspark.keras.jax_worker (JAX, worker 0's address as the
+coordinator). A worker that fails fails the stage; Spark then retries the whole stage (up to
 spark.stage.maxConsecutiveAttempts), and the run goes on from its last checkpoint. This module
-never imports TensorFlow: the training process does.
+never imports TensorFlow or JAX: the training process does.
 """
 
 from __future__ import annotations
@@ -30,18 +31,25 @@ from tfspark.store.fs import locate
 
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_.]*(Error|Exception): ")
 _TAIL = 30  # lines of a failed worker's output quoted in the error
+# The training process of each backend= (Keras 3's backend of the same name).
+WORKERS = {"tensorflow": "tfspark.tf.worker", "jax": "tfspark.keras.jax_worker"}
 
 
 def train_on_spark(spark: Any, train_fn: Callable[[Any], Any], num_workers: int, *,
-                   checkpoint_dir: str | None = None, shared_paths: Iterable[str] = (),
-                   env: dict[str, str] | None = None) -> Any:
-    """Run train_fn(ctx) on num_workers Spark tasks at once under MultiWorkerMirroredStrategy.
+                   backend: str = "tensorflow", checkpoint_dir: str | None = None,
+                   shared_paths: Iterable[str] = (), env: dict[str, str] | None = None) -> Any:
+    """Run train_fn(ctx) on num_workers Spark tasks at once, one Keras model trained by all.
 
-    train_fn: a picklable function of a tfspark.tf.worker.WorkerContext (ctx.strategy,
+    train_fn: a picklable function of a tfspark.keras.worker.WorkerContext (ctx.scope(),
       ctx.shard, ctx.is_chief, ctx.checkpoint(), ctx.log); it builds and compiles the model
-      under `ctx.strategy.scope()`, reads `make_dataset(..., shard=ctx.shard)` and fits. It
-      runs in a fresh Python process per worker on the executors, so it must not use the
-      SparkSession.
+      under `with ctx.scope():`, reads its shard (`make_dataset(..., shard=ctx.shard)` or
+      `read_batches(..., shard=ctx.shard)`) and fits. It runs in a fresh Python process per
+      worker on the executors, so it must not use the SparkSession.
+    backend: Keras 3's backend in the training processes. "tensorflow":
+      MultiWorkerMirroredStrategy (ctx.strategy), fed by make_dataset. "jax": a
+      keras.distribution.DataParallel over every worker's devices (ctx.distribution), fed by
+      read_batches (a Python iterable of NumPy batches; each worker's batch is its share of
+      the global batch); the executors need jax, not TensorFlow.
     num_workers: tasks, each one replica (one GPU each where spark.task.resource.gpu.amount
       is set, else CPU). At most the cluster's task slots (executor cores / spark.task.cpus,
       and GPUs): barrier tasks start together or not at all.
@@ -51,13 +59,16 @@ def train_on_spark(spark: Any, train_fn: Callable[[Any], Any], num_workers: int,
     shared_paths: paths (a data set, ...) the workers must see; checked before training starts
       by a short job of one task per slot (and checkpoint_dir by a marker file written here).
     env: extra environment variables for the training processes (KERAS_BACKEND is always
-      "tensorflow": the strategy is TensorFlow's).
+      `backend`).
 
     Returns the chief's (worker 0's) return value. Raises OptionError before any training
     task starts for bad arguments, too few slots, or a path the executors cannot see;
     TrainingError when the stage failed more times than Spark retries it, quoting the failed
     worker's last output lines.
     """
+    if backend not in WORKERS:
+        raise OptionError(f"backend={backend!r}: train_on_spark trains on "
+                          f"{' or '.join(map(repr, WORKERS))} (Keras 3's backend of that name)")
     sc = _barrier_context(spark, train_fn, num_workers)
     slots = task_slots(sc)
     if num_workers > slots:
@@ -71,12 +82,12 @@ def train_on_spark(spark: Any, train_fn: Callable[[Any], Any], num_workers: int,
     for p in shared:
         locate(p)  # a bad URI fails here, with its own message
     _check_visible(sc, shared, checkpoint_dir, slots)
-    job = _task(_pickled(train_fn), num_workers, checkpoint_dir, dict(env or {}))
+    job = _task(_pickled(train_fn), num_workers, checkpoint_dir, dict(env or {}), backend)
     # The barrier stage writes shuffle output that one more task collects: Spark retries a
     # failed barrier stage only when it is a shuffle-map stage (a result stage is aborted).
     rdd = sc.parallelize(range(num_workers), num_workers).barrier().mapPartitions(job) \
         .repartition(1)
-    sc.setJobDescription(f"tfspark train_on_spark: {num_workers} workers")
+    sc.setJobDescription(f"tfspark train_on_spark: {num_workers} workers ({backend})")
     try:
         out = rdd.collect()
     except Exception as e:  # noqa: BLE001 - Py4JJavaError: the stage failed for good
@@ -178,7 +189,7 @@ def _check_visible(sc: Any, paths: list[str], checkpoint_dir: str | None, slots:
 
 
 def _task(payload: bytes, num_workers: int, checkpoint_dir: str | None,
-          env: dict[str, str]) -> Callable[[Iterable[int]], Iterator[bytes]]:
+          env: dict[str, str], backend: str) -> Callable[[Iterable[int]], Iterator[bytes]]:
     """The barrier task: exchange addresses, start this worker's training process, wait."""
 
     def run(_: Iterable[int]) -> Iterator[bytes]:
@@ -188,10 +199,11 @@ def _task(payload: bytes, num_workers: int, checkpoint_dir: str | None,
         index = ctx.partitionId()
         host = ctx.getTaskInfos()[index].address.rsplit(":", 1)[0]
         workers = ctx.allGather(f"{host}:{_free_port(host)}")
-        child_env = {**os.environ, **env, "KERAS_BACKEND": "tensorflow",
-                     "TFSPARK_TASK_PID": str(os.getpid()),
-                     "TF_CONFIG": json.dumps({"cluster": {"worker": workers},
-                                              "task": {"type": "worker", "index": index}})}
+        child_env = {**os.environ, **env, "KERAS_BACKEND": backend,
+                     "TFSPARK_TASK_PID": str(os.getpid())}
+        if backend == "tensorflow":
+            child_env["TF_CONFIG"] = json.dumps({"cluster": {"worker": workers},
+                                                 "task": {"type": "worker", "index": index}})
         gpus = ctx.resources().get("gpu")
         if gpus is not None:
             child_env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus.addresses)
@@ -201,8 +213,9 @@ def _task(payload: bytes, num_workers: int, checkpoint_dir: str | None,
             with open(job, "wb") as f:
                 f.write(pickle.dumps({"fn": payload, "num_workers": num_workers,
                                       "index": index, "task_id": ctx.taskAttemptId(),
-                                      "checkpoint_dir": checkpoint_dir}))
-            tail = _run_worker([sys.executable, "-m", "tfspark.tf.worker", job, result],
+                                      "checkpoint_dir": checkpoint_dir,
+                                      "workers": list(workers)}))
+            tail = _run_worker([sys.executable, "-m", WORKERS[backend], job, result],
                                child_env, checkpoint_dir, index)
             if tail is not None:
                 raise RuntimeError(tail)

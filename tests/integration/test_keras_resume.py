@@ -1,4 +1,4 @@
-"""tfspark.tf.resume: the per-epoch checkpoints train_on_spark's workers resume from, in one
+"""tfspark.keras.resume: the per-epoch checkpoints train_on_spark's workers resume from, in one
 process (no Spark): complete checkpoints only, weights and optimizer state restored, the epochs
 before a restart kept in the history once, old checkpoints pruned."""
 
@@ -10,7 +10,7 @@ import os
 import numpy as np
 import pytest
 
-from tfspark.tf.resume import epoch_checkpoint, latest_checkpoint
+from tfspark.keras.resume import epoch_checkpoint, latest_checkpoint
 
 pytestmark = [pytest.mark.tf]
 

@@ -1,4 +1,5 @@
-"""EpochCheckpoint: resume a multi-worker fit from its last finished epoch, epochs counted once.
+"""EpochCheckpoint: resume a multi-worker fit from its last finished epoch, epochs counted once,
+on any Keras 3 backend (train_on_spark's TensorFlow and JAX workers use it).
 
 Why not keras.callbacks.BackupAndRestore: in Keras 3 every worker writes the same two files in
 place (weights, then the epoch), so on a shared path workers race, a crash between the two
@@ -7,6 +8,9 @@ restart is lost. Here the chief alone writes each epoch into a new directory, re
 place when complete (`epoch-00003/`: weights, then state.json with the epoch and the history so
 far); every worker restores from the newest complete one, after checking that all workers see
 the same one (a checkpoint directory that is not shared fails at once, not as a hang).
+How the workers compare epochs, and whether saving is collective, is the backend's: the worker
+passes `differs` and `every_worker_saves` (JAX's multi-process weights are saved by every process
+at once, so the others save to a scratch file).
 """
 
 from __future__ import annotations
@@ -14,7 +18,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 from tfspark.errors import OptionError
@@ -53,19 +59,15 @@ def remove_checkpoints(directory: str) -> None:
                 shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
 
 
-def _same_on_every_worker(strategy: Any, epoch: int, directory: str) -> None:
-    """Every worker must restore the same epoch, or their steps never line up. Mean, then the
-    spread around it: the same answer on every worker, so all stop together instead of some
-    waiting for the others forever."""
-    import tensorflow as tf
-
-    e = tf.constant(float(epoch), tf.float64)
-    mean = strategy.reduce("MEAN", e, axis=None)
-    spread = float(strategy.reduce("SUM", tf.square(e - mean), axis=None))
-    if spread > 0:
+def _same_on_every_worker(differs: Callable[[int], bool], epoch: int, directory: str) -> None:
+    """Every worker must restore the same epoch, or their steps never line up; `differs`
+    answers the same on every worker, so all stop together instead of some waiting for the
+    others forever."""
+    if differs(epoch):
         raise OptionError(f"checkpoint directory {directory!r} is not the same for every worker "
-                          f"(this one sees {epoch} epochs done, the mean is {float(mean):g}): "
-                          f"give a path every worker shares (a mounted or network filesystem)")
+                          f"(this one sees {epoch} epochs done, another worker sees another "
+                          f"number): give a path every worker shares (a mounted or network "
+                          f"filesystem)")
 
 
 def _restore(model: Any, checkpoint: str) -> dict[str, list[float]]:
@@ -80,6 +82,13 @@ def _restore(model: Any, checkpoint: str) -> dict[str, list[float]]:
     return {k: list(v) for k, v in state["history"].items()}
 
 
+def _save_weights(model: Any, path: str) -> None:
+    with warnings.catch_warnings():
+        # Keras's saving calls np.array on TF variables, which numpy 2 flags.
+        warnings.filterwarnings("ignore", "__array__ implementation", DeprecationWarning)
+        model.save_weights(path)
+
+
 def _save(model: Any, directory: str, epochs_done: int, history: dict[str, list[float]]) -> None:
     """The checkpoint of an epoch: written to a new directory, renamed into place when whole;
     only the newest _KEEP are kept."""
@@ -88,10 +97,7 @@ def _save(model: Any, directory: str, epochs_done: int, history: dict[str, list[
     tmp = f"{final}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
-    with warnings.catch_warnings():
-        # Keras's saving calls np.array on TF variables, which numpy 2 flags.
-        warnings.filterwarnings("ignore", "__array__ implementation", DeprecationWarning)
-        model.save_weights(os.path.join(tmp, _WEIGHTS))
+    _save_weights(model, os.path.join(tmp, _WEIGHTS))
     with open(os.path.join(tmp, _STATE), "w") as f:
         json.dump({"epoch": epochs_done, "history": history}, f)
     shutil.rmtree(final, ignore_errors=True)  # a rerun of an epoch saved before
@@ -100,9 +106,16 @@ def _save(model: Any, directory: str, epochs_done: int, history: dict[str, list[
         shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
 
 
-def epoch_checkpoint(directory: str, *, is_chief: bool, strategy: Any = None,
-                     log: Any = None) -> Any:
+def epoch_checkpoint(directory: str, *, is_chief: bool,
+                     differs: Callable[[int], bool] | None = None,
+                     every_worker_saves: bool = False, log: Any = None) -> Any:
     """A Keras callback that saves each finished epoch (chief only) and resumes from the newest.
+
+    differs: with several workers, a function of this worker's epochs done, called by all at
+      once, that is True on every worker when any of them sees another number; None: one
+      worker.
+    every_worker_saves: save_weights is a collective (JAX across processes): the workers that
+      are not the chief save too, to a scratch file removed at once.
 
     After fit, `callback.history` is {metric: [one value per epoch]} over every epoch trained,
     before and after restarts; `callback.resumed_from` is the epochs restored (0: a fresh start).
@@ -120,8 +133,8 @@ def epoch_checkpoint(directory: str, *, is_chief: bool, strategy: Any = None,
         def on_train_begin(self, logs: Any = None) -> None:
             found = latest_checkpoint(directory)
             epoch = found[0] if found else 0
-            if strategy is not None and strategy.num_replicas_in_sync > 1:
-                _same_on_every_worker(strategy, epoch, directory)
+            if differs is not None:
+                _same_on_every_worker(differs, epoch, directory)
             self.history, self.resumed_from = {}, 0
             if found is None:
                 return
@@ -137,5 +150,8 @@ def epoch_checkpoint(directory: str, *, is_chief: bool, strategy: Any = None,
                 self.history.setdefault(k, []).append(float(v))
             if is_chief:
                 _save(self.model, directory, epoch + 1, self.history)
+            elif every_worker_saves:
+                with tempfile.TemporaryDirectory(prefix="tfspark-ckpt-") as scratch:
+                    _save_weights(self.model, os.path.join(scratch, _WEIGHTS))
 
     return EpochCheckpoint()
