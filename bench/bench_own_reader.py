@@ -1,0 +1,107 @@
+"""Where make_dataset's own reader (every file not on local disk) loses time, with no store and
+no latency: the same local files read by TensorFlow's TFRecordDataset and by the own reader
+(forced with a pyarrow SubTreeFileSystem over the local disk), side by side in one run.
+
+For each layout (rows; blocks of 1024), --rows rows of the standard table in 8 files, one epoch
+at batch 1024 without shuffling (best of --repeat, after one warm-up pass):
+
+  make_dataset native   tfspark.make_dataset(path, 1024, shuffle_buffer=0)
+  make_dataset own      the same through filesystem=SubTreeFileSystem("/", LocalFileSystem())
+  own reader alone      RecordSource.epoch: the reads and CRC checks, no TensorFlow
+  own reader into TF    tf/records.epoch_blocks: the same through tf.data (from_generator and
+                        the cut into records), no parsing
+
+The object-store targets (>= 0.9x local at 50 ms) compare with the native row, so the own
+reader's cost on local disk bounds what hiding latency can reach.
+
+    python bench/bench_own_reader.py --rows 2000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from bench_block import write_files  # noqa: E402
+from common import machine, save_json  # noqa: E402
+
+BATCH = 1024
+
+
+def best(run, repeat: int) -> float:
+    """Best seconds of `repeat` timed calls, after one untimed (compiles, warms caches)."""
+    run()
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def cases(path: str) -> dict:
+    import pyarrow.fs as pafs
+    import tensorflow as tf
+
+    import tfspark
+    from tfspark.store.read_plan import plan_read
+    from tfspark.store.shards import shard as shard_plan
+    from tfspark.tf.dataset import _PARSE_ROWS
+    from tfspark.tf.records import RecordSource, epoch_blocks
+
+    own_fs = pafs.SubTreeFileSystem("/", pafs.LocalFileSystem())
+    own_path = os.path.abspath(path).lstrip("/")
+    plan = plan_read(own_path, filesystem=own_fs)
+    part = shard_plan(plan, None, True)
+    block = plan.rows_per_record
+    per_read = BATCH if block == 1 else -(-max(BATCH, _PARSE_ROWS) // block)
+    order = list(range(len(part.files)))
+
+    def drain(ds) -> None:
+        for _ in ds:
+            pass
+
+    def source() -> RecordSource:
+        return RecordSource(part, list(part.records), per_read, 16, None)
+
+    return {
+        "make_dataset native": lambda: drain(tfspark.make_dataset(path, BATCH, shuffle_buffer=0,
+                                                                  label_cols=[])),
+        "make_dataset own": lambda: drain(tfspark.make_dataset(
+            own_path, BATCH, shuffle_buffer=0, label_cols=[], filesystem=own_fs)),
+        "own reader alone": lambda: drain(source().epoch(order, 2, False)),
+        "own reader into TF": lambda: drain(epoch_blocks(
+            source(), tf.constant(order, tf.int64), 2, False)),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", type=int, default=2_000_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    results = {"machine": machine(), "rows": args.rows, "layouts": {}}
+    with tempfile.TemporaryDirectory(prefix="tfspark-bench-own-") as tmp:
+        for layout, block in (("rows", 1), ("blocks", 1024)):
+            path = write_files(args.rows, os.path.join(tmp, layout), block)
+            seconds = {name: best(run, args.repeat) for name, run in cases(path).items()}
+            native = seconds["make_dataset native"]
+            results["layouts"][layout] = seconds
+            print(f"{layout}:")
+            for name, s in seconds.items():
+                print(f"  {name:22s} {args.rows / s / 1e6:6.2f} M rows/s  "
+                      f"({native / s:.2f}x native)", flush=True)
+    if args.json:
+        save_json(args.json, results)
+
+
+if __name__ == "__main__":
+    main()
