@@ -1,7 +1,7 @@
 """train_on_spark with Spark's GPU scheduling, on the loopback cluster whose workers offer one
 fake GPU each ("0" and "1", from discovery scripts): one barrier task per GPU, each training
-process started with CUDA_VISIBLE_DEVICES set to the GPU Spark gave its task; more workers
-than GPUs fail before any task starts.
+process (TensorFlow or JAX) started with CUDA_VISIBLE_DEVICES set to the GPU Spark gave its
+task; more workers than GPUs fail before any task starts.
 """
 
 from __future__ import annotations
@@ -24,14 +24,19 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 def report_gpus(ctx):
     ctx.log(f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r}")
+    if ctx.backend == "jax":
+        import jax
+
+        return jax.process_count()
     return ctx.strategy.num_replicas_in_sync
 
 
-def test_each_worker_gets_the_gpu_spark_gave_its_task(gpu_cluster_spark, tmp_path):
+@pytest.mark.parametrize("backend", ["tensorflow", "jax"])
+def test_each_worker_gets_the_gpu_spark_gave_its_task(gpu_cluster_spark, tmp_path, backend):
     sc = gpu_cluster_spark.sparkContext
     assert sc.getConf().get("spark.task.resource.gpu.amount") == "1"
     ckpt = tmp_path / "ckpt"
-    assert tfspark.train_on_spark(gpu_cluster_spark, report_gpus, 2,
+    assert tfspark.train_on_spark(gpu_cluster_spark, report_gpus, 2, backend=backend,
                                   checkpoint_dir=str(ckpt)) == 2
     seen = set()
     for i in (0, 1):

@@ -129,6 +129,7 @@ def test_wheel_contents_and_metadata(dists):
     assert names("tf") - base == {"tensorflow"}
     assert names("plot") - base == {"matplotlib"}
     assert names("torch") - base == {"torch"}
+    assert names("jax") - base == {"keras", "jax"}
     assert {"tfspark"} <= names("all") - base  # tfspark[spark,tf,plot]
     dev = names("dev") - base
     assert "pyspark" not in dev and {n for n in dev if n.startswith("tensorflow")}

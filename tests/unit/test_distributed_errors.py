@@ -55,3 +55,16 @@ def test_a_training_process_whose_task_is_already_gone_ends_itself(tmp_path, mod
                            str(tmp_path / "result.pkl")], env=env, timeout=120,
                           capture_output=True, text=True)
     assert done.returncode == 70, done.stderr[-2000:]
+
+
+def test_a_jax_worker_without_jax_says_what_to_install(tmp_path):
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['jax'] = None; from tfspark.keras import jax_worker; "
+            "sys.exit(jax_worker.main(['job.pkl', 'result.pkl']))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, timeout=120,
+                          capture_output=True, text=True)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.strip() == ("error: train_on_spark(backend='jax') needs jax, which is not "
+                                   "installed: pip install 'tfspark[jax]' on every executor")

@@ -15,7 +15,17 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from tfspark.keras.worker import WorkerContext, read_job, run_job
+from tfspark.errors import MissingExtraError, require
+
+
+def _missing() -> str | None:
+    """The one line to show when this executor lacks JAX, else None. (Without Keras, the
+    package tfspark.keras says so itself, before this module runs.)"""
+    try:
+        require("jax", "train_on_spark(backend='jax')", "jax", " on every executor")
+    except MissingExtraError as e:
+        return str(e)
+    return None
 
 
 def _differs(value: int) -> bool:
@@ -45,6 +55,12 @@ def _distribution(job: dict[str, Any]) -> Any:
 def main(argv: list[str]) -> int:
     """Run the job's train_fn under a DataParallel distribution over every worker; the exit
     status is 0 when it returned (and the chief's value is in RESULT)."""
+    missing = _missing()
+    if missing is not None:
+        print(f"error: {missing}", file=sys.stderr)
+        return 2
+    from tfspark.keras.worker import WorkerContext, read_job, run_job
+
     job = read_job(argv, "tfspark.keras.jax_worker")
     if job is None:
         return 2
