@@ -90,8 +90,9 @@ def fit_on_jax(ctx):
                 yield x[i:i + 64], y[i:i + 64]
 
     history = model.fit(batches(), steps_per_epoch=len(x) // 64, epochs=3, verbose=0)
-    weights = model.get_weights()  # every worker at once: the values span the processes
+    weights = model.get_weights()
     ctx.log(f"weights sum {float(sum(w.sum() for w in weights)):.6f}")
+    ctx.save(model, os.path.join(ctx.checkpoint_dir, "model.keras"))  # on every worker
     import jax
 
     return {"index": ctx.index, "backend": keras.backend.backend(),
@@ -122,6 +123,12 @@ def test_two_jax_workers_train_one_model(spark, tmp_path):
     assert sums[0] == sums[1], sums  # one model: the gradients of both workers' batches
     assert re.search(r"^\[tfspark worker 1/2 task \d+\] started: 2 processes, 2 devices in "
                      r"sync$", logs[1], re.M), logs[1]
+    # The chief's saved model holds the trained weights (the other worker saved to scratch).
+    import keras
+
+    saved = keras.saving.load_model(str(ckpt / "model.keras"))
+    assert f"{float(sum(w.sum() for w in saved.get_weights())):.6f}" == sums[0]
+    assert sorted(p.name for p in ckpt.iterdir()) == ["logs", "model.keras"]
 
 
 def test_a_failing_train_fn_fails_with_its_own_message(spark):

@@ -35,6 +35,8 @@ class WorkerContext:
     shard: (num_workers, index), for make_dataset's or read_batches's shard=: each worker reads
       its own part, every worker the same number of batches.
     checkpoint_dir: the shared directory of this run's checkpoints, or None.
+    save(model, path): the chief's model.save, as each backend needs it (call it on every
+      worker).
     task_id: the Spark task's id (new for every attempt: a retried stage runs new tasks).
     """
 
@@ -74,6 +76,18 @@ class WorkerContext:
         return epoch_checkpoint(self.checkpoint_dir, is_chief=self.is_chief,
                                 differs=self.differs if self.num_workers > 1 else None,
                                 every_worker_saves=self.backend == "jax", log=self.log)
+
+    def save(self, model: Any, path: str) -> None:
+        """model.save(path) by the chief. On JAX, where saving reads values that span the
+        processes, every worker must save at once: the others save to a scratch file that is
+        removed at once (a save by the chief alone waits for them, or fails as they go on)."""
+        if self.is_chief:
+            model.save(path)
+        elif self.backend == "jax":
+            import tempfile
+
+            with tempfile.TemporaryDirectory(prefix="tfspark-save-") as scratch:
+                model.save(os.path.join(scratch, os.path.basename(path)))
 
     def log(self, message: str) -> None:
         """A line on this worker's log (the executor's stderr), marked with its index."""
