@@ -23,14 +23,13 @@ import argparse
 import os
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from bench_block import write_files  # noqa: E402
-from common import machine, save_json  # noqa: E402
+from common import best_of, machine, save_json  # noqa: E402
 
 BATCH = 1024
 
@@ -38,12 +37,7 @@ BATCH = 1024
 def best(run, repeat: int) -> float:
     """Best seconds of `repeat` timed calls, after one untimed (compiles, warms caches)."""
     run()
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - t)
-    return min(times)
+    return best_of(run, repeat)
 
 
 def cases(path: str) -> dict:
