@@ -230,61 +230,74 @@ def _part_objects(uri: str) -> list[str]:
     return [r for r in locate(uri).list_files() if "part-" in r and ".tfrecord" in r]
 
 
+def _kill_round(spark: Any, args: argparse.Namespace, k: int, attempt: int) -> dict[str, Any]:
+    """One slowed write to the round's URI with one of its writers killed mid-write."""
+    sc = spark.sparkContext
+    uri = args.uri.replace("{k}", str(k) if attempt == 0 else f"{k}-again{attempt}")
+    group = f"s3-kill-{k}-{attempt}"
+    df = slowed(spark, 0, args.rows, args.partitions)
+    outcome: dict[str, Any] = {}
+
+    def job(uri: str = uri, group: str = group, df: Any = df,
+            outcome: dict[str, Any] = outcome) -> None:
+        import tfspark
+
+        sc.setJobGroup(group, group)
+        tfspark.register(spark)  # this thread's active session
+        try:
+            df.write.format("tfrecord").mode("overwrite") \
+                .option("maxRecordsPerFile", str(args.records_per_file)).save(uri)
+        except BaseException as e:  # noqa: BLE001 - reported
+            outcome["error"] = f"{type(e).__name__}: {e}"
+
+    started = time.perf_counter()
+    thread = threading.Thread(target=job, daemon=True)
+    thread.start()
+    victim, before = None, []
+    deadline = time.monotonic() + 180
+    # Kill a writer once this write has part objects in the bucket (so the killed attempt
+    # may have finished some of its files, which the commit must not list).
+    while thread.is_alive() and time.monotonic() < deadline:
+        writers = data_source_writers()
+        if writers and _part_objects(uri):
+            # An object appears when a file closes; the next one opens with the next Arrow
+            # batch, so wait for about one batch: the kill then lands inside a file.
+            time.sleep(SLEEP_PER_BATCH * 1.5)
+            writers = data_source_writers()
+            if not writers:
+                continue
+            before = _part_objects(uri)
+            victim = max(writers, key=_started)  # the youngest: furthest from its end
+            os.kill(victim, signal.SIGKILL)
+            break
+        time.sleep(0.05)
+    killed_after = time.perf_counter() - started
+    thread.join(timeout=300)
+    tracker = sc.statusTracker()
+    failed = 0
+    for jid in tracker.getJobIdsForGroup(group):
+        info = tracker.getJobInfo(jid)
+        for stage in info.stageIds if info else []:
+            s = tracker.getStageInfo(stage)
+            failed += s.numFailedTasks if s else 0
+    return dict(round=k, attempt=attempt, uri=uri, victim=victim,
+                killed_after_s=round(killed_after, 2), objects_before_kill=len(before),
+                job_s=round(time.perf_counter() - started, 2), failed_tasks=failed,
+                error=outcome.get("error"))
+
+
 def s3(args: argparse.Namespace) -> int:
     extra = {"spark.python.worker.reuse": "false"}
     spark = session(Path(args.work), "local[2,4]", args.batch_rows, extra)
-    sc = spark.sparkContext
     for k in range(args.rounds):
-        uri = args.uri.replace("{k}", str(k))
-        group = f"s3-kill-{k}"
-        df = slowed(spark, 0, args.rows, args.partitions)
-        outcome: dict[str, Any] = {}
-
-        def job(uri: str = uri, group: str = group, df: Any = df,
-                outcome: dict[str, Any] = outcome) -> None:
-            import tfspark
-
-            sc.setJobGroup(group, group)
-            tfspark.register(spark)  # this thread's active session
-            try:
-                df.write.format("tfrecord").mode("overwrite") \
-                    .option("maxRecordsPerFile", str(args.records_per_file)).save(uri)
-            except BaseException as e:  # noqa: BLE001 - reported
-                outcome["error"] = f"{type(e).__name__}: {e}"
-
-        started = time.perf_counter()
-        thread = threading.Thread(target=job, daemon=True)
-        thread.start()
-        victim, before = None, []
-        deadline = time.monotonic() + 180
-        # Kill a writer once this write has part objects in the bucket (so the killed attempt
-        # may have finished some of its files, which the commit must not list).
-        while thread.is_alive() and time.monotonic() < deadline:
-            writers = data_source_writers()
-            if writers and _part_objects(uri):
-                # An object appears when a file closes; the next one opens with the next Arrow
-                # batch, so wait for about one batch: the kill then lands inside a file.
-                time.sleep(SLEEP_PER_BATCH * 1.5)
-                writers = data_source_writers()
-                if not writers:
-                    continue
-                before = _part_objects(uri)
-                victim = max(writers, key=_started)  # the youngest: furthest from its end
-                os.kill(victim, signal.SIGKILL)
+        # The kill must fail a task: on a loaded machine it can land on a writer already past
+        # its last row (its task then succeeds), so the round is written again, to a new
+        # prefix, up to twice; each attempt's data set is checked by the test.
+        for attempt in range(3):
+            got = _kill_round(spark, args, k, attempt)
+            say("KILL", **got)
+            if got["failed_tasks"] >= 1 or got["error"]:
                 break
-            time.sleep(0.05)
-        killed_after = time.perf_counter() - started
-        thread.join(timeout=300)
-        tracker = sc.statusTracker()
-        failed = 0
-        for jid in tracker.getJobIdsForGroup(group):
-            info = tracker.getJobInfo(jid)
-            for stage in info.stageIds if info else []:
-                s = tracker.getStageInfo(stage)
-                failed += s.numFailedTasks if s else 0
-        say("KILL", round=k, uri=uri, victim=victim, killed_after_s=round(killed_after, 2),
-            objects_before_kill=len(before), job_s=round(time.perf_counter() - started, 2),
-            failed_tasks=failed, error=outcome.get("error"))
     # A job whose every task attempt fails after writing a few files (its first Arrow batch of
     # 500 rows goes out in files of 100 records): nothing may be left behind.
     from pyspark.sql import functions as F
