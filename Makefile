@@ -76,7 +76,8 @@ test: stores unit-without-tf test-spark35
 VENV35 ?= .venv35
 $(VENV35)/.installed: pyproject.toml
 	@test -x $(VENV35)/bin/python || $(PYTHON) -m venv $(VENV35)
-	$(VENV35)/bin/python -m pip install -q 'pyspark>=3.5,<3.6' 'pandas>=2.2,<3' 'pytest>=8' -e .
+	$(VENV35)/bin/python -m pip install -q 'pyspark>=3.5,<3.6' 'pandas>=2.2,<3' 'pytest>=8' \
+		'pytest-timeout>=2.3' -e .
 	@touch $@
 
 test-spark35: $(VENV35)/.installed
