@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterable
@@ -40,24 +41,37 @@ def driver_env() -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def spawn(args: list[str], work: Path) -> Any:
+def spawn(args: list[str], work: Path, limit_s: float = 600) -> Any:
     """Run fault_driver.py with `args` in its own session (process group); stderr goes to
-    work/driver.log. Whatever is left of its process tree is killed on exit."""
+    work/driver.log. Whatever is left of its process tree is killed on exit, and after
+    limit_s seconds (a driver that hangs ends its output, so reading it ends; the test then
+    fails saying so, with the log's tail)."""
     work.mkdir(parents=True, exist_ok=True)
     with open(work / "driver.log", "wb") as log:
         proc = subprocess.Popen([sys.executable, str(DRIVER), *args, "--work", str(work)],
                                 stdout=subprocess.PIPE, stderr=log, env=driver_env(),
                                 cwd=str(work), text=True, start_new_session=True)
+
+    def kill() -> None:
+        for pid in [proc.pid, *descendants(proc.pid)]:
+            with contextlib.suppress(OSError):
+                os.kill(pid, 9)
+
+    expired = threading.Event()
+    watchdog = threading.Timer(limit_s, lambda: (expired.set(), kill()))
+    watchdog.daemon = True
+    watchdog.start()
     try:
         yield proc
     finally:
-        family = [proc.pid, *descendants(proc.pid)]
-        for pid in family:
-            with contextlib.suppress(OSError):
-                os.kill(pid, 9)
+        watchdog.cancel()
+        kill()
         proc.wait(timeout=60)
         if proc.stdout:
             proc.stdout.close()
+        if expired.is_set():
+            raise AssertionError(f"the fault driver ran past {limit_s:.0f} s and was killed "
+                                 f"(hung?): {' '.join(args)}\n{log_tail(work)}")
 
 
 def messages(stream: IO[str], until: str | None = None) -> list[dict[str, Any]]:

@@ -201,6 +201,7 @@ def test_workflow_with_splits_verify_inspect_and_cli(spark, rich, tf, tmp_path):
     assert not report.ok and first["path"] in report.render()
 
 
+@pytest.mark.slow  # the CLI in processes of its own: a JVM each
 def test_cli_export_writes_blocks(tmp_path):
     out = tmp_path / "cli"
     done = subprocess.run([sys.executable, "-m", "tfspark.cli", "export", "--sample-rows", "500",

@@ -24,7 +24,7 @@ from tfcheck import f32, read_with_tf, rows_by
 
 import tfspark
 
-pytestmark = [pytest.mark.spark, pytest.mark.tf]
+pytestmark = [pytest.mark.spark, pytest.mark.tf, pytest.mark.slow]  # a Connect server
 
 ROOT = Path(__file__).resolve().parents[2]
 ROWS = 3000

@@ -16,7 +16,7 @@ import pytest
 import tfspark
 from tfspark.cli.sample import sample_dataframe
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]  # trains in four processes
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 # Run, then check TensorFlow was never imported (it is installed here: an import would show).

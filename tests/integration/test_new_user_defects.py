@@ -49,6 +49,7 @@ def test_write_tfrecords_takes_any_local_path(spark_tf, tmp_path):
     assert appended.rows == 300 and verify(str(out)).ok
 
 
+@pytest.mark.slow  # the CLI in processes of its own: a JVM each
 def test_cli_export_takes_any_local_path(tmp_path):
     out = tmp_path / ODD / "cli"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
@@ -237,6 +238,7 @@ def test_inference_covers_every_file_and_refuses_keys_it_missed(spark_tf, tf, tm
     assert spark_tf.read.format("tfrecord").schema("id long").load(str(late)).count() == 51
 
 
+@pytest.mark.slow  # the CLI in processes of its own: a JVM each
 def test_export_of_the_sample_outside_the_repo_needs_no_output_and_is_quiet(tmp_path):
     """Run where there is no conf/: the sample goes to a default path, which is printed; and
     Spark's own warnings (hidden paths, loopback hostname) do not reach the user."""

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import types as T
 from test_roundtrip_tf import BLOCK_CASES, Case, case_batch, same
+from torchcheck import worker_options
 
 import tfspark
 from tfspark.arrow.encode import BatchEncoder
@@ -193,10 +194,12 @@ def test_torch_dataset_shards_over_workers(tmp_path):
 
     batch, spec = _ids_table(500)
     path = write_dir(str(tmp_path / "d"), batch, spec, 8, files=4)
-    loader = torch.utils.data.DataLoader(torch_dataset(path, 50), batch_size=None,
-                                         num_workers=2)
-    ids = [int(i) for _, y in loader for i in y]
-    assert sorted(ids) == list(range(500))
+    # spawn: how macOS and Windows start workers; the dataset travels to them pickled.
+    for context in ("forkserver", "spawn"):
+        loader = torch.utils.data.DataLoader(torch_dataset(path, 50), batch_size=None,
+                                             num_workers=2, **worker_options(context))
+        ids = [int(i) for _, y in loader for i in y]
+        assert sorted(ids) == list(range(500)), context
 
 
 def test_torch_workers_yield_every_row_once_on_uneven_block_files(tmp_path):
@@ -211,7 +214,8 @@ def test_torch_workers_yield_every_row_once_on_uneven_block_files(tmp_path):
     for where, rows in ((path, 1589), (one, 103)):
         for workers in (2, 3):
             loader = torch.utils.data.DataLoader(torch_dataset(where, 50, epochs=2),
-                                                 batch_size=None, num_workers=workers)
+                                                 batch_size=None, num_workers=workers,
+                                                 **worker_options())
             ids = sorted(int(i) for _, y in loader for i in y)
             assert ids == sorted(list(range(rows)) * 2), (where, workers)
 

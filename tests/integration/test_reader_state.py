@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import types as T
 from test_numpy_reader import write_dir
+from torchcheck import worker_options
 
 import tfspark
 from tfspark.errors import OptionError
@@ -202,7 +203,7 @@ def test_a_stateful_dataloader_resumes_exactly(data, workers):
     def loader():
         return loaders.StatefulDataLoader(
             torch_dataset(data["blocks-gz"], 10, seed=4, epochs=2), batch_size=None,
-            num_workers=workers)
+            num_workers=workers, **(worker_options() if workers else {}))
 
     def ids(batch) -> list[int]:
         return batch[1].tolist()

@@ -313,6 +313,7 @@ def test_feature_list_values_that_do_not_fit_are_named():
         encode_batch(batch, spec)
 
 
+@pytest.mark.slow  # the CLI in processes of its own: a JVM each
 def test_cli_export_writes_sequence_examples_and_inspect_shows_them(spark_tf, tmp_path):
     src = tmp_path / "src.parquet"
     spark_tf.createDataFrame(D5_ROWS, D5_SCHEMA).write.parquet(str(src))

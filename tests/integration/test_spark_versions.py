@@ -88,6 +88,7 @@ def _env() -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=str(ROOT), PYSPARK_PYTHON=sys.executable)
 
 
+@pytest.mark.slow  # the CLI in processes of its own: a JVM each
 def test_export_command_and_job(tmp_path):
     out = tmp_path / "cli"
     done = subprocess.run([sys.executable, "-m", "tfspark.cli", "export", "--sample-rows", "300",

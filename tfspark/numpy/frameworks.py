@@ -18,10 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from tfspark.errors import require
-from tfspark.numpy.columns import Ragged
 
 
 def torch_dataset(path_or_files: Any, batch_size: int, **kwargs: Any) -> Any:
@@ -31,53 +28,17 @@ def torch_dataset(path_or_files: Any, batch_size: int, **kwargs: Any) -> Any:
     (shard=(world size, rank), evened across ranks by even_shards); the DataLoader workers of
     a rank split the rank's shard among them, so together they yield each of its rows exactly
     once per epoch. Give shard= yourself to override the ranks. Needs torch (tfspark[torch]).
+    Workers may start by fork, spawn or forkserver; in a process that also runs Spark or
+    TensorFlow, prefer DataLoader(..., multiprocessing_context="forkserver"): a fork copies
+    their threads mid-way, and a lock one of them held stays held in the worker.
 
     Resumable: state_dict() / load_state_dict() say and set where its reader is (in each
     DataLoader worker, its part's), which torchdata's StatefulDataLoader saves and gives
     back, so a resumed loader yields exactly the batches that were still to come."""
     require("torch", "tfspark.torch_dataset", "torch")
-    import torch
-    from torch.utils.data import IterableDataset, get_worker_info
+    from tfspark.numpy.torch_batches import TorchBatches
 
-    from tfspark.numpy.batches import read_batches
-
-    class _Batches(IterableDataset):
-        def __init__(self) -> None:
-            self._reader: Any = None  # made in the process that iterates (a worker's own)
-            self._state: dict[str, Any] | None = None  # given back, for the next iteration
-
-        def reader(self) -> Any:
-            info = get_worker_info()
-            where = (info.id, info.num_workers) if info is not None else None
-            if self._reader is None or self._reader[0] != where:  # (a copy in a worker)
-                args = dict(kwargs)
-                if "shard" not in args and torch.distributed.is_available() and \
-                        torch.distributed.is_initialized() and \
-                        torch.distributed.get_world_size() > 1:
-                    args["shard"] = (torch.distributed.get_world_size(),
-                                     torch.distributed.get_rank())
-                reader = read_batches(path_or_files, batch_size, **args)
-                if info is not None and info.num_workers > 1:
-                    reader = reader.for_worker(info.num_workers, info.id)
-                self._reader = (where, reader)
-            return self._reader[1]
-
-        def __iter__(self) -> Any:
-            reader = self.reader()
-            if self._state is not None:
-                reader.load_state_dict(self._state)
-                self._state = None
-            for batch in reader:
-                yield _to_torch(torch, batch)
-
-        def state_dict(self) -> dict[str, Any]:
-            return dict(self._state) if self._state is not None else \
-                self.reader().state_dict()
-
-        def load_state_dict(self, state: dict[str, Any]) -> None:
-            self._state = state
-
-    return _Batches()
+    return TorchBatches(path_or_files, batch_size, kwargs)
 
 
 def grain_dataset(path_or_files: Any, batch_size: int, **kwargs: Any) -> Any:
@@ -131,14 +92,3 @@ def _jax_processes() -> tuple[int, int] | None:
         return None
     return jax.process_count(), jax.process_index()
 
-
-def _to_torch(torch: Any, value: Any) -> Any:
-    if isinstance(value, tuple) and not isinstance(value, Ragged):
-        return tuple(_to_torch(torch, v) for v in value)
-    if isinstance(value, dict):
-        return {k: _to_torch(torch, v) for k, v in value.items()}
-    if isinstance(value, Ragged):
-        return Ragged(_to_torch(torch, value.values), torch.from_numpy(value.row_splits))
-    if isinstance(value, np.ndarray) and value.dtype != object:
-        return torch.from_numpy(np.ascontiguousarray(value))
-    return value
