@@ -31,6 +31,7 @@ class TorchBatches(IterableDataset):
         return {**self.__dict__, "_reader": None}
 
     def reader(self) -> Any:
+        """This process's reader (a DataLoader worker's: its part of the shard), made once."""
         info = get_worker_info()
         where = (info.id, info.num_workers) if info is not None else None
         if self._reader is None or self._reader[0] != where:  # (a copy in a worker)
@@ -55,9 +56,11 @@ class TorchBatches(IterableDataset):
             yield to_torch(batch)
 
     def state_dict(self) -> dict[str, Any]:
+        """Where the reader is (JSON-serializable), for torchdata's StatefulDataLoader."""
         return dict(self._state) if self._state is not None else self.reader().state_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resume the next iteration where `state` (from state_dict) says."""
         self._state = state
 
 
