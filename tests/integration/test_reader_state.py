@@ -242,6 +242,40 @@ def test_a_grain_pipeline_checkpoints_and_resumes_exactly(data):
         assert got + [ids(b) for b in again] == want, stop
 
 
+def test_grain_worker_processes_read_every_row_once_and_resume_exactly(data):
+    """Under Grain's multiprocess prefetch (worker processes started by spawn, the dataset
+    pickled into each, each given its slice) every row comes once per epoch, and the
+    pipeline's state (each worker's reader state) resumes it exactly."""
+    grain = pytest.importorskip("grain")
+    from absl import flags
+
+    if not flags.FLAGS.is_parsed():  # Grain's workers read absl flags (no absl app here)
+        flags.FLAGS.mark_as_parsed()
+
+    def pipeline():
+        return tfspark.grain_dataset(data["blocks"], 10, seed=3, epochs=2).mp_prefetch(
+            grain.MultiprocessingOptions(num_workers=2))
+
+    def ids(batch) -> list[int]:
+        return batch[1].tolist()
+
+    want = [ids(b) for b in pipeline()]
+    assert sorted(i for b in want for i in b) == sorted(list(range(ROWS)) * 2)
+    # Each batch is one worker's: its rows all in that worker's part of the data set.
+    parts = [{int(i) for _, y in tfspark.read_batches(data["blocks"], 10).for_worker(2, k)
+              for i in y} for k in (0, 1)]
+    assert not parts[0] & parts[1] and parts[0] | parts[1] == set(range(ROWS))
+    assert {next(k for k in (0, 1) if set(b) <= parts[k]) for b in want} == {0, 1}
+    stop = len(want) // 2
+    it = iter(pipeline())
+    got = [ids(next(it)) for _ in range(stop)]
+    saved = json.loads(json.dumps(it.get_state()))
+    del it
+    again = iter(pipeline())
+    again.set_state(saved)
+    assert got + [ids(b) for b in again] == want
+
+
 @pytest.mark.parametrize("layout", ["rows", "blocks", "one-file"])
 def test_the_global_shuffle_reads_every_row_once_from_all_over(data, layout):
     """Each epoch every row once, in a new order; a batch's rows come from all over the

@@ -48,47 +48,10 @@ def grain_dataset(path_or_files: Any, batch_size: int, **kwargs: Any) -> Any:
     state_dict()/load_state_dict(), so Grain's (and orbax's) checkpoints resume it exactly.
     When JAX runs several processes (jax.process_count() > 1), each reads its shard
     (shard=(process count, process index)); give shard= yourself to override. Keras 3's
-    fit takes it on every backend. Needs grain (tfspark[grain])."""
+    fit takes it on every backend. Under Grain's multiprocess prefetch
+    (`.mp_prefetch(grain.MultiprocessingOptions(num_workers=k))`) each worker process reads
+    its part, together every row once per epoch. Needs grain (tfspark[grain])."""
     require("grain", "tfspark.grain_dataset", "grain")
-    import grain
+    from tfspark.numpy.grain_batches import GrainBatches
 
-    from tfspark.numpy.batches import read_batches
-
-    class _Iterator(grain.DatasetIterator):
-        def __init__(self, reader: Any) -> None:
-            super().__init__()
-            self._reader, self._it = reader, None
-
-        def __next__(self) -> Any:
-            if self._it is None:
-                self._it = iter(self._reader)
-            return next(self._it)  # type: ignore[call-overload]
-
-        def get_state(self) -> dict[str, Any]:
-            return self._reader.state_dict()
-
-        def set_state(self, state: dict[str, Any]) -> None:
-            if self._it is not None:
-                self._it.close()  # stops its reading threads
-                self._it = None
-            self._reader.load_state_dict(state)
-
-    class _Batches(grain.IterDataset):
-        def __iter__(self) -> Any:
-            args = dict(kwargs)
-            if "shard" not in args:
-                args["shard"] = _jax_processes()
-            return _Iterator(read_batches(path_or_files, batch_size, **args))
-
-    return _Batches()
-
-
-def _jax_processes() -> tuple[int, int] | None:
-    """(process count, index) when JAX is imported and runs several processes, else None."""
-    import sys
-
-    jax = sys.modules.get("jax")
-    if jax is None or jax.process_count() <= 1:
-        return None
-    return jax.process_count(), jax.process_index()
-
+    return GrainBatches(path_or_files, batch_size, kwargs)
