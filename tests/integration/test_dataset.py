@@ -382,6 +382,49 @@ def test_mirrored_strategy_iterates(tf, data):
 
 @pytest.mark.training
 @pytest.mark.slow
+def test_train_job_on_jax_without_tensorflow_as_on_tensorflow(data, spark, tmp_path):
+    """`tfspark train --backend jax`: the same model from the same statistics, fed by
+    read_batches with strings as ids, in a process where TensorFlow cannot be imported, and on
+    two Spark workers (one DataParallel model); validation AUC as the TensorFlow job's."""
+    import re
+    import subprocess
+    import sys
+
+    from tfspark.cli.config import TrainConfig
+    from tfspark.cli.train import train
+    from tfspark.cli.train_cluster import train_distributed
+
+    settings = {"data": data[0], "epochs": 4, "batch_size": 64, "learning_rate": 0.01,
+                "exclude": ["id"], "hidden_units": [8], "bench_batches": 0, "verbose": 0}
+    on_tf = train({**settings, "model_out": str(tmp_path / "tf.keras")}, echo=lambda s: None)
+    conf = tmp_path / "train.toml"
+    conf.write_text("".join(f"{k} = {json.dumps(v)}\n" for k, v in settings.items()))
+    absent = tmp_path / "no-tf" / "tensorflow"  # Keras, finding TensorFlow, would import it
+    absent.mkdir(parents=True)
+    (absent / "__init__.py").write_text("raise ImportError('TensorFlow is not installed')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        filter(None, [str(absent.parent), os.environ.get("PYTHONPATH")]))}
+    env.pop("KERAS_BACKEND", None)
+    done = subprocess.run([sys.executable, "-m", "tfspark.cli", "train", "--config", str(conf),
+                           "--backend", "jax", "--model-out", str(tmp_path / "jax.keras")],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "categorical features (1): cat (3 values, onehot)" in done.stdout, done.stdout
+    jax_auc = float(re.search(r"^final: .*val_auc=([\d.]+)", done.stdout, re.M).group(1))
+    assert (tmp_path / "jax.keras").exists()
+    two = train_distributed(TrainConfig.from_mapping(
+        {**settings, "backend": "jax", "workers": 2, "model_out": str(tmp_path / "two.keras")}),
+        echo=lambda s: None, spark=spark)
+    assert two["workers"] == 2 and (tmp_path / "two.keras").exists()
+    log = (tmp_path / "two.checkpoints" / "logs" / "worker-1.log").read_text()
+    assert "started: 2 processes, 2 devices in sync" in log, log[-3000:]
+    aucs = {"tensorflow": on_tf["final"]["val_auc"], "jax": jax_auc,
+            "jax, 2 workers": two["final"]["val_auc"]}
+    assert min(aucs.values()) > 0.9 and max(aucs.values()) - min(aucs.values()) < 0.02, aucs
+
+
+@pytest.mark.training
+@pytest.mark.slow
 def test_train_job_on_two_spark_workers_adapting_on_a_sample(data, spark, tmp_path):
     """`tfspark train --workers 2` without statistics: both workers adapt on the same sample
     (the whole split, fixed order), so they build the same model; the chief saves it."""

@@ -293,6 +293,7 @@ class TrainConfig:
     master: str = "local[*]"  # the Spark master when no session is running (spark-submit sets it)
     checkpoint_dir: str | None = None  # shared; None: <model_out without .keras>.checkpoints
     store: dict[str, Any] | None = None  # [store]: pyarrow's filesystem options for `data`
+    backend: str = "tensorflow"  # Keras 3's backend: "tensorflow", or "jax" (no TensorFlow)
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any], where: str = "config") -> TrainConfig:
@@ -327,6 +328,11 @@ def _check_train_value(key: str, value: Any, where: str) -> Any:
         return None
     if key == "store":
         return check_store_table(value, where)
+    if key == "backend":
+        if value not in ("tensorflow", "jax"):
+            raise OptionError(f"key 'backend' in {where} must be 'tensorflow' or 'jax', got "
+                              f"{value!r}")
+        return value
     if key == "use_stats":
         if not isinstance(value, bool):
             raise OptionError(f"key {key!r} in {where} must be true or false, got {value!r}")

@@ -193,8 +193,9 @@ def _read_commands(command: Any) -> None:
     p.set_defaults(run=_verify)
     p = command("train", "train a small Keras model on an exported data set",
                 "Train a small Keras model on an exported data set with tf.data "
-                "(tfspark.make_dataset). Needs TensorFlow: pip install 'tfspark[tf]'. Flags "
-                "override the keys of --config.")
+                "(tfspark.make_dataset). Needs TensorFlow: pip install 'tfspark[tf]'; with "
+                "--backend jax, Keras on JAX fed by read_batches, no TensorFlow: pip install "
+                "'tfspark[jax]'. Flags override the keys of --config.")
     p.add_argument("--config", default=None, metavar="TOML",
                    help="TOML of train settings (conf/train.toml)")
     p.add_argument("--data", help="exported data set directory")
@@ -205,6 +206,8 @@ def _read_commands(command: Any) -> None:
     p.add_argument("--use-stats", action=argparse.BooleanOptionalAction, default=None,
                    help="preprocessing from the export's statistics (default yes); "
                         "--no-use-stats adapts on a sample (scalar features only)")
+    p.add_argument("--backend", choices=("tensorflow", "jax"),
+                   help="Keras 3's backend (default tensorflow)")
     p.add_argument("--workers", type=int,
                    help="train on N Spark tasks at once (MultiWorkerMirroredStrategy; "
                         "batch-size is then the global batch); default 1: this process")
@@ -219,19 +222,23 @@ def _read_commands(command: Any) -> None:
 
 def _train(args: argparse.Namespace) -> int:
     from tfspark.cli.config import TrainConfig, load_train_config
-    from tfspark.cli.train import train
+    from tfspark.cli.train_jax import use_backend
 
     flags: dict[str, Any] = {k: v for k, v in (("data", args.data), ("label", args.label),
                                ("batch_size", args.batch_size), ("epochs", args.epochs),
                                ("model_out", args.model_out), ("use_stats", args.use_stats),
                                ("workers", args.workers), ("master", args.master),
                                ("checkpoint_dir", args.checkpoint_dir),
+                               ("backend", args.backend),
                                ("store", store_table(args.store) if args.store else None),
                                ("verbose", 1 if args.verbose else None))
                                if v is not None}
     cfg = load_train_config(args.config, **flags) if args.config else \
         TrainConfig.from_mapping(flags, "the command line")
     inspect.missing_local_path(cfg.data)
+    use_backend(cfg.backend, trains_here=cfg.workers <= 1)  # before Keras is imported
+    from tfspark.cli.train import train
+
     with stderr_filtered(args.verbose, drain=True):  # TensorFlow's C++ start-up notices
         if cfg.workers > 1:
             from tfspark.cli.train_cluster import train_distributed

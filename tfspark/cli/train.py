@@ -17,11 +17,10 @@ import dataclasses
 import os
 import time
 import warnings
-from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tfspark.cli import train_features
+from tfspark.cli import train_features, train_jax, train_sample
 from tfspark.cli.config import TrainConfig
 from tfspark.cli.train_features import pick_label, task_from_stats, task_of
 from tfspark.errors import OptionError, SchemaError
@@ -29,7 +28,6 @@ from tfspark.spec import Feature, FeatureSpec
 from tfspark.store import manifest as mf
 from tfspark.store.fs import locate
 from tfspark.store.store_options import store_filesystem
-from tfspark.tf.dataset import make_dataset
 
 # ---------------------------------------------------------------- the job
 
@@ -55,7 +53,8 @@ def train(config: TrainConfig | Mapping[str, Any],
                          epochs=None if cfg.steps_per_epoch else 1)
     val_ds = data.read(cfg, data.val_split, chosen.used, shuffle=0) if data.val_split else None
     if worker is not None:
-        steps = cfg.steps_per_epoch or int(train_ds.cardinality())
+        steps = train_jax.steps(train_ds, cfg.steps_per_epoch) if data.jax else \
+            cfg.steps_per_epoch or int(train_ds.cardinality())
         echo(f"worker {worker.index} of {n}: shard {worker.index} of the "
              f"{data.train_split or 'data'} at {data.batch} examples per step (global batch "
              f"{cfg.batch_size}), {steps} steps per epoch")
@@ -77,6 +76,7 @@ class _Data:
     batch: int  # this process's batch (the global batch / workers)
     worker: Any
     fs: Any  # the filesystem of cfg's [store], or None
+    jax: bool  # read by read_batches for Keras on JAX (train_jax), not by make_dataset
 
     @classmethod
     def of(cls, cfg: TrainConfig, batch: int, worker: Any) -> _Data:
@@ -95,11 +95,16 @@ class _Data:
         return cls(cfg.data, top, spec, cfg.train_split if splits else None,
                    cfg.validation_split if cfg.validation_split in splits else None, label,
                    [f for f in spec.features if f.name != label.name
-                    and f.name not in cfg.exclude], batch, worker, fs)
+                    and f.name not in cfg.exclude], batch, worker, fs, cfg.backend == "jax")
 
     def read(self, cfg: TrainConfig, split: str | None, features: list[Feature],
              epochs: int | None = 1, shuffle: int | None = None, sample: bool = False) -> Any:
-        """make_dataset of these features and the label (shuffle: cfg's unless given)."""
+        """make_dataset of these features and the label (shuffle: cfg's unless given); on
+        JAX, read_batches (train_jax.read)."""
+        if self.jax:
+            return train_jax.read(self, cfg, split, features, shuffle)
+        from tfspark.tf.dataset import make_dataset
+
         sub = dataclasses.replace(self.spec, features=tuple(features) + (self.label,))
         several = self.worker is not None and self.worker.num_workers > 1
         # The sample that preprocessing adapts on is the same on every worker (whole data,
@@ -160,16 +165,22 @@ def _choose(cfg: TrainConfig, data: _Data) -> _Chosen:
     stats = data.top.feature_stats(data.train_split) if cfg.use_stats else None
     if stats:
         p = train_features.plan(data.candidates, stats, cfg)
+        if data.jax:
+            train_jax.prune(p)
         chosen = _Chosen([f for f, _ in p.numeric], [(f, v) for f, v, _ in p.categorical],
                          [f for f, _ in p.arrays], p.ignored,
                          task_from_stats(data.label, stats.get(data.label.name) or {}),
                          {f.name: h for f, _, h in p.categorical}, plan=p)
+    elif data.jax:
+        raise OptionError(f"backend 'jax' builds its preprocessing from the export's statistics "
+                          f"and {cfg.data!r} has none for {data.train_split or 'its rows'}: "
+                          f"write it with statistics, or train on backend 'tensorflow'")
     else:
         usable = [f for f in data.candidates if f.kind == "fixed"]
-        sample_x, sample_y = _sample(data.read(cfg, data.train_split, usable, sample=True),
-                                     cfg.adapt_batches)
-        numeric, categorical, ignored = _choose_from_sample(data.candidates, sample_x,
-                                                            cfg.max_vocab)
+        sample_x, sample_y = train_sample.sample(
+            data.read(cfg, data.train_split, usable, sample=True), cfg.adapt_batches)
+        numeric, categorical, ignored = train_sample.choose_from_sample(
+            data.candidates, sample_x, cfg.max_vocab)
         chosen = _Chosen(numeric, categorical, [], ignored,
                          task_of(data.label, sample_y.tolist()), {}, sample_x=sample_x,
                          sample_y=sample_y)
@@ -181,10 +192,11 @@ def _choose(cfg: TrainConfig, data: _Data) -> _Chosen:
 def _model(cfg: TrainConfig, data: _Data, chosen: _Chosen) -> Any:
     """The compiled model: preprocessing from the statistics' plan, or adapted on the sample."""
     if chosen.plan is not None:
-        inputs, parts = train_features.model_parts(data.spec, chosen.plan, cfg)
-        return _head(inputs, parts, chosen.task, cfg)
-    return _build_model(data.spec, chosen.numeric, chosen.categorical, chosen.task,
-                        chosen.sample_x, cfg)
+        inputs, parts = train_features.model_parts(data.spec, chosen.plan, cfg,
+                                                   "ids" if data.jax else "object")
+        return train_features.head(inputs, parts, chosen.task, cfg)
+    return train_sample.build_model(data.spec, chosen.numeric, chosen.categorical,
+                                    chosen.task, chosen.sample_x, cfg)
 
 
 def _fit(cfg: TrainConfig, data: _Data, chosen: _Chosen, model: Any, train_ds: Any,
@@ -194,8 +206,9 @@ def _fit(cfg: TrainConfig, data: _Data, chosen: _Chosen, model: Any, train_ds: A
     echo(f"input pipeline alone: {input_rate:,.0f} examples/s")
     timer = _epoch_timer()
     resume = worker.checkpoint() if worker is not None else None
-    history = model.fit(train_ds, validation_data=val_ds, epochs=cfg.epochs,
-                        steps_per_epoch=cfg.steps_per_epoch, verbose=cfg.verbose, shuffle=False,
+    fed = train_jax.fit_args(cfg, train_ds, val_ds) if data.jax else {
+        "x": train_ds, "validation_data": val_ds, "steps_per_epoch": cfg.steps_per_epoch}
+    history = model.fit(**fed, epochs=cfg.epochs, verbose=cfg.verbose, shuffle=False,
                         callbacks=[timer] + ([resume] if resume is not None else []))
     # Every epoch once, also those trained before a restart (kept by the checkpoints).
     hist = resume.history if resume is not None else history.history
@@ -204,8 +217,8 @@ def _fit(cfg: TrainConfig, data: _Data, chosen: _Chosen, model: Any, train_ds: A
     echo(f"training: {train_rate:,.0f} examples/s (fastest epoch of {len(timer.seconds)})")
     final = {k: float(v[-1]) for k, v in hist.items()}
     echo("final: " + ", ".join(f"{k}={v:.4f}" for k, v in final.items()))
+    _save(model, cfg.model_out, worker)
     if worker is None or worker.is_chief:
-        _save(model, cfg.model_out)
         echo(f"model saved to {cfg.model_out}")
     return {"model_path": cfg.model_out, "task": chosen.task["kind"], "label": data.label.name,
             "numeric": [f.name for f in chosen.numeric],
@@ -220,105 +233,18 @@ def _fit(cfg: TrainConfig, data: _Data, chosen: _Chosen, model: Any, train_ds: A
             "history": {k: [float(x) for x in v] for k, v in hist.items()}}
 
 
-def _save(model: Any, path: str) -> None:
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+def _save(model: Any, path: str, worker: Any) -> None:
+    """The chief saves (on JAX the other workers take part: WorkerContext.save)."""
+    if worker is None or worker.is_chief:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with warnings.catch_warnings():
         # Keras's saving calls np.array on TF variables, which numpy 2 flags; not ours to fix.
         warnings.filterwarnings("ignore", "__array__ implementation", DeprecationWarning)
-        model.save(path)
-
-
-
-def _sample(ds: Any, n_batches: int) -> tuple[dict[str, Any], Any]:
-    """A few batches as numpy: {feature: array}, labels."""
-    import numpy as np
-
-    xs: dict[str, list] = {}
-    ys = []
-    for x, y in ds.take(max(1, n_batches)):
-        for k, v in x.items():
-            xs.setdefault(k, []).append(v.numpy())
-        ys.append(y.numpy())
-    if not ys:
-        raise SchemaError("the training data is empty")
-    return {k: np.concatenate(v) for k, v in xs.items()}, np.concatenate(ys)
-
-
-def _choose_from_sample(features: list[Feature], sample: dict[str, Any], max_vocab: int
-            ) -> tuple[list[Feature], list[tuple[Feature, list[str]]], dict[str, str]]:
-    numeric, categorical, ignored = [], [], {}
-    for f in features:
-        if f.kind != "fixed":
-            ignored[f.name] = f"{f.kind} feature (not used by this job)"
-        elif f.dtype != "string":
-            numeric.append(f)
-        elif f.shape:
-            ignored[f.name] = "string array (not used by this job)"
+        if worker is None:
+            model.save(path)
         else:
-            counts = Counter(sample[f.name].tolist())
-            rows = len(sample[f.name])
-            try:
-                vocab = [v.decode("utf-8") for v, _ in counts.most_common()]
-            except UnicodeDecodeError:  # StringLookup takes text only
-                ignored[f.name] = "binary values, not text (not used by this job)"
-                continue
-            if len(counts) > max_vocab or len(counts) > max(20, rows // 2):
-                ignored[f.name] = (f"{len(counts)} distinct values in {rows} sampled rows: "
-                                   f"free text or an id, not a category")
-            else:
-                categorical.append((f, vocab))
-    return numeric, categorical, ignored
+            worker.save(model, path)
 
-
-
-
-def _build_model(spec: FeatureSpec, numeric: list[Feature],
-                 categorical: list[tuple[Feature, list[str]]], task: dict[str, Any],
-                 sample: dict[str, Any], cfg: TrainConfig) -> Any:
-    import keras
-    import numpy as np
-
-    from tfspark.keras.inputs import keras_inputs
-
-    inputs = keras_inputs(spec, names=[f.name for f in numeric] + [f.name for f, _ in categorical])
-    parts = []
-    if numeric:
-        cols = [keras.ops.reshape(keras.ops.cast(inputs[f.name], "float32"),
-                                  (-1, int(np.prod(f.shape or (1,))))) for f in numeric]
-        x = cols[0] if len(cols) == 1 else keras.layers.Concatenate()(cols)
-        norm = keras.layers.Normalization(name="normalize")
-        norm.adapt(np.concatenate([sample[f.name].reshape(len(sample[f.name]), -1)
-                                   .astype("float32") for f in numeric], axis=1))
-        parts.append(norm(x))
-    for f, vocab in categorical:
-        lookup = keras.layers.StringLookup(vocabulary=vocab, name=f"lookup_{len(parts)}")
-        emb = keras.layers.Embedding(len(vocab) + 1, cfg.embedding_dim,
-                                     name=f"embed_{len(parts)}")
-        parts.append(emb(lookup(inputs[f.name])))
-    return _head(inputs, parts, task, cfg)
-
-
-def _head(inputs: dict[str, Any], parts: list[Any], task: dict[str, Any],
-          cfg: TrainConfig) -> Any:
-    """The compiled model: the parts concatenated, the hidden layers, the task's output."""
-    import keras
-
-    x = parts[0] if len(parts) == 1 else keras.layers.Concatenate()(parts)
-    for units in cfg.hidden_units:
-        x = keras.layers.Dense(units, activation="relu")(x)
-    opt = keras.optimizers.Adam(cfg.learning_rate)
-    if task["kind"] == "binary":
-        out = keras.layers.Dense(1, activation="sigmoid")(x)
-        loss, metrics = "binary_crossentropy", ["accuracy", keras.metrics.AUC(name="auc")]
-    elif task["kind"] == "multiclass":
-        out = keras.layers.Dense(task["classes"], activation="softmax")(x)
-        loss, metrics = "sparse_categorical_crossentropy", ["accuracy"]
-    else:
-        out = keras.layers.Dense(1)(x)
-        loss, metrics = "mean_squared_error", ["mean_absolute_error"]
-    model = keras.Model(inputs=inputs, outputs=out)
-    model.compile(optimizer=opt, loss=loss, metrics=metrics)
-    return model
 
 
 def _input_rate(ds: Any, n_batches: int) -> float:

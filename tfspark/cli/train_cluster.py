@@ -1,6 +1,7 @@
 """`tfspark train --workers N`: the train job on N Spark tasks at once (tfspark.train_on_spark).
 
-Each worker runs tfspark.cli.train.train on its shard under MultiWorkerMirroredStrategy; the
+Each worker runs tfspark.cli.train.train on its shard under MultiWorkerMirroredStrategy (or a
+keras.distribution.DataParallel with backend = "jax"); the
 chief saves the model and its result (history, rates) comes back to the driver. Checkpoints go
 to a shared directory after every epoch, so a stage that Spark retries resumes; they are
 removed when the run succeeds (a rerun trains from scratch), kept when it fails (a rerun
@@ -40,7 +41,8 @@ def train_distributed(cfg: TrainConfig, echo: Callable[[str], None] = print,
          f"{cfg.checkpoint_dir}"
          + (f"; resuming an earlier run after its epoch {found[0]}" if found else ""))
     result = train_on_spark(spark, functools.partial(_worker_train, cfg), cfg.workers,
-                            checkpoint_dir=cfg.checkpoint_dir, shared_paths=[cfg.data])
+                            backend=cfg.backend, checkpoint_dir=cfg.checkpoint_dir,
+                            shared_paths=[cfg.data])
     remove_checkpoints(cfg.checkpoint_dir)
     echo("final: " + ", ".join(f"{k}={v:.4f}" for k, v in result["final"].items()))
     echo(f"model saved to {result['model_path']} by worker 0")

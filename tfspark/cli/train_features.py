@@ -118,15 +118,18 @@ def _array(f: Feature, s: dict[str, Any], out: Plan) -> None:
         out.ignored[f.name] = f"{f.kind} {f.dtype} array without finite element statistics"
 
 
-def model_parts(spec: FeatureSpec, p: Plan, cfg: Any) -> tuple[dict[str, Any], list[Any]]:
-    """(keras inputs, one [batch, k] tensor per treatment) for the plan's features."""
+def model_parts(spec: FeatureSpec, p: Plan, cfg: Any, strings: str = "object"
+                ) -> tuple[dict[str, Any], list[Any]]:
+    """(keras inputs, one [batch, k] tensor per treatment) for the plan's features; strings:
+    "ids" when the reader gives string features as ids (read_batches(strings="ids"), on any
+    Keras backend: VocabularyIds for the string lookups, the plan without the others)."""
     import keras
 
     from tfspark.keras.inputs import keras_inputs
-    from tfspark.keras.layers import PooledEmbedding, PooledMean
+    from tfspark.keras.layers import PooledEmbedding, PooledMean, VocabularyIds
     from tfspark.keras.preprocessing import array_layer, lookup
 
-    inputs = keras_inputs(spec, names=[f.name for f in p.used])
+    inputs = keras_inputs(spec, names=[f.name for f in p.used], strings=strings)
     parts = []
     if p.numeric:
         cols = [keras.ops.reshape(keras.ops.cast(inputs[f.name], "float32"), (-1, 1))
@@ -137,8 +140,13 @@ def model_parts(spec: FeatureSpec, p: Plan, cfg: Any) -> tuple[dict[str, Any], l
             mean=[m for m, _ in moments], variance=[v for _, v in moments],
             name="normalize")(x))
     for k, (f, vocab, how) in enumerate(p.categorical):
-        ids = lookup(f, vocab, "one_hot" if how == "onehot" else "int", f"lookup_{k}")(
-            inputs[f.name])
+        if strings == "ids":
+            ids = VocabularyIds(vocab, name=f"lookup_{k}")(inputs[f.name])
+            if how == "onehot":
+                ids = keras.layers.CategoryEncoding(len(vocab) + 1, "one_hot")(ids)
+        else:
+            ids = lookup(f, vocab, "one_hot" if how == "onehot" else "int", f"lookup_{k}")(
+                inputs[f.name])
         parts.append(ids if how == "onehot" else keras.layers.Embedding(
             len(vocab) + 1, cfg.embedding_dim, name=f"embed_{k}")(ids))
     for k, (f, s) in enumerate(p.arrays):
@@ -153,6 +161,28 @@ def model_parts(spec: FeatureSpec, p: Plan, cfg: Any) -> tuple[dict[str, Any], l
             parts.append(PooledEmbedding(layer.vocabulary_size(), cfg.embedding_dim,
                                          name=f"pooled_{k}")(layer(x)))
     return inputs, parts
+
+
+def head(inputs: dict[str, Any], parts: list[Any], task: dict[str, Any], cfg: Any) -> Any:
+    """The compiled model: the parts concatenated, the hidden layers, the task's output."""
+    import keras
+
+    x = parts[0] if len(parts) == 1 else keras.layers.Concatenate()(parts)
+    for units in cfg.hidden_units:
+        x = keras.layers.Dense(units, activation="relu")(x)
+    opt = keras.optimizers.Adam(cfg.learning_rate)
+    if task["kind"] == "binary":
+        out = keras.layers.Dense(1, activation="sigmoid")(x)
+        loss, metrics = "binary_crossentropy", ["accuracy", keras.metrics.AUC(name="auc")]
+    elif task["kind"] == "multiclass":
+        out = keras.layers.Dense(task["classes"], activation="softmax")(x)
+        loss, metrics = "sparse_categorical_crossentropy", ["accuracy"]
+    else:
+        out = keras.layers.Dense(1)(x)
+        loss, metrics = "mean_squared_error", ["mean_absolute_error"]
+    model = keras.Model(inputs=inputs, outputs=out)
+    model.compile(optimizer=opt, loss=loss, metrics=metrics)
+    return model
 
 
 def pick_label(spec: FeatureSpec, name: str | None) -> Feature:

@@ -1,0 +1,92 @@
+"""`tfspark train --backend jax`: the train job on Keras 3's JAX backend, without TensorFlow.
+
+The same model from the same statistics (train_features), read by read_batches instead of
+make_dataset: string features arrive as ids of the statistics' vocabularies (VocabularyIds in
+place of StringLookup, which needs TensorFlow). What needs TensorFlow's lookups is left out with
+its reason: integer features named in `categorical` (IntegerLookup), arrays of strings or ids
+(their pooled lookups) and variable-length arrays (pooled as ragged tensors); fixed-length
+number arrays stay. Each epoch is one pass of the reader (its own shuffle), as
+make_dataset's are on the TensorFlow backend.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from tfspark.errors import OptionError
+
+BACKENDS = ("tensorflow", "jax")
+
+
+def use_backend(backend: str, trains_here: bool = True) -> None:
+    """Make this process's Keras run on `backend`, before Keras is imported (one line when it
+    was imported on another and this process trains; a driver of workers only builds nothing)."""
+    keras = sys.modules.get("keras")
+    if keras is not None:
+        have = keras.backend.backend()
+        if have != backend and trains_here:
+            raise OptionError(f"backend {backend!r}: Keras was already imported here on "
+                              f"{have!r}; set KERAS_BACKEND={backend} before importing it")
+        return
+    if backend == "jax":
+        try:
+            import jax  # noqa: F401
+        except ImportError:
+            raise OptionError("backend 'jax' needs jax: pip install 'tfspark[jax]'") from None
+    os.environ["KERAS_BACKEND"] = backend
+
+
+def prune(plan: Any) -> None:
+    """Move what needs TensorFlow's lookups out of the plan, saying why."""
+    why = "needs TensorFlow's {} (train on backend 'tensorflow' to use it)"
+    for f, vocab, how in list(plan.categorical):
+        if f.dtype != "string":
+            plan.categorical.remove((f, vocab, how))
+            plan.ignored[f.name] = "an integer category: " + why.format("IntegerLookup")
+    for f, s in list(plan.arrays):
+        if "top" in s:
+            plan.arrays.remove((f, s))
+            plan.ignored[f.name] = "an array of ids or strings: " + why.format("lookups")
+        elif f.kind != "fixed":
+            plan.arrays.remove((f, s))
+            plan.ignored[f.name] = "a variable-length array: its pooling " + \
+                why.format("ragged tensors")
+
+
+def read(data: Any, cfg: Any, split: str | None, features: list[Any],
+         shuffle: int | None) -> Any:
+    """read_batches of these features and the label, strings as ids of the train split's
+    vocabularies: one pass per iteration (passes() repeats them for fit)."""
+    from tfspark.numpy.batches import read_batches
+
+    return read_batches(
+        data.path, data.batch, split=split, columns=[f.name for f in features] +
+        [data.label.name], label_cols=[data.label.name], strings="ids",
+        vocabulary=data.train_split, epochs=1, seed=cfg.seed, filesystem=data.fs,
+        shuffle_buffer=cfg.shuffle_buffer if shuffle is None else shuffle,
+        shard=data.worker.shard if data.worker is not None else None)
+
+
+def steps(reader: Any, given: int | None = None) -> int:
+    """Batches per epoch: `given`, else one pass over the reader's rows."""
+    n = given or reader.steps_per_epoch()
+    if not n:
+        raise OptionError("the number of batches per epoch is unknown (no manifest counts): "
+                          "set steps_per_epoch")
+    return int(n)
+
+
+def passes(reader: Any) -> Any:
+    """The reader's passes one after another, for ever: fit takes an epoch's steps of them."""
+    while True:
+        yield from reader
+
+
+def fit_args(cfg: Any, train: Any, validation: Any) -> dict[str, Any]:
+    """model.fit's data arguments for these readers."""
+    out = {"x": passes(train), "steps_per_epoch": steps(train, cfg.steps_per_epoch)}
+    if validation is not None:
+        out.update(validation_data=passes(validation), validation_steps=steps(validation))
+    return out
