@@ -1,13 +1,12 @@
 """Train a small Keras model on a data set exported by tfspark: the `tfspark train` job.
 
-What goes into the model, from the spec alone:
-  - numeric features (int64 / float32, fixed scalars and fixed arrays): cast to float32,
-    concatenated, and normalized by a keras Normalization layer adapted on a few batches;
-  - string scalar features with a small vocabulary in those batches: StringLookup + Embedding;
-  - VarLen and 2-D ragged features, string arrays and free text are left out (printed).
-The label decides the head: 0/1 ints -> sigmoid + binary cross-entropy; other non-negative ints
--> softmax over max+1 classes; floats -> regression (mean squared error).
-TensorFlow and Keras are imported inside the functions.
+What goes into the model comes from the export's statistics of the train split
+(train_features.py: numbers normalized, categories looked up, arrays pooled, row ids and free
+text left out with a line saying so) or, for data without statistics, is adapted on a sample of
+batches (train_sample.py). The label decides the head (train_features.head). On the TensorFlow
+backend make_dataset feeds it; on JAX, read_batches (train_jax.py). With a worker context, it is
+one of train_on_spark's workers (train_cluster.py). Keras, TensorFlow and JAX are imported
+inside the functions.
 """
 
 from __future__ import annotations
@@ -36,8 +35,8 @@ def train(config: TrainConfig | Mapping[str, Any],
     """Train, validate, save; return the numbers it printed (see the keys of _fit's result).
 
     worker: a tfspark.keras.worker.WorkerContext when this is one of several workers of
-    train_on_spark (see train_distributed): the model is built under its strategy, each worker
-    reads its shard at batch_size / workers, the chief alone saves.
+    train_on_spark (see train_distributed): the model is built in its scope (strategy or
+    distribution), each worker reads its shard at batch_size / workers, the chief saves.
     """
     cfg = config if isinstance(config, TrainConfig) else TrainConfig.from_mapping(config)
     n = worker.num_workers if worker is not None else 1
