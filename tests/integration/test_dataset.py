@@ -416,6 +416,11 @@ def test_train_job_on_jax_without_tensorflow_as_on_tensorflow(data, spark, tmp_p
         {**settings, "backend": "jax", "workers": 2, "model_out": str(tmp_path / "two.keras")}),
         echo=lambda s: None, spark=spark)
     assert two["workers"] == 2 and (tmp_path / "two.keras").exists()
+    import keras
+
+    saved = keras.saving.load_model(str(tmp_path / "two.keras"))
+    # Large integers (timestamps in microseconds) go in as float32: JAX wraps int64 arrays.
+    assert saved.input["ts"].dtype == "float32", saved.input["ts"]
     log = (tmp_path / "two.checkpoints" / "logs" / "worker-1.log").read_text()
     assert "started: 2 processes, 2 devices in sync" in log, log[-3000:]
     aucs = {"tensorflow": on_tf["final"]["val_auc"], "jax": jax_auc,

@@ -191,7 +191,8 @@ def _choose(cfg: TrainConfig, data: _Data) -> _Chosen:
 def _model(cfg: TrainConfig, data: _Data, chosen: _Chosen) -> Any:
     """The compiled model: preprocessing from the statistics' plan, or adapted on the sample."""
     if chosen.plan is not None:
-        inputs, parts = train_features.model_parts(data.spec, chosen.plan, cfg,
+        spec = train_jax.float_inputs(data.spec, chosen.plan) if data.jax else data.spec
+        inputs, parts = train_features.model_parts(spec, chosen.plan, cfg,
                                                    "ids" if data.jax else "object")
         return train_features.head(inputs, parts, chosen.task, cfg)
     return train_sample.build_model(data.spec, chosen.numeric, chosen.categorical,
@@ -205,7 +206,7 @@ def _fit(cfg: TrainConfig, data: _Data, chosen: _Chosen, model: Any, train_ds: A
     echo(f"input pipeline alone: {input_rate:,.0f} examples/s")
     timer = _epoch_timer()
     resume = worker.checkpoint() if worker is not None else None
-    fed = train_jax.fit_args(cfg, train_ds, val_ds) if data.jax else {
+    fed = train_jax.fit_args(cfg, model, train_ds, val_ds) if data.jax else {
         "x": train_ds, "validation_data": val_ds, "steps_per_epoch": cfg.steps_per_epoch}
     history = model.fit(**fed, epochs=cfg.epochs, verbose=cfg.verbose, shuffle=False,
                         callbacks=[timer] + ([resume] if resume is not None else []))

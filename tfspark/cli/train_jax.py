@@ -11,9 +11,13 @@ make_dataset's are on the TensorFlow backend.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
+import warnings
 from typing import Any
+
+import numpy as np
 
 from tfspark.errors import OptionError
 
@@ -55,6 +59,17 @@ def prune(plan: Any) -> None:
                 why.format("ragged tensors")
 
 
+def float_inputs(spec: Any, plan: Any) -> Any:
+    """The spec with the integer features the model normalizes as float32: JAX (without its
+    x64 mode) truncates int64 arrays to int32, which wraps timestamps in microseconds and
+    other large integers; the TensorFlow model casts them to float32 too. passes() casts
+    their batches to match."""
+    numbers = {f.name for f, _ in plan.numeric} | {f.name for f, _ in plan.arrays}
+    return dataclasses.replace(spec, features=tuple(
+        dataclasses.replace(f, dtype="float32") if f.name in numbers and f.dtype == "int64"
+        else f for f in spec.features))
+
+
 def read(data: Any, cfg: Any, split: str | None, features: list[Any],
          shuffle: int | None) -> Any:
     """read_batches of these features and the label, strings as ids of the train split's
@@ -78,15 +93,21 @@ def steps(reader: Any, given: int | None = None) -> int:
     return int(n)
 
 
-def passes(reader: Any) -> Any:
-    """The reader's passes one after another, for ever: fit takes an epoch's steps of them."""
+def passes(reader: Any, floats: frozenset[str] = frozenset()) -> Any:
+    """The reader's passes one after another, for ever (fit takes an epoch's steps of them),
+    the `floats` features cast to float32 (float_inputs)."""
     while True:
-        yield from reader
+        for x, y in reader:
+            yield {k: v.astype(np.float32) if k in floats else v for k, v in x.items()}, y
 
 
-def fit_args(cfg: Any, train: Any, validation: Any) -> dict[str, Any]:
-    """model.fit's data arguments for these readers."""
-    out = {"x": passes(train), "steps_per_epoch": steps(train, cfg.steps_per_epoch)}
+def fit_args(cfg: Any, model: Any, train: Any, validation: Any) -> dict[str, Any]:
+    """model.fit's data arguments for these readers, cast to the model's float inputs."""
+    floats = frozenset(k for k, v in model.input.items() if v.dtype == "float32")
+    # What JAX still truncates to int32 are string ids and labels: small, so say nothing.
+    warnings.filterwarnings("ignore", "Explicitly requested dtype int64", UserWarning)
+    out = {"x": passes(train, floats), "steps_per_epoch": steps(train, cfg.steps_per_epoch)}
     if validation is not None:
-        out.update(validation_data=passes(validation), validation_steps=steps(validation))
+        out.update(validation_data=passes(validation, floats),
+                   validation_steps=steps(validation))
     return out
