@@ -262,6 +262,9 @@ _RULES: dict[str, Callable[[str, Any, str], Any]] = {
 
 # ---------------------------------------------------------------- the train job
 
+TRAIN_BACKENDS = ("tensorflow", "jax")  # Keras 3's backends the train job runs on
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Settings of the train job (conf/train.toml). Paths are relative to the CWD."""
@@ -329,8 +332,8 @@ def _check_train_value(key: str, value: Any, where: str) -> Any:
     if key == "store":
         return check_store_table(value, where)
     if key == "backend":
-        if value not in ("tensorflow", "jax"):
-            raise OptionError(f"key 'backend' in {where} must be 'tensorflow' or 'jax', got "
+        if value not in TRAIN_BACKENDS:
+            raise OptionError(f"key 'backend' in {where} must be one of {TRAIN_BACKENDS}, got "
                               f"{value!r}")
         return value
     if key == "use_stats":

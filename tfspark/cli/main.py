@@ -27,6 +27,7 @@ from tfspark.cli import inspect, plots
 from tfspark.cli.config import (
     KEYS,
     SOURCE_FORMATS,
+    TRAIN_BACKENDS,
     WRITE_KEYS,
     ExportConfig,
     add_store_arg,
@@ -206,7 +207,7 @@ def _read_commands(command: Any) -> None:
     p.add_argument("--use-stats", action=argparse.BooleanOptionalAction, default=None,
                    help="preprocessing from the export's statistics (default yes); "
                         "--no-use-stats adapts on a sample (scalar features only)")
-    p.add_argument("--backend", choices=("tensorflow", "jax"),
+    p.add_argument("--backend", choices=TRAIN_BACKENDS,
                    help="Keras 3's backend (default tensorflow)")
     p.add_argument("--workers", type=int,
                    help="train on N Spark tasks at once (MultiWorkerMirroredStrategy; "

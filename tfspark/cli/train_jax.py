@@ -21,12 +21,10 @@ import numpy as np
 
 from tfspark.errors import OptionError
 
-BACKENDS = ("tensorflow", "jax")
-
 
 def use_backend(backend: str, trains_here: bool = True) -> None:
-    """Make this process's Keras run on `backend`, before Keras is imported (one line when it
-    was imported on another and this process trains; a driver of workers only builds nothing)."""
+    """Make this process's Keras run on `backend`, before Keras is imported: one line when it
+    was imported on another and this process trains (a driver of workers trains nothing)."""
     keras = sys.modules.get("keras")
     if keras is not None:
         have = keras.backend.backend()
@@ -98,7 +96,8 @@ def passes(reader: Any, floats: frozenset[str] = frozenset()) -> Any:
     the `floats` features cast to float32 (float_inputs)."""
     while True:
         for x, y in reader:
-            yield {k: v.astype(np.float32) if k in floats else v for k, v in x.items()}, y
+            yield {k: v.astype(np.float32, copy=False) if k in floats else v
+                   for k, v in x.items()}, y
 
 
 def fit_args(cfg: Any, model: Any, train: Any, validation: Any) -> dict[str, Any]:
