@@ -1,11 +1,11 @@
 """`tfspark train --workers N`: the train job on N Spark tasks at once (tfspark.train_on_spark).
 
 Each worker runs tfspark.cli.train.train on its shard under MultiWorkerMirroredStrategy (or a
-keras.distribution.DataParallel with backend = "jax"); the
-chief saves the model and its result (history, rates) comes back to the driver. Checkpoints go
-to a shared directory after every epoch, so a stage that Spark retries resumes; they are
-removed when the run succeeds (a rerun trains from scratch), kept when it fails (a rerun
-resumes). The workers' output is in <checkpoint_dir>/logs/worker-<i>.log.
+keras.distribution.DataParallel with backend = "jax"); the chief saves the model and its result
+(history, rates) comes back to the driver. Checkpoints go to a shared directory after every
+epoch, so a stage that Spark retries resumes; they are removed when the run succeeds (a rerun
+trains from scratch), kept when it fails (a rerun resumes). The workers' output is in
+<checkpoint_dir>/logs/worker-<i>.log.
 """
 
 from __future__ import annotations

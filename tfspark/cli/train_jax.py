@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from tfspark.errors import OptionError
+from tfspark.errors import OptionError, require
 
 
 def use_backend(backend: str, trains_here: bool = True) -> None:
@@ -33,15 +33,12 @@ def use_backend(backend: str, trains_here: bool = True) -> None:
                               f"{have!r}; set KERAS_BACKEND={backend} before importing it")
         return
     if backend == "jax":
-        try:
-            import jax  # noqa: F401
-        except ImportError:
-            raise OptionError("backend 'jax' needs jax: pip install 'tfspark[jax]'") from None
+        require("jax", "tfspark train --backend jax", "jax")
     os.environ["KERAS_BACKEND"] = backend
 
 
 def prune(plan: Any) -> None:
-    """Move what needs TensorFlow's lookups out of the plan, saying why."""
+    """Move what needs TensorFlow (its lookups, ragged tensors) out of the plan, saying why."""
     why = "needs TensorFlow's {} (train on backend 'tensorflow' to use it)"
     for f, vocab, how in list(plan.categorical):
         if f.dtype != "string":
