@@ -50,8 +50,10 @@ def _size(path: str) -> int:
                for n in names if not n.startswith((".", "_")))
 
 
-def write_files(rows: int, out: str, block: int, compression: str | None = None) -> str:
-    """8 TFRecord files + manifest of the standard table, row (block=1) or block layout."""
+def write_files(rows: int, out: str, block: int, compression: str | None = None, *,
+                data=None, spec=None, files: int = FILES) -> str:
+    """`files` TFRecord files + manifest, row (block=1) or block layout, of the standard table
+    (or `data`, a pyarrow Table, with its FeatureSpec `spec`), written without Spark."""
     import tfspark
     from tfspark.arrow.encode import BatchEncoder
     from tfspark.arrow.encode_block import BlockEncoder
@@ -59,15 +61,15 @@ def write_files(rows: int, out: str, block: int, compression: str | None = None)
     from tfspark.store.fs import locate
     from tfspark.wire.stream import RecordWriter
 
-    data = table(rows)
-    spec = tfspark.infer_spec(spark_schema())
+    if data is None:
+        data, spec = table(rows), tfspark.infer_spec(spark_schema())
     encoder = BatchEncoder(spec) if block == 1 else BlockEncoder(spec, block)
     m = mf.Manifest(spec=spec, compression=compression, rows_per_record=block)
     os.makedirs(out, exist_ok=True)
     entries = []
-    per_file = -(-rows // FILES)
+    per_file = -(-rows // files)
     chunk = max(block, 100_000 // block * block)  # whole blocks per encode call
-    for k in range(FILES):
+    for k in range(files):
         part = data.slice(k * per_file, per_file)
         name = f"part-{k:05d}.tfrecord" + (".gz" if compression else "")
         records = 0

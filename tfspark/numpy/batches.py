@@ -4,12 +4,14 @@ backend. Needs neither TensorFlow nor pyspark.
     plan (read_plan.py, as make_dataset) -> per epoch: the shard's files, shuffled -> turns
     over `num_threads` slots, each a thread streaming its files (CRCs checked) and decoding
     chunks of records with the compiled kernels, which release the GIL (interleave.py) ->
-    windows of shuffle_buffer rows, each permuted -> batches
+    windows of shuffle_buffer rows, each joined and permuted by up to MIX_THREADS threads ->
+    batches, cut a window ahead of the consumer by a thread of their own (prefetch.py)
 
 The batches are a function of the data, the arguments and the seed alone (not of thread
 timing), so a reader says where it is (state_dict(), state.py) and a new one given that
 state (read_batches(..., state=...)) yields exactly the batches that were still to come.
-Memory is bounded: at most `QUEUED` decoded pieces wait per slot, plus the shuffle window.
+Memory is bounded: at most `QUEUED` decoded pieces wait per slot, plus two shuffle windows
+(the one being filled and the batches queued ahead).
 Each file's rows are counted against the manifest at its end.
 """
 
@@ -25,10 +27,11 @@ import numpy as np
 from tfspark.errors import OptionError
 from tfspark.numpy import state as states
 from tfspark.numpy import units
-from tfspark.numpy.columns import Table, concat_tables, num_rows, slice_table, take_table
+from tfspark.numpy.columns import Table, concat_tables, num_rows, slice_table
 from tfspark.numpy.decode import STRING_FORMS, NumpyDecoder
 from tfspark.numpy.interleave import FileChunks, Interleave
 from tfspark.numpy.padding import RAGGED_FORMS, pad_batch, pad_lengths
+from tfspark.numpy.prefetch import Mixer, ahead
 from tfspark.numpy.units import Span
 from tfspark.spec.model import FeatureSpec
 from tfspark.store.fetch import AHEAD, IO_THREADS, Fetcher, FileCache
@@ -38,6 +41,7 @@ from tfspark.store.shards import shard as shard_plan
 from tfspark.store.vocabulary import string_vocabularies
 
 _CHUNK_ROWS = 65536  # rows decoded per kernel pass (blocks: at least one block); measured
+MIX_THREADS = 4  # threads joining and permuting a window's columns (at most num_threads)
 SHUFFLES = ("window", "global")
 
 
@@ -245,6 +249,15 @@ class BatchReader:
         return self._run(start)
 
     def _run(self, start: states.ReaderState) -> Iterator[Any]:
+        # The batches are made a window ahead by a thread of their own; the state a batch is
+        # handed on with is the one state_dict() gives from then on.
+        depth = max(2, -(-self.buffer // self.batch_size) + 1)
+        for batch, at in ahead(lambda: self._produce(start), depth, "tfspark-batches"):
+            self._state = at
+            yield batch
+
+    def _produce(self, start: states.ReaderState) -> Iterator[tuple[Any, states.ReaderState]]:
+        """(batch, the reader's state after it), for every batch from `start` on."""
         carry: Table | None = None  # fewer than batch_size rows, waiting for more
         at = start  # the state after the last batch handed on
         epoch = start.epoch
@@ -258,20 +271,18 @@ class BatchReader:
                 batches, ends, carry = self._cut(carry, rows)
                 for batch, end in zip(batches, ends):
                     at = here.moved(taken=skip + end, batches=at.batches + 1)
-                    self._state = at
-                    yield batch
+                    yield batch, at
                 at = here.moved(taken=skip + num_rows(rows), batches=at.batches)
             resume = None
             epoch += 1
             if self.part.keep is not None:  # even shards: the epoch ends its last batch
                 last, carry = self._rest(carry), None
                 if last is not None:
-                    at = self._state = at.moved(batches=at.batches + 1)
-                    yield last
+                    at = at.moved(batches=at.batches + 1)
+                    yield last, at
         last = self._rest(carry)
         if last is not None:
-            self._state = at.moved(batches=at.batches + 1)
-            yield last
+            yield last, at.moved(batches=at.batches + 1)
 
     def _rest(self, carry: Table | None) -> Any:
         """The last, short batch of rows left over (None: none, or dropped)."""
@@ -331,27 +342,31 @@ class BatchReader:
         pending: list[Table] = []
         have = 0
         chunked = turns.turns()
+        mixer = Mixer(min(MIX_THREADS, slots))
         try:
             for pieces in chunked:
                 pending += pieces
                 have += sum(num_rows(p) for p in pieces)
                 if have and have >= self.buffer:
-                    yield self._mix(concat_tables(pending), seed, epoch, w), w, began
+                    yield self._mix(mixer, pending, have, seed, epoch, w), w, began
                     w, pending, have, began = w + 1, [], 0, turns.snapshot()
             if have:
-                yield self._mix(concat_tables(pending), seed, epoch, w), w, began
+                yield self._mix(mixer, pending, have, seed, epoch, w), w, began
         finally:
             chunked.close()  # stops the reading threads
             fetcher.close()
+            mixer.close()
 
     def _chunk_records(self) -> int:
         return max(1, _CHUNK_ROWS // self.plan.rows_per_record)
 
-    def _mix(self, rows: Table, seed: int, epoch: int, window: int) -> Table:
-        if self.buffer <= 0:
-            return rows
-        rng = np.random.default_rng([seed, epoch, 2, window])
-        return take_table(rows, rng.permutation(num_rows(rows)))
+    def _mix(self, mixer: Mixer, pieces: list[Table], rows: int, seed: int, epoch: int,
+             window: int) -> Table:
+        """A window's pieces as one table, its rows permuted (unless there is no shuffle)."""
+        order = None
+        if self.buffer > 0:
+            order = np.random.default_rng([seed, epoch, 2, window]).permutation(rows)
+        return mixer.mix(pieces, order)
 
     def _split(self, batch: Table) -> Any:
         if self.pad_widths:

@@ -1,0 +1,262 @@
+"""Into a model training on a GPU (issue 25, item 7): examples/s of the training steps fed by
+read_batches from block files and from row files, against the same steps fed the same batches
+held in memory, side by side in one run. Runs where there is no GPU too (on the CPU), to check it.
+
+The table of ../shared/bench/gpu_feed_block.py: 40 float32 features, 4 int64 ids (0-999) and a
+label (x0 + x1 > 0), --rows rows in 16 files per layout (rows: one Example per row; blocks: 1024
+rows per record), written by tfspark's encoders without Spark. Its model: the ids through an
+Embedding(1000, 16), concatenated with the floats, three Dense(512, relu), a sigmoid; Adam,
+binary cross-entropy, batch 8192. Each framework runs in a process of its own:
+
+    jax        read_batches -> jax.device_put -> a jitted step
+    torch      read_batches -> torch tensors -> .to(device) -> a step (torch.compile is not used)
+    keras-jax  Keras 3 on JAX: model.fit over a generator of read_batches' batches
+
+"reader" is read_batches alone (the batches made into the step's arrays, no step); "memory"
+feeds the same steps the batches of one epoch read beforehand and held in host memory
+as the step takes them (NumPy arrays; for Keras the same generator over the list), so the host
+to device copy is in both. A timed run is --epochs passes; best of --repeat after a warm-up
+round, the feeds alternating. The reader uses its defaults (window shuffle, num_threads = the
+cores, at most 8) unless --threads is given.
+
+    python bench/bench_gpu_feed.py --rows 2000000 --json bench/results/gpu_feed.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+BATCH = 8192
+FLOATS = [f"x{i}" for i in range(40)]
+IDS = [f"c{i}" for i in range(4)]
+LAYOUTS = {"rows": 1, "blocks": 1024}
+FRAMEWORKS = ("jax", "torch", "keras-jax")
+
+
+def data(rows: int):
+    """The table and its FeatureSpec (built here: the GPU machine has no Spark to infer it)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from tfspark.spec import FeatureSpec
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((rows, len(FLOATS)), dtype=np.float32)
+    cols = {n: pa.array(x[:, i]) for i, n in enumerate(FLOATS)}
+    cols.update({n: pa.array(rng.integers(0, 1000, rows)) for n in IDS})
+    cols["label"] = pa.array((x[:, 0] + x[:, 1] > 0).astype(np.int64))
+
+    def feature(name: str, dtype: str, source: str) -> dict:
+        return {"name": name, "path": [name], "kind": "fixed", "dtype": dtype,
+                "encoding": "float" if dtype == "float32" else "int", "source_type": source,
+                "shape": [], "nullable": False, "label": name == "label"}
+
+    spec = FeatureSpec.from_dict({
+        "format": "tfspark.feature_spec", "version": 1,
+        "features": [feature(n, "float32", "float") for n in FLOATS]
+        + [feature(n, "int64", "bigint") for n in IDS + ["label"]]})
+    return pa.table(cols), spec
+
+
+def child(framework: str, path: str, rows: int, repeat: int, epochs: int,
+          threads: int | None) -> dict:
+    """Runs in the framework's own process: {feed: best examples/s, device: what ran the step}."""
+    import numpy as np
+
+    import tfspark
+
+    def arrays(batch: dict) -> tuple:
+        x = np.stack([batch[n] for n in FLOATS], 1)
+        ids = np.stack([batch[n] for n in IDS], 1).astype(np.int32)
+        return x, ids, batch["label"].astype(np.float32)
+
+    def batches(passes: int) -> object:  # each pass a new shuffle
+        return tfspark.read_batches(path, BATCH, epochs=passes, seed=1, label_cols=[],
+                                    num_threads=threads)
+
+    def reader() -> object:
+        return (arrays(b) for b in batches(epochs))
+
+    memory = [arrays(b) for b in batches(1)]
+
+    def from_memory() -> object:
+        return (b for _ in range(epochs) for b in memory)
+
+    train, device = {"jax": _jax, "torch": _torch, "keras-jax": _keras}[framework]()
+    best: dict[str, float] = {}
+    for _ in range(repeat + 1):  # the first round warms up (compiling, threads, caches)
+        for name, source in (("reader", reader), ("fed", reader), ("memory", from_memory)):
+            t = time.perf_counter()
+            n = sum(len(b[2]) for b in source()) if name == "reader" else train(source())
+            assert n == rows * epochs, (name, n, rows * epochs)
+            best[name] = max(best.get(name, 0.0), n / (time.perf_counter() - t))
+    best["device"] = device
+    return best
+
+
+def _jax():
+    import jax
+    import jax.numpy as jnp
+    from jax.example_libraries import optimizers
+
+    keys = jax.random.split(jax.random.PRNGKey(0), 5)
+    sizes = [len(FLOATS) + 16 * len(IDS), 512, 512, 512, 1]
+    params = {"embed": jax.random.normal(keys[0], (1000, 16)) * 0.05,
+              "dense": [(jax.random.normal(k, (a, b)) * (2 / a) ** 0.5, jnp.zeros(b))
+                        for k, a, b in zip(keys[1:], sizes, sizes[1:])]}
+
+    def loss(p, x, ids, y):
+        h = jnp.concatenate([x, p["embed"][ids].reshape(len(ids), -1)], 1)
+        for w, b in p["dense"][:-1]:
+            h = jax.nn.relu(h @ w + b)
+        z = (h @ p["dense"][-1][0] + p["dense"][-1][1])[:, 0]
+        return jnp.mean(jnp.maximum(z, 0) - z * y + jnp.log1p(jnp.exp(-jnp.abs(z))))
+
+    init, update, get = optimizers.adam(1e-3)
+    state = [init(params)]
+
+    @jax.jit
+    def step(s, x, ids, y):
+        return update(0, jax.grad(loss)(get(s), x, ids, y), s)
+
+    def train(source) -> int:
+        n = 0
+        for batch in source:
+            x, ids, y = jax.device_put(batch)
+            state[0] = step(state[0], x, ids, y)
+            n += len(batch[2])
+        jax.block_until_ready(state[0])
+        return n
+
+    return train, str(jax.devices()[0])
+
+
+def _torch():
+    import torch
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    torch.manual_seed(0)
+
+    class Model(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = torch.nn.Embedding(1000, 16)
+            self.mlp = torch.nn.Sequential(
+                torch.nn.Linear(len(FLOATS) + 16 * len(IDS), 512), torch.nn.ReLU(),
+                torch.nn.Linear(512, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512),
+                torch.nn.ReLU(), torch.nn.Linear(512, 1))
+
+        def forward(self, x, ids):
+            return self.mlp(torch.cat([x, self.embed(ids).flatten(1)], 1))[:, 0]
+
+    model = Model().to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def train(source) -> int:
+        n = 0
+        for x, ids, y in source:
+            x, ids, y = (torch.from_numpy(a).to(device, non_blocking=True) for a in (x, ids, y))
+            opt.zero_grad(set_to_none=True)
+            torch.nn.functional.binary_cross_entropy_with_logits(model(x, ids), y).backward()
+            opt.step()
+            n += len(y)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        return n
+
+    name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
+    return train, name
+
+
+def _keras():
+    import jax
+    import keras
+
+    keras.utils.set_random_seed(0)
+    x_in = keras.Input((len(FLOATS),))
+    ids_in = keras.Input((len(IDS),), dtype="int32")
+    h = keras.layers.Concatenate()(
+        [x_in, keras.layers.Flatten()(keras.layers.Embedding(1000, 16)(ids_in))])
+    for _ in range(3):
+        h = keras.layers.Dense(512, activation="relu")(h)
+    model = keras.Model([x_in, ids_in], keras.layers.Dense(1, activation="sigmoid")(h))
+    model.compile(optimizer="adam", loss="binary_crossentropy")
+
+    def train(source) -> int:
+        counted = [0]
+
+        def pairs() -> object:
+            for x, ids, y in source:
+                counted[0] += len(y)
+                yield (x, ids), y
+
+        # steps_per_epoch=None: Keras runs the generator to its end, one "epoch"
+        model.fit(pairs(), epochs=1, verbose=0)
+        return counted[0]
+
+    return train, str(jax.devices()[0])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", type=int, default=2_000_000)
+    ap.add_argument("--epochs", type=int, default=3, help="passes per timed run")
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--threads", type=int, help="read_batches' num_threads (default: its own)")
+    ap.add_argument("--layouts", default=",".join(LAYOUTS))
+    ap.add_argument("--frameworks", default=",".join(FRAMEWORKS))
+    ap.add_argument("--json")
+    ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.child:
+        framework, path, rows = a.child
+        r = child(framework, path, int(rows), a.repeat, a.epochs, a.threads)
+        print("RESULT " + json.dumps(r), flush=True)
+        return
+    from bench_block import write_files
+    from common import machine, save_json
+
+    started = machine()
+    out = tempfile.mkdtemp(prefix="tfspark-bench-gpu-")
+    table, spec = data(a.rows)
+    results: dict = {}
+    for layout in a.layouts.split(","):
+        t = time.perf_counter()
+        path = write_files(a.rows, os.path.join(out, layout), LAYOUTS[layout], data=table,
+                           spec=spec, files=16)
+        print(f"{layout}: wrote {a.rows:,} rows in {time.perf_counter() - t:.1f} s", flush=True)
+        for framework in a.frameworks.split(","):
+            env = dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="3")
+            args = ["--repeat", str(a.repeat), "--epochs", str(a.epochs)]
+            if a.threads:
+                args += ["--threads", str(a.threads)]
+            done = subprocess.run([sys.executable, __file__, *args, "--child", framework, path,
+                                   str(a.rows)], env=env, capture_output=True, text=True,
+                                  timeout=900)
+            line = next((ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")),
+                        None)
+            if line is None:
+                print(f"{layout} {framework} failed:\n{done.stderr[-3000:]}", flush=True)
+                continue
+            r = json.loads(line[len("RESULT "):])
+            r["fed_vs_memory"] = r["fed"] / r["memory"]
+            results[f"{layout}/{framework}"] = r
+            print(f"{layout:6s} {framework:9s} reader {r['reader']:>12,.0f}  fed {r['fed']:>12,.0f}"
+                  f"  memory "
+                  f"{r['memory']:>12,.0f} examples/s  fed/memory {r['fed_vs_memory']:.2f}  "
+                  f"({r['device']})", flush=True)
+    save_json(a.json, {"rows": a.rows, "epochs": a.epochs, "repeat": a.repeat,
+                       "threads": a.threads, "machine": started, "results": results})
+
+
+if __name__ == "__main__":
+    main()
