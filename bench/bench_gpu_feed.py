@@ -10,6 +10,8 @@ binary cross-entropy, batch 8192. Each framework runs in a process of its own:
 
     jax        read_batches -> jax.device_put -> a jitted step
     torch      read_batches -> torch tensors -> .to(device) -> a step (torch.compile is not used)
+    torch-workers  torch_dataset in a DataLoader of 4 worker processes (each reading its part on
+               2 threads and stacking the step's tensors), pinned memory -> the same step
     keras-jax  Keras 3 on JAX: model.fit over a generator of read_batches' batches
 
 "reader" is read_batches alone (the batches made into the step's arrays, no step); "memory"
@@ -39,7 +41,8 @@ BATCH = 8192
 FLOATS = [f"x{i}" for i in range(40)]
 IDS = [f"c{i}" for i in range(4)]
 LAYOUTS = {"rows": 1, "blocks": 1024}
-FRAMEWORKS = ("jax", "torch", "keras-jax")
+FRAMEWORKS = ("jax", "torch", "torch-workers", "keras-jax")
+WORKERS = 4  # torch-workers: DataLoader processes, each reading on 2 threads unless --threads
 
 
 def data(rows: int):
@@ -91,7 +94,10 @@ def child(framework: str, path: str, rows: int, repeat: int, epochs: int,
     def from_memory() -> object:
         return (b for _ in range(epochs) for b in memory)
 
-    train, device = {"jax": _jax, "torch": _torch, "keras-jax": _keras}[framework]()
+    if framework == "torch-workers":  # decoded in DataLoader worker processes
+        reader = _loader(path, epochs, threads)
+    train, device = {"jax": _jax, "torch": _torch, "torch-workers": _torch,
+                     "keras-jax": _keras}[framework]()
     best: dict[str, float] = {}
     for _ in range(repeat + 1):  # the first round warms up (compiling, threads, caches)
         for name, source in (("reader", reader), ("fed", reader), ("memory", from_memory)):
@@ -164,7 +170,7 @@ def _torch():
     def train(source) -> int:
         n = 0
         for x, ids, y in source:
-            x, ids, y = (torch.from_numpy(a).to(device, non_blocking=True) for a in (x, ids, y))
+            x, ids, y = (torch.as_tensor(a).to(device, non_blocking=True) for a in (x, ids, y))
             opt.zero_grad(set_to_none=True)
             torch.nn.functional.binary_cross_entropy_with_logits(model(x, ids), y).backward()
             opt.step()
@@ -175,6 +181,29 @@ def _torch():
 
     name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
     return train, name
+
+
+def _loader(path: str, epochs: int, threads: int | None):
+    """torch_dataset in a DataLoader of WORKERS processes (fork: this process runs no Spark or
+    TensorFlow), each stacking its batches into the step's tensors, pinned on a GPU machine."""
+    import torch
+    from torch.utils.data import DataLoader, IterableDataset
+
+    import tfspark
+
+    class Stacked(IterableDataset):
+        def __init__(self) -> None:
+            self.batches = tfspark.torch_dataset(path, BATCH, epochs=epochs, seed=1,
+                                                 label_cols=[], num_threads=threads or 2)
+
+        def __iter__(self):
+            for b in self.batches:
+                yield (torch.stack([b[n] for n in FLOATS], 1),
+                       torch.stack([b[n] for n in IDS], 1).int(), b["label"].float())
+
+    loader = DataLoader(Stacked(), batch_size=None, num_workers=WORKERS, persistent_workers=True,
+                        pin_memory=torch.cuda.is_available(), prefetch_factor=4)
+    return lambda: iter(loader)
 
 
 def _keras():
