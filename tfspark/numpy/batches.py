@@ -10,8 +10,8 @@ backend. Needs neither TensorFlow nor pyspark.
 The batches are a function of the data, the arguments and the seed alone (not of thread
 timing), so a reader says where it is (state_dict(), state.py) and a new one given that
 state (read_batches(..., state=...)) yields exactly the batches that were still to come.
-Memory is bounded: at most `QUEUED` decoded pieces wait per slot, plus two shuffle windows
-(the one being filled and the batches queued ahead).
+Memory is bounded: at most `QUEUED` decoded pieces wait per slot, plus at most three shuffle
+windows (one being filled, and the two the batches queued ahead and handed out are views of).
 Each file's rows are counted against the manifest at its end.
 """
 
