@@ -193,3 +193,47 @@ def test_writes_never_show_a_uris_secrets(spark, s3):
     manifest = s3.filesystem().open_input_file(f"{bucket}/w/_tfspark.json").read()
     assert b"s3cr3t" not in manifest and b"endpoint" not in manifest
     assert len(ids_of(tfspark.read_batches(uri, 10, label_cols=["id"]))) == 20
+
+
+@pytest.mark.training
+@pytest.mark.slow
+def test_the_train_job_reads_a_store_on_tensorflow_and_on_jax(gcs, local_sets, tmp_path):
+    """`tfspark train` with the data on a store named in the config's [store] table: on
+    TensorFlow (make_dataset through tfspark's reader) and on JAX without TensorFlow
+    (read_batches), the same features chosen from the store's statistics, a model saved."""
+    import json
+    import re
+    import subprocess
+    import sys
+
+    import keras
+
+    from tfspark.cli.train import train
+
+    bucket = gcs.bucket()
+    upload(local_sets["rows"], gcs.filesystem(), f"{bucket}/rows")
+    settings = {"data": f"gs://{bucket}/rows", "epochs": 1, "batch_size": 200,
+                "exclude": ["id"], "hidden_units": [8], "bench_batches": 0, "verbose": 0,
+                "validation_split": "test"}
+    on_tf = train({**settings, "store": gcs.store_options(),
+                   "model_out": str(tmp_path / "tf.keras")}, echo=lambda s: None)
+    assert on_tf["task"] == "multiclass" and "val_accuracy" in on_tf["final"], on_tf
+    assert on_tf["numeric"] == ["x"] and on_tf["categorical"] == ["s"], on_tf
+    conf = tmp_path / "train.toml"
+    conf.write_text("".join(f"{k} = {json.dumps(v)}\n" for k, v in settings.items())
+                    + store_table(gcs))
+    absent = tmp_path / "no-tf" / "tensorflow"  # Keras, finding TensorFlow, would import it
+    absent.mkdir(parents=True)
+    (absent / "__init__.py").write_text("raise ImportError('TensorFlow is not installed')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        filter(None, [str(absent.parent), os.environ.get("PYTHONPATH")]))}
+    env.pop("KERAS_BACKEND", None)
+    done = subprocess.run([sys.executable, "-m", "tfspark.cli", "train", "--config", str(conf),
+                           "--backend", "jax", "--model-out", str(tmp_path / "jax.keras")],
+                          env=env, capture_output=True, text=True, timeout=600)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-3000:]
+    assert re.search(r"^final: .*val_accuracy=", done.stdout, re.M), out[-3000:]
+    assert "numeric features (1): x" in done.stdout, out[-3000:]
+    saved = keras.saving.load_model(str(tmp_path / "jax.keras"))
+    assert set(saved.input) == {"x", "s"}, saved.input
