@@ -104,8 +104,8 @@ def plan_write(opts: WriteOptions, schema: StructType, overwrite: bool,
         _check_same_layout(opts, old)
     if spec is not None and opts.rows_per_record > 1:
         check_block_keys(spec.features)
-    if not skip:  # last: a refused write leaves no directory behind
-        loc.check_writable()
+    if not skip and workflow is None:  # last: a refused write leaves no directory behind
+        loc.check_writable()  # (write_tfrecords probed its path before the backup)
     # The written schema, partition columns included (the reader restores their types).
     written = StructType([f for f in schema.fields if f.name != split_column]).jsonValue()
     # Overwrite replaces the writes whose files are there now (the old data set, leftovers of
