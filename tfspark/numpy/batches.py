@@ -10,8 +10,8 @@ backend. Needs neither TensorFlow nor pyspark.
 The batches are a function of the data, the arguments and the seed alone (not of thread
 timing), so a reader says where it is (state_dict(), state.py) and a new one given that
 state (read_batches(..., state=...)) yields exactly the batches that were still to come.
-Memory is bounded: at most `QUEUED` decoded pieces wait per slot, plus at most three shuffle
-windows (one being filled, and the two the batches queued ahead and handed out are views of).
+Memory is bounded: at most `QUEUED` decoded pieces wait per slot, plus at most four shuffle
+windows (one being filled, one cut and waiting to be queued, one queued, one handed out).
 Each file's rows are counted against the manifest at its end.
 """
 
@@ -249,15 +249,22 @@ class BatchReader:
         return self._run(start)
 
     def _run(self, start: states.ReaderState) -> Iterator[Any]:
-        # The batches are made a window ahead by a thread of their own; the state a batch is
-        # handed on with is the one state_dict() gives from then on.
-        depth = max(2, -(-self.buffer // self.batch_size) + 1)
-        for batch, at in ahead(lambda: self._produce(start), depth, "tfspark-batches"):
-            self._state = at
-            yield batch
+        # With a shuffle, the batches are made a window ahead by a thread of their own and
+        # handed over a window at a time (per batch, the hand-over cost more than reading a
+        # small batch); without one there is little to take off this thread, and the hand-over
+        # cost more than it saved (bench in docs/benchmarks.md). The state a batch is handed
+        # on with is the one state_dict() gives from then on.
+        windows = ahead(lambda: self._produce(start), 1, "tfspark-batches") \
+            if self.buffer > 0 else self._produce(start)
+        for window in windows:
+            for batch, at in window:
+                self._state = at
+                yield batch
 
-    def _produce(self, start: states.ReaderState) -> Iterator[tuple[Any, states.ReaderState]]:
-        """(batch, the reader's state after it), for every batch from `start` on."""
+    def _produce(self, start: states.ReaderState
+                 ) -> Iterator[list[tuple[Any, states.ReaderState]]]:
+        """[(batch, the reader's state after it)] per window, for every batch from `start`
+        on."""
         carry: Table | None = None  # fewer than batch_size rows, waiting for more
         at = start  # the state after the last batch handed on
         epoch = start.epoch
@@ -269,9 +276,12 @@ class BatchReader:
                     rows = slice_table(rows, skip, num_rows(rows))
                 here = at.moved(epoch=epoch, window=w, turns=turns)
                 batches, ends, carry = self._cut(carry, rows)
+                window = []
                 for batch, end in zip(batches, ends):
                     at = here.moved(taken=skip + end, batches=at.batches + 1)
-                    yield batch, at
+                    window.append((batch, at))
+                if window:
+                    yield window
                 at = here.moved(taken=skip + num_rows(rows), batches=at.batches)
             resume = None
             epoch += 1
@@ -279,10 +289,10 @@ class BatchReader:
                 last, carry = self._rest(carry), None
                 if last is not None:
                     at = at.moved(batches=at.batches + 1)
-                    yield last, at
+                    yield [(last, at)]
         last = self._rest(carry)
         if last is not None:
-            yield last, at.moved(batches=at.batches + 1)
+            yield [(last, at.moved(batches=at.batches + 1))]
 
     def _rest(self, carry: Table | None) -> Any:
         """The last, short batch of rows left over (None: none, or dropped)."""
