@@ -5,7 +5,8 @@ backend. Needs neither TensorFlow nor pyspark.
     over `num_threads` slots, each a thread streaming its files (CRCs checked) and decoding
     chunks of records with the compiled kernels, which release the GIL (interleave.py) ->
     windows of shuffle_buffer rows, each joined and permuted by up to MIX_THREADS threads ->
-    batches, cut a window ahead of the consumer by a thread of their own (prefetch.py)
+    batches (with a shuffle, cut a window ahead of the consumer by a thread of their own:
+    prefetch.py)
 
 The batches are a function of the data, the arguments and the seed alone (not of thread
 timing), so a reader says where it is (state_dict(), state.py) and a new one given that
