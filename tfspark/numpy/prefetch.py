@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from tfspark.numpy.columns import Table, concat_rows, take_rows
+from tfspark.store.fetch import hand_over
 
 T = TypeVar("T")
 _END = object()
@@ -28,28 +29,19 @@ def ahead(make: Callable[[], Iterator[T]], depth: int, name: str) -> Iterator[T]
     items: queue.Queue = queue.Queue(max(1, depth))
     stop = threading.Event()
 
-    def put(item: Any) -> bool:
-        while not stop.is_set():
-            try:
-                items.put(item, timeout=0.1)
-                return True
-            except queue.Full:
-                continue
-        return False
-
     def produce() -> None:
         try:
             source = make()
             try:
                 for item in source:
-                    if not put((True, item)):
+                    if not hand_over(items, (True, item), stop):
                         return
             finally:
                 source.close()  # type: ignore[attr-defined]
         except BaseException as e:  # noqa: BLE001 - handed to the consumer, raised there
-            put((False, e))
+            hand_over(items, (False, e), stop)
             return
-        put((True, _END))
+        hand_over(items, (True, _END), stop)
 
     thread = threading.Thread(target=produce, name=name, daemon=True)
     thread.start()
