@@ -15,6 +15,7 @@ import shutil
 from collections import Counter
 
 import pytest
+from jaxcheck import train_on_jax_without_tensorflow, write_train_config
 from tfcheck import check_rich_row, f32, rich_fields
 
 import tfspark
@@ -387,8 +388,6 @@ def test_train_job_on_jax_without_tensorflow_as_on_tensorflow(data, spark, tmp_p
     read_batches with strings as ids, in a process where TensorFlow cannot be imported, and on
     two Spark workers (one DataParallel model); validation AUC as the TensorFlow job's."""
     import re
-    import subprocess
-    import sys
 
     from tfspark.cli.config import TrainConfig
     from tfspark.cli.train import train
@@ -397,17 +396,8 @@ def test_train_job_on_jax_without_tensorflow_as_on_tensorflow(data, spark, tmp_p
     settings = {"data": data[0], "epochs": 4, "batch_size": 64, "learning_rate": 0.01,
                 "exclude": ["id"], "hidden_units": [8], "bench_batches": 0, "verbose": 0}
     on_tf = train({**settings, "model_out": str(tmp_path / "tf.keras")}, echo=lambda s: None)
-    conf = tmp_path / "train.toml"
-    conf.write_text("".join(f"{k} = {json.dumps(v)}\n" for k, v in settings.items()))
-    absent = tmp_path / "no-tf" / "tensorflow"  # Keras, finding TensorFlow, would import it
-    absent.mkdir(parents=True)
-    (absent / "__init__.py").write_text("raise ImportError('TensorFlow is not installed')\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        filter(None, [str(absent.parent), os.environ.get("PYTHONPATH")]))}
-    env.pop("KERAS_BACKEND", None)
-    done = subprocess.run([sys.executable, "-m", "tfspark.cli", "train", "--config", str(conf),
-                           "--backend", "jax", "--model-out", str(tmp_path / "jax.keras")],
-                          env=env, capture_output=True, text=True, timeout=600)
+    conf = write_train_config(tmp_path / "train.toml", settings)
+    done = train_on_jax_without_tensorflow(conf, tmp_path / "jax.keras", tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "categorical features (1): cat (3 values, onehot)" in done.stdout, done.stdout
     jax_auc = float(re.search(r"^final: .*val_auc=([\d.]+)", done.stdout, re.M).group(1))

@@ -10,6 +10,7 @@ import os
 import numpy as np
 import pyarrow.fs as pafs
 import pytest
+from jaxcheck import train_on_jax_without_tensorflow, write_train_config
 from stores import store_table
 
 import tfspark
@@ -201,10 +202,7 @@ def test_the_train_job_reads_a_store_on_tensorflow_and_on_jax(gcs, local_sets, t
     """`tfspark train` with the data on a store named in the config's [store] table: on
     TensorFlow (make_dataset through tfspark's reader) and on JAX without TensorFlow
     (read_batches), the same features chosen from the store's statistics, a model saved."""
-    import json
     import re
-    import subprocess
-    import sys
 
     import keras
 
@@ -219,18 +217,8 @@ def test_the_train_job_reads_a_store_on_tensorflow_and_on_jax(gcs, local_sets, t
                    "model_out": str(tmp_path / "tf.keras")}, echo=lambda s: None)
     assert on_tf["task"] == "multiclass" and "val_accuracy" in on_tf["final"], on_tf
     assert on_tf["numeric"] == ["x"] and on_tf["categorical"] == ["s"], on_tf
-    conf = tmp_path / "train.toml"
-    conf.write_text("".join(f"{k} = {json.dumps(v)}\n" for k, v in settings.items())
-                    + store_table(gcs))
-    absent = tmp_path / "no-tf" / "tensorflow"  # Keras, finding TensorFlow, would import it
-    absent.mkdir(parents=True)
-    (absent / "__init__.py").write_text("raise ImportError('TensorFlow is not installed')\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        filter(None, [str(absent.parent), os.environ.get("PYTHONPATH")]))}
-    env.pop("KERAS_BACKEND", None)
-    done = subprocess.run([sys.executable, "-m", "tfspark.cli", "train", "--config", str(conf),
-                           "--backend", "jax", "--model-out", str(tmp_path / "jax.keras")],
-                          env=env, capture_output=True, text=True, timeout=600)
+    conf = write_train_config(tmp_path / "train.toml", settings, store_table(gcs))
+    done = train_on_jax_without_tensorflow(conf, tmp_path / "jax.keras", tmp_path)
     out = done.stdout + done.stderr
     assert done.returncode == 0, out[-3000:]
     assert re.search(r"^final: .*val_accuracy=", done.stdout, re.M), out[-3000:]

@@ -13,6 +13,7 @@ import re
 import sys
 
 import pytest
+from jaxcheck import path_without_tensorflow
 from pyspark import cloudpickle
 
 import tfspark
@@ -102,12 +103,8 @@ def fit_on_jax(ctx):
 
 
 def test_two_jax_workers_train_one_model(spark, tmp_path):
-    # The training processes run as where TensorFlow is not installed: a package of that name
-    # first on their path that fails to import (Keras, finding TensorFlow, would import it).
-    absent = tmp_path / "no-tf" / "tensorflow"
-    absent.mkdir(parents=True)
-    (absent / "__init__.py").write_text("raise ImportError('TensorFlow is not installed')\n")
-    path = os.pathsep.join(filter(None, [str(absent.parent), os.environ.get("PYTHONPATH")]))
+    # The training processes run as where TensorFlow is not installed.
+    path = path_without_tensorflow(tmp_path)
     ckpt = tmp_path / "ckpt"
     got = tfspark.train_on_spark(spark, fit_on_jax, 2, backend="jax", checkpoint_dir=str(ckpt),
                                  env={"PYTHONPATH": path})
