@@ -15,16 +15,14 @@ Target: write_tfrecords' first write <= parquet's first write + 3 s.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import machine, save_json  # noqa: E402
+from common import child_result, machine, save_json  # noqa: E402
 
 WRITERS = ("parquet", "datasource", "write_tfrecords", "write_tfrecords_nostats")
 TARGET_EXTRA_S = 3.0
@@ -68,12 +66,10 @@ def run_once(writer: str, rows: int, work: str) -> dict:
     # As an installed package has them (pip compiles them): bytecode caches for the checkout's
     # modules too, else each Python worker compiles tfspark from source again.
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=env, timeout=900)
-    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")), None)
-    if done.returncode or line is None:
+    result, done = child_result([sys.executable, "-c", code], env, timeout=900)
+    if done.returncode or result is None:
         raise RuntimeError(f"{writer} run failed:\n{done.stderr[-3000:]}")
-    return json.loads(line[len("RESULT "):])
+    return result
 
 
 def main() -> None:

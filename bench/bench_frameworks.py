@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,7 +31,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from common import machine, save_json  # noqa: E402
+from common import RESULT, child_result, machine, save_json  # noqa: E402
 
 BATCH = 1024
 NUMBERS = [f"f{i}" for i in range(5)] + [f"i{i}" for i in range(3)]
@@ -197,7 +196,7 @@ def main() -> None:
     a = ap.parse_args()
     if a.child:
         framework, path, rows = a.child
-        print("RESULT " + json.dumps(child(framework, path, int(rows), a.repeat)))
+        print(RESULT + json.dumps(child(framework, path, int(rows), a.repeat)))
         return
     from bench_block import write_files
 
@@ -209,13 +208,10 @@ def main() -> None:
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
         if framework.startswith("keras-"):
             env["KERAS_BACKEND"] = {"keras-jax": "jax", "keras-tf": "tensorflow"}[framework]
-        done = subprocess.run([sys.executable, __file__, "--repeat", str(a.repeat), "--child",
-                               framework, path, str(a.rows)], env=env, capture_output=True,
-                              text=True, timeout=1800)
-        line = next((ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")), None)
-        if line is None:
+        r, done = child_result([sys.executable, __file__, "--repeat", str(a.repeat), "--child",
+                                framework, path, str(a.rows)], env, timeout=1800)
+        if r is None:
             raise SystemExit(f"{framework} failed:\n{done.stderr[-3000:]}")
-        r = json.loads(line[len("RESULT "):])
         r["fed_vs_memory"] = r["fed"] / r["memory"]
         results[framework] = r
         print(f"{framework:10s} reader {r['reader']:>11,.0f}  fed {r['fed']:>10,.0f}  "

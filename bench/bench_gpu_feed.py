@@ -29,13 +29,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+
+from common import RESULT, child_result, machine, save_json  # noqa: E402
 
 BATCH = 8192
 FLOATS = [f"x{i}" for i in range(40)]
@@ -249,10 +250,9 @@ def main() -> None:
     if a.child:
         framework, path, rows = a.child
         r = child(framework, path, int(rows), a.repeat, a.epochs, a.threads)
-        print("RESULT " + json.dumps(r), flush=True)
+        print(RESULT + json.dumps(r), flush=True)
         return
     from bench_block import write_files
-    from common import machine, save_json
 
     started = machine()
     out = tempfile.mkdtemp(prefix="tfspark-bench-gpu-")
@@ -268,15 +268,11 @@ def main() -> None:
             args = ["--repeat", str(a.repeat), "--epochs", str(a.epochs)]
             if a.threads:
                 args += ["--threads", str(a.threads)]
-            done = subprocess.run([sys.executable, __file__, *args, "--child", framework, path,
-                                   str(a.rows)], env=env, capture_output=True, text=True,
-                                  timeout=900)
-            line = next((ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")),
-                        None)
-            if line is None:
+            r, done = child_result([sys.executable, __file__, *args, "--child", framework, path,
+                                    str(a.rows)], env, timeout=900)
+            if r is None:
                 print(f"{layout} {framework} failed:\n{done.stderr[-3000:]}", flush=True)
                 continue
-            r = json.loads(line[len("RESULT "):])
             r["fed_vs_memory"] = r["fed"] / r["memory"]
             results[f"{layout}/{framework}"] = r
             print(f"{layout:6s} {framework:9s} reader {r['reader']:>12,.0f}  fed {r['fed']:>12,.0f}"

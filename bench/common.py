@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import subprocess
 import time
 from collections.abc import Callable
 
@@ -61,6 +62,18 @@ def save_json(path: str | None, doc: dict) -> None:
     if path:
         with open(path, "w") as f:
             json.dump(doc, f, indent=1)
+
+
+RESULT = "RESULT "  # the line a benchmark's child process prints its figures on, as JSON
+
+
+def child_result(argv: list[str], env: dict, timeout: float
+                 ) -> tuple[dict | None, subprocess.CompletedProcess]:
+    """Run a benchmark's child process; the figures of its RESULT line (None: it printed
+    none), and the finished process (its exit status, the end of its stderr for a failure)."""
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout)
+    line = next((ln for ln in done.stdout.splitlines() if ln.startswith(RESULT)), None)
+    return (None if line is None else json.loads(line[len(RESULT):])), done
 
 
 def local_spark(app: str):
