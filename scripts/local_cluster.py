@@ -422,6 +422,9 @@ def cluster_conf(cluster: LocalCluster, tmp: Path, *, cores_max: int | None = No
         "spark.task.maxFailures": "4",
         "spark.speculation": "false",
         "spark.dynamicAllocation.enabled": "false",
+        # the executors get the JVM options this machine's drivers get (the tests' lean JVM)
+        **({"spark.executor.extraJavaOptions": java} if (java := os.environ.get(
+            "SPARK_SUBMIT_OPTS")) else {}),
     }
 
 
