@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # what IDEs and type checkers see; at run time __getattr__ lo
         TrainingError,
         WriteConflictError,
     )
+    from tfspark.keras.fitting import resumable_fit
     from tfspark.keras.inputs import keras_inputs
     from tfspark.keras.layers import MeanImputation, PooledEmbedding, PooledMean, VocabularyIds
     from tfspark.keras.preprocessing import keras_preprocessing
@@ -57,6 +58,7 @@ _API = {
     "grain_dataset": "tfspark.numpy.frameworks",
     "keras_inputs": "tfspark.keras.inputs",
     "keras_preprocessing": "tfspark.keras.preprocessing",
+    "resumable_fit": "tfspark.keras.fitting",
     "parsing_spec": "tfspark.tf.parsing",
     "sequence_parsing_spec": "tfspark.tf.parsing",
     "PooledEmbedding": "tfspark.keras.layers",
@@ -84,8 +86,8 @@ __all__ = [  # a literal list, so linters and IDEs see the TYPE_CHECKING imports
     "TfsparkError", "TrainingError", "VocabularyIds", "WriteConflictError", "WriteOptions",
     "WriteResult", "encode_batch", "grain_dataset", "infer_spec", "keras_inputs",
     "keras_preprocessing", "make_converter", "make_dataset", "parsing_spec", "read_batches",
-    "register", "sequence_parsing_spec", "torch_dataset", "train_on_spark", "verify",
-    "write_tfrecords"]
+    "register", "resumable_fit", "sequence_parsing_spec", "torch_dataset", "train_on_spark",
+    "verify", "write_tfrecords"]
 # Submodules reachable as attributes without an import (tfspark.store.manifest.read_manifest(...)).
 # None is named like a function above: importing it would shadow that function.
 _MODULES = {"spec": "tfspark.spec", "errors": "tfspark.errors", "store": "tfspark.store",

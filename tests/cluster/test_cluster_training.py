@@ -3,8 +3,9 @@ TensorFlow): two barrier tasks, one per executor, train one model whose validati
 single-process training on the same data; each worker's log shows its share of the steps; a
 worker's training process killed mid-training fails the stage, Spark retries it, and the run
 finishes from its last checkpoint with every epoch counted once. The same for Keras on JAX
-(train_on_spark(backend="jax")), fed by read_batches: two workers, one of them killed, reach
-one worker's validation AUC.
+(train_on_spark(backend="jax")), fed by read_batches through ctx.fit: two workers, one of them
+killed in the middle of an epoch, resume at the step of the last checkpoint and reach one
+worker's validation AUC.
 """
 
 from __future__ import annotations
@@ -203,11 +204,12 @@ def test_a_killed_worker_resumes_from_its_checkpoint(cluster_spark, dataset, tmp
     assert not _training_processes(0, ckpt) and not _training_processes(1, ckpt)  # none left
 
 
-def fit_on_jax(path: str, epochs: int, kill_after: int | None, ctx: Any) -> dict[str, Any]:
+def fit_on_jax(path: str, epochs: int, kill_in: int | None, ctx: Any) -> dict[str, Any]:
     """A logistic regression on the data set's numbers (normalized from its statistics) and a
     weight per category, fed by read_batches (each worker its shard, at its share of a global
-    batch of 128); its validation AUC over every worker's shard. kill_after: worker 1 kills
-    its own process once, after that many epochs are saved."""
+    batch of 128) through ctx.fit, a checkpoint every third of an epoch; its validation AUC
+    over every worker's shard. kill_in: worker 1 kills its own process once, in that epoch
+    (counted from 0), once the checkpoint a third into it is saved."""
     import keras
 
     columns = ["x1", "x2", "cat", "label"]
@@ -234,31 +236,32 @@ def fit_on_jax(path: str, epochs: int, kill_after: int | None, ctx: Any) -> dict
                                     **kw)
 
     train_batches = read("train", epochs=None, seed=0)
-    checkpoint = ctx.checkpoint()
-    callbacks = [checkpoint] if checkpoint is not None else []
+    every = max(1, train_batches.steps_per_epoch() // 3)
+    callbacks = []
     marker = Path(ctx.checkpoint_dir or ".") / "killed-once"
-    if kill_after is not None and ctx.index == 1 and not marker.exists():
+    if kill_in is not None and ctx.index == 1 and not marker.exists():
         class KillOnce(keras.callbacks.Callback):
-            def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
-                if epoch + 1 == kill_after:
-                    saved = Path(ctx.checkpoint_dir) / f"epoch-{kill_after:05d}"
+            def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+                self.epoch = epoch
+
+            def on_train_batch_end(self, step: int, logs: Any = None) -> None:
+                if self.epoch == kill_in and step + 1 == every:
+                    saved = Path(ctx.checkpoint_dir) / f"epoch-{kill_in:05d}-step-{every:07d}"
                     for _ in range(600):  # the chief saves it at the same time
-                        if saved.exists():
+                        if (saved / "state.json").exists():
                             break
                         time.sleep(0.1)
                     marker.write_text("1")
-                    ctx.log(f"killing this process after epoch {kill_after}")
+                    ctx.log(f"killing this process at step {every} of epoch {kill_in + 1}")
                     os.kill(os.getpid(), signal.SIGKILL)
 
         callbacks.append(KillOnce())
-    model.fit(iter(train_batches), steps_per_epoch=train_batches.steps_per_epoch(),
-              epochs=epochs, callbacks=callbacks, verbose=0)
+    done = ctx.fit(model, train_batches, epochs, every=every, callbacks=callbacks, verbose=0)
     validation = read("validation")
     metrics = model.evaluate(iter(validation), steps=validation.steps_per_epoch(), verbose=0,
                              return_dict=True)
     return {"val_auc": float(metrics["auc"]), "steps": train_batches.steps_per_epoch(),
-            "history": checkpoint.history if checkpoint is not None else None,
-            "resumed_from": checkpoint.resumed_from if checkpoint is not None else 0}
+            "every": every, "history": done.history, "resumed_at": done.resumed_at}
 
 
 @needs_proc
@@ -280,11 +283,12 @@ def test_jax_workers_train_as_well_as_one_and_resume_after_a_kill(cluster_spark,
                     "jax_val_auc_2": round(two["val_auc"], 4)})
     assert (ckpt / "killed-once").exists(), _logs(ckpt)
     log1 = (ckpt / "logs" / "worker-1.log").read_text()
-    assert "killing this process after epoch 2" in log1
-    # Worker 1 started twice (the stage retried), and the run resumed after epoch 2: four
-    # epochs in the history, each once.
+    assert f"killing this process at step {two['every']} of epoch 3" in log1
+    # Worker 1 started twice (the stage retried), and the run resumed in the third epoch at
+    # the step of the checkpoint: four epochs in the history, each once.
     assert log1.count("] started: 2 processes, 2 devices in sync") == 2, _logs(ckpt)
-    assert two["resumed_from"] == 2, _logs(ckpt)
+    assert tuple(two["resumed_at"]) == (2, two["every"]), _logs(ckpt)
+    assert f"resumed from the checkpoint of epoch 2, step {two['every']}" in log1
     assert all(len(v) == 4 for v in two["history"].values()), two["history"]
     # Each worker took its half of the examples at half the batch: as many steps as one.
     assert one["steps"] - 2 <= two["steps"] <= one["steps"], (one["steps"], two["steps"])

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 import warnings
@@ -27,27 +28,42 @@ from tfspark.errors import OptionError
 
 _STATE = "state.json"
 _WEIGHTS = "model.weights.h5"
+_READERS = "readers"  # in a checkpoint: worker-<i>.json, each worker's read_batches state
 _KEEP = 2  # complete checkpoints kept: the newest, and one before it
+_NAME = re.compile(r"epoch-(\d+)(?:-step-(\d+))?")
 
 
-def _checkpoints(directory: str) -> list[tuple[int, str]]:
-    """(epochs done, name) of the checkpoint directories in `directory`, oldest first; a
-    checkpoint being written (epoch-N.tmp-PID) is not one."""
+def checkpoint_name(epochs_done: int, step: int = 0) -> str:
+    """epoch-00003 after 3 epochs; epoch-00003-step-0000120 at step 120 of the fourth."""
+    return f"epoch-{epochs_done:05d}" + (f"-step-{step:07d}" if step else "")
+
+
+def _checkpoints(directory: str) -> list[tuple[tuple[int, int], str]]:
+    """((epochs done, steps into the next), name) of the checkpoint directories in
+    `directory`, oldest first; one being written (<name>.tmp-PID) is not one."""
     try:
         names = os.listdir(directory)
     except FileNotFoundError:
         return []
-    return sorted((int(n[6:]), n) for n in names if n.startswith("epoch-") and n[6:].isdigit())
+    found = [(m, n) for n in names if (m := _NAME.fullmatch(n))]
+    return sorted(((int(m[1]), int(m[2] or 0)), n) for m, n in found)
+
+
+def latest(directory: str) -> tuple[int, int, str] | None:
+    """(epochs done, steps into the next epoch, path) of the newest complete checkpoint in
+    `directory`, or None."""
+    done = [(at, n) for at, n in _checkpoints(directory)
+            if os.path.exists(os.path.join(directory, n, _STATE))]
+    if not done:
+        return None
+    (epoch, step), name = done[-1]
+    return epoch, step, os.path.join(directory, name)
 
 
 def latest_checkpoint(directory: str) -> tuple[int, str] | None:
     """(epochs done, path) of the newest complete checkpoint in `directory`, or None."""
-    done = [(e, n) for e, n in _checkpoints(directory)
-            if os.path.exists(os.path.join(directory, n, _STATE))]
-    if not done:
-        return None
-    epoch, name = done[-1]
-    return epoch, os.path.join(directory, name)
+    found = latest(directory)
+    return None if found is None else (found[0], found[2])
 
 
 def remove_checkpoints(directory: str) -> None:
@@ -55,22 +71,23 @@ def remove_checkpoints(directory: str) -> None:
     run's, so that the next run starts from scratch."""
     if os.path.isdir(directory):
         for name in os.listdir(directory):
-            if name.startswith("epoch-"):
+            if name.startswith(("epoch-", f"{_READERS}-")):
                 shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
 
 
-def _same_on_every_worker(differs: Callable[[int], bool], epoch: int, directory: str) -> None:
-    """Every worker must restore the same epoch, or their steps never line up; `differs`
+def same_on_every_worker(differs: Callable[[int], bool], epoch: int, directory: str,
+                         step: int = 0) -> None:
+    """Every worker must restore the same checkpoint, or their steps never line up; `differs`
     answers the same on every worker, so all stop together instead of some waiting for the
     others forever."""
-    if differs(epoch):
+    if differs(epoch * 10**9 + step):
+        seen = f"{epoch} epochs done" + (f" and {step} steps" if step else "")
         raise OptionError(f"checkpoint directory {directory!r} is not the same for every worker "
-                          f"(this one sees {epoch} epochs done, another worker sees another "
-                          f"number): give a path every worker shares (a mounted or network "
-                          f"filesystem)")
+                          f"(this one sees {seen}, another worker sees another place): give a "
+                          f"path every worker shares (a mounted or network filesystem)")
 
 
-def _restore(model: Any, checkpoint: str) -> dict[str, list[float]]:
+def restore(model: Any, checkpoint: str) -> dict[str, list[float]]:
     """Load a checkpoint's weights (and optimizer state) into model; its history."""
     if not model.built:
         raise OptionError("build the model (keras.Input) before fit to resume it")
@@ -89,21 +106,61 @@ def _save_weights(model: Any, path: str) -> None:
         model.save_weights(path)
 
 
-def _save(model: Any, directory: str, epochs_done: int, history: dict[str, list[float]]) -> None:
-    """The checkpoint of an epoch: written to a new directory, renamed into place when whole;
-    only the newest _KEEP are kept."""
+def save(model: Any, directory: str, epochs_done: int, history: dict[str, list[float]],
+         step: int = 0, readers: bool = False) -> None:
+    """The checkpoint after `epochs_done` epochs and `step` steps of the next: written to a
+    new directory, renamed into place when whole; only the newest _KEEP are kept. readers:
+    the workers' reader states were staged (stage_reader) and go in with it."""
     os.makedirs(directory, exist_ok=True)
-    final = os.path.join(directory, f"epoch-{epochs_done:05d}")
+    name = checkpoint_name(epochs_done, step)
+    final = os.path.join(directory, name)
     tmp = f"{final}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
     _save_weights(model, os.path.join(tmp, _WEIGHTS))
-    with open(os.path.join(tmp, _STATE), "w") as f:
-        json.dump({"epoch": epochs_done, "history": history}, f)
+    if readers:
+        os.rename(os.path.join(directory, f"{_READERS}-{name}"), os.path.join(tmp, _READERS))
+    with open(os.path.join(tmp, _STATE), "w") as f:  # last: its presence makes it complete
+        json.dump({"epoch": epochs_done, "step": step, "history": history}, f)
     shutil.rmtree(final, ignore_errors=True)  # a rerun of an epoch saved before
     os.rename(tmp, final)
-    for _, name in _checkpoints(directory)[:-_KEEP]:
-        shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
+    kept = _checkpoints(directory)
+    for _, old in kept[:-_KEEP]:
+        shutil.rmtree(os.path.join(directory, old), ignore_errors=True)
+    oldest = kept[-_KEEP:][0][0]
+    for staged in os.listdir(directory):  # a reader state staged for a checkpoint never made
+        m = _NAME.fullmatch(staged[len(_READERS) + 1:]) if staged.startswith(_READERS) else None
+        if m and (int(m[1]), int(m[2] or 0)) < oldest:
+            shutil.rmtree(os.path.join(directory, staged), ignore_errors=True)
+
+
+def save_scratch(model: Any) -> None:
+    """A worker's part in a collective save (JAX across processes), to a file removed at once."""
+    with tempfile.TemporaryDirectory(prefix="tfspark-ckpt-") as scratch:
+        _save_weights(model, os.path.join(scratch, _WEIGHTS))
+
+
+def stage_reader(directory: str, epochs_done: int, step: int, worker: int,
+                 state: dict[str, Any]) -> None:
+    """A worker's reader state for the checkpoint the chief is about to save (written whole:
+    a temporary file renamed)."""
+    staged = os.path.join(directory, f"{_READERS}-{checkpoint_name(epochs_done, step)}")
+    os.makedirs(staged, exist_ok=True)
+    path = os.path.join(staged, f"worker-{worker}.json")
+    with open(f"{path}.tmp-{os.getpid()}", "w") as f:
+        json.dump(state, f)
+    os.replace(f"{path}.tmp-{os.getpid()}", path)
+
+
+def reader_state(checkpoint: str, worker: int) -> dict[str, Any] | None:
+    """The reader state worker `worker` saved with a checkpoint (None: the checkpoint has
+    none, e.g. one saved by epoch_checkpoint)."""
+    try:
+        with open(os.path.join(checkpoint, _READERS, f"worker-{worker}.json")) as f:
+            state: dict[str, Any] = json.load(f)
+    except FileNotFoundError:
+        return None
+    return state
 
 
 def epoch_checkpoint(directory: str, *, is_chief: bool,
@@ -134,11 +191,11 @@ def epoch_checkpoint(directory: str, *, is_chief: bool,
             found = latest_checkpoint(directory)
             epoch = found[0] if found else 0
             if differs is not None:
-                _same_on_every_worker(differs, epoch, directory)
+                same_on_every_worker(differs, epoch, directory)
             self.history, self.resumed_from = {}, 0
             if found is None:
                 return
-            self.history = _restore(self.model, found[1])
+            self.history = restore(self.model, found[1])
             self.resumed_from = epoch
             if log is not None:
                 log(f"resumed from the checkpoint of epoch {epoch} ({found[1]})")
@@ -149,9 +206,8 @@ def epoch_checkpoint(directory: str, *, is_chief: bool,
             for k, v in (logs or {}).items():
                 self.history.setdefault(k, []).append(float(v))
             if is_chief:
-                _save(self.model, directory, epoch + 1, self.history)
+                save(self.model, directory, epoch + 1, self.history)
             elif every_worker_saves:
-                with tempfile.TemporaryDirectory(prefix="tfspark-ckpt-") as scratch:
-                    _save_weights(self.model, os.path.join(scratch, _WEIGHTS))
+                save_scratch(self.model)
 
     return EpochCheckpoint()

@@ -35,6 +35,7 @@ class WorkerContext:
     shard: (num_workers, index), for make_dataset's or read_batches's shard=: each worker reads
       its own part, every worker the same number of batches.
     checkpoint_dir: the shared directory of this run's checkpoints, or None.
+    fit(model, batches, epochs, every=N): model.fit that resumes exactly, mid-epoch too.
     save(model, path): the chief's model.save, as each backend needs it (call it on every
       worker).
     task_id: the Spark task's id (new for every attempt: a retried stage runs new tasks).
@@ -76,6 +77,26 @@ class WorkerContext:
         return epoch_checkpoint(self.checkpoint_dir, is_chief=self.is_chief,
                                 differs=self.differs if self.num_workers > 1 else None,
                                 every_worker_saves=self.backend == "jax", log=self.log)
+
+    def fit(self, model: Any, batches: Any, epochs: int, *, every: int | None = None,
+            **fit_kwargs: Any) -> Any:
+        """model.fit from this worker's read_batches reader that a retried stage resumes
+        exactly (mid-epoch with every=N steps between checkpoints): tfspark.resumable_fit with
+        this worker's place and checkpoint_dir. Returns its Resumed (history, resumed_at)."""
+        from tfspark.errors import OptionError
+        from tfspark.keras.fitting import resumable_fit
+
+        if self.strategy is not None and self.num_workers > 1:
+            # Keras makes a tf.data source of a Python iterable and the strategy shards it
+            # again; each worker's reader is its shard already.
+            raise OptionError("ctx.fit feeds read_batches, which several TensorFlow workers "
+                              "cannot share out: use backend='jax', or make_dataset(..., "
+                              "shard=ctx.shard) with model.fit and ctx.checkpoint()")
+        return resumable_fit(model, batches, epochs, self.checkpoint_dir, every=every,
+                             worker=self.index, is_chief=self.is_chief,
+                             differs=self.differs if self.num_workers > 1 else None,
+                             every_worker_saves=self.backend == "jax", log=self.log,
+                             **fit_kwargs)
 
     def save(self, model: Any, path: str) -> None:
         """model.save(path) by the chief. On JAX, where saving reads values that span the

@@ -1,0 +1,209 @@
+"""resumable_fit: Keras 3 model.fit from a read_batches reader that a restarted run resumes
+exactly where the last checkpoint was taken, mid-epoch included, on any backend.
+
+Keras's fit cannot start inside an epoch (its own BackupAndRestore saves the step but
+restarts the epoch), and a reader restarted by hand gives other batches. So each checkpoint
+(resume.py: weights and optimizer state, the epochs' history) also holds every worker's
+reader state after the last batch trained, and a resumed run is two fit calls: the rest of the
+interrupted epoch (steps_per_epoch = the steps left), then the epochs after it. The batches
+are those an uninterrupted run trains on, in the same order; the interrupted epoch's metrics
+cover the steps after the restart only.
+
+Keras reads ahead of the step it trains (one batch on a GPU, a prefetching thread on
+TensorFlow): Feed keeps the batches it handed out until a step is trained on them, so a
+checkpoint records where the trained batches end, and a second fit call gets the batches the
+first one read but did not train on.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from tfspark.errors import OptionError
+from tfspark.keras import resume
+
+_OWN = ("x", "y", "batch_size", "epochs", "initial_epoch", "steps_per_epoch", "shuffle")
+
+
+class Feed:
+    """The batches of a reader for one or more fit calls, each with the reader's state after
+    it; `state` is the reader's state after the last batch a step was trained on."""
+
+    def __init__(self, reader: Any) -> None:
+        self._reader = reader
+        self._it: Iterator[Any] | None = None
+        self._out: deque[tuple[Any, dict[str, Any]]] = deque()  # handed out, not trained
+        self._back: deque[tuple[Any, dict[str, Any]]] = deque()  # read ahead, given back
+        self._lock = threading.Lock()
+        self._round = 0  # a generator of an earlier fit call takes nothing more
+        self.state: dict[str, Any] = reader.state_dict()
+
+    def load(self, state: dict[str, Any]) -> None:
+        """Start at a reader state a checkpoint saved."""
+        self._reader.load_state_dict(state)
+        self.state = state
+
+    def batches(self) -> Iterator[Any]:
+        """The batches for one fit call (a reader's iteration ends: the next one begins, as
+        Keras's epochs over a reader of epochs=1 would)."""
+        with self._lock:
+            self._round += 1
+            mine = self._round
+        ended = False
+        while True:
+            with self._lock:
+                if mine != self._round:
+                    return
+                if self._back:
+                    item = self._back.popleft()
+                else:
+                    if self._it is None:
+                        self._it = iter(self._reader)
+                    try:
+                        item = (next(self._it), self._reader.state_dict())
+                        ended = False
+                    except StopIteration:
+                        self._it = None
+                        if ended:  # two iterations in a row without a batch: no data
+                            return
+                        ended = True
+                        continue
+                self._out.append(item)
+            yield item[0]
+
+    def trained(self, steps: int) -> None:
+        """`steps` more batches were trained on."""
+        with self._lock:
+            for _ in range(steps):
+                self.state = self._out.popleft()[1]
+
+    def rewind(self) -> None:
+        """After a fit call: the batches it read but did not train on come first next."""
+        with self._lock:
+            self._round += 1
+            self._back.extendleft(reversed(self._out))
+            self._out.clear()
+
+
+@dataclass
+class Resumed:
+    """What resumable_fit did: `history` {metric: [one value per epoch]} over every epoch,
+    also those trained before a restart; `resumed_at` (epochs done, steps into the next) of
+    the checkpoint it started from ((0, 0): a fresh start)."""
+
+    history: dict[str, list[float]] = field(default_factory=dict)
+    resumed_at: tuple[int, int] = (0, 0)
+
+
+def resumable_fit(model: Any, batches: Any, epochs: int, checkpoint_dir: str | None = None, *,
+                  every: int | None = None, steps_per_epoch: int | None = None,
+                  callbacks: list[Any] | None = None, worker: int = 0, is_chief: bool = True,
+                  differs: Callable[[int], bool] | None = None,
+                  every_worker_saves: bool = False, log: Callable[[str], None] | None = None,
+                  **fit_kwargs: Any) -> Resumed:
+    """model.fit(batches, epochs=epochs, ...) that saves checkpoints to checkpoint_dir (at
+    each epoch's end and every `every` steps) and, when one is there, goes on from the newest
+    exactly as the run that saved it would have: same weights, optimizer state and batches.
+
+    batches: a read_batches reader (epochs=None, or each iteration one of fit's epochs).
+    every: steps between checkpoints within an epoch (None: at epoch ends only).
+    steps_per_epoch: default the reader's steps_per_epoch() (from the manifest's counts).
+    worker, is_chief, differs, every_worker_saves, log: a worker's place in a multi-worker
+      run (train_on_spark's ctx.fit passes them; see resume.epoch_checkpoint).
+    Other keyword arguments (validation_data, verbose, ...) go to model.fit.
+    """
+    import keras
+
+    taken = [k for k in _OWN if k in fit_kwargs]
+    if taken:
+        raise OptionError(f"resumable_fit: {', '.join(taken)} are its own (the reader gives "
+                          f"the batches, the checkpoint the epoch to start at); leave them out")
+    if not hasattr(batches, "state_dict"):
+        raise OptionError(f"resumable_fit: batches must be a read_batches reader (it saves the "
+                          f"reader's place with each checkpoint); got {type(batches).__name__}")
+    steps = steps_per_epoch or batches.steps_per_epoch()
+    if not steps:
+        raise OptionError("resumable_fit: the reader does not know its batches per epoch (no "
+                          "counts in the manifest): give steps_per_epoch=")
+    if every is not None and (not isinstance(every, int) or every < 1):
+        raise OptionError(f"every={every!r}: give the steps between checkpoints (an int >= 1) "
+                          f"or None for checkpoints at epoch ends only")
+    feed = Feed(batches)
+    done = Resumed()
+    epoch, step = 0, 0
+    if checkpoint_dir is not None:
+        found = resume.latest(checkpoint_dir)
+        epoch, step = (found[0], found[1]) if found else (0, 0)
+        if differs is not None:
+            resume.same_on_every_worker(differs, epoch, checkpoint_dir, step)
+        if found is not None:
+            done.history = resume.restore(model, found[2])
+            state = resume.reader_state(found[2], worker)
+            if state is None:
+                raise OptionError(f"checkpoint {found[2]!r} has no reader state for worker "
+                                  f"{worker} (saved by another kind of run): remove "
+                                  f"{checkpoint_dir!r} to start afresh")
+            feed.load(state)
+            done.resumed_at = (epoch, step)
+            if log is not None:
+                log(f"resumed from the checkpoint of epoch {epoch}"
+                    + (f", step {step}" if step else "") + f" ({found[2]})")
+    saver = _saver(keras, feed, done, checkpoint_dir, steps, every, worker, is_chief, differs,
+                   every_worker_saves)
+    own = [saver, *(callbacks or [])]
+    if step and epoch < epochs:  # the rest of the interrupted epoch
+        saver.offset = step
+        model.fit(feed.batches(), steps_per_epoch=steps - step, initial_epoch=epoch,
+                  epochs=epoch + 1, callbacks=own, shuffle=False, **fit_kwargs)
+        feed.rewind()
+        epoch += 1
+    if epoch < epochs:
+        saver.offset = 0
+        model.fit(feed.batches(), steps_per_epoch=steps, initial_epoch=epoch, epochs=epochs,
+                  callbacks=own, shuffle=False, **fit_kwargs)
+        feed.rewind()
+    return done
+
+
+def _saver(keras: Any, feed: Feed, done: Resumed, directory: str | None, steps: int,
+           every: int | None, worker: int, is_chief: bool,
+           differs: Callable[[int], bool] | None, every_worker_saves: bool) -> Any:
+    """The callback that tells the feed which batches were trained on and saves the
+    checkpoints (each worker stages its reader state; then the chief saves)."""
+
+    class Saver(keras.callbacks.Callback):
+        offset = 0  # steps of the epoch trained before this fit call
+
+        def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+            self.epoch, self.seen = epoch, 0
+
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            feed.trained(batch + 1 - self.seen)  # steps_per_execution: `batch` is the last
+            self.seen = batch + 1
+            at = self.offset + self.seen
+            if every and at % every == 0 and at < steps:
+                self._save(self.epoch, at)
+
+        def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
+            for k, v in (logs or {}).items():
+                done.history.setdefault(k, []).append(float(v))
+            self.offset = 0
+            self._save(epoch + 1, 0)
+
+        def _save(self, epochs_done: int, step: int) -> None:
+            if directory is None:
+                return
+            resume.stage_reader(directory, epochs_done, step, worker, feed.state)
+            if differs is not None and differs(epochs_done * 10**9 + step):
+                raise RuntimeError(f"the workers are at different steps (this one after "
+                                   f"{epochs_done} epochs and {step} steps)")
+            if is_chief:
+                resume.save(self.model, directory, epochs_done, done.history, step, True)
+            elif every_worker_saves:
+                resume.save_scratch(self.model)
+
+    return Saver()
