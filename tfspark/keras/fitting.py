@@ -38,7 +38,8 @@ class Feed:
         self._it: Iterator[Any] | None = None
         self._out: deque[tuple[Any, dict[str, Any]]] = deque()  # handed out, not trained
         self._back: deque[tuple[Any, dict[str, Any]]] = deque()  # read ahead, given back
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the queues and the state
+        self._reading = threading.Lock()  # one next() on the reader at a time, in order
         self._round = 0  # a generator of an earlier fit call takes nothing more
         self.state: dict[str, Any] = reader.state_dict()
 
@@ -49,31 +50,40 @@ class Feed:
 
     def batches(self) -> Iterator[Any]:
         """The batches for one fit call (a reader's iteration ends: the next one begins, as
-        Keras's epochs over a reader of epochs=1 would)."""
+        Keras's epochs over a reader of epochs=1 would). The reader is read outside the queues'
+        lock, so a step marking its batch trained never waits on a read."""
         with self._lock:
             self._round += 1
             mine = self._round
-        ended = False
         while True:
             with self._lock:
                 if mine != self._round:
                     return
-                if self._back:
-                    item = self._back.popleft()
-                else:
-                    if self._it is None:
-                        self._it = iter(self._reader)
-                    try:
-                        item = (next(self._it), self._reader.state_dict())
-                        ended = False
-                    except StopIteration:
-                        self._it = None
-                        if ended:  # two iterations in a row without a batch: no data
+                item = self._back.popleft() if self._back else None
+                if item is not None:
+                    self._out.append(item)
+            if item is None:
+                with self._reading:
+                    item = self._next()
+                    if item is None:
+                        return
+                    with self._lock:
+                        if mine != self._round:  # rewound while reading: next call's first
+                            self._back.append(item)
                             return
-                        ended = True
-                        continue
-                self._out.append(item)
+                        self._out.append(item)
             yield item[0]
+
+    def _next(self) -> tuple[Any, dict[str, Any]] | None:
+        """The reader's next batch and its state after it; None: no data at all."""
+        for _ in range(2):  # an iteration ended: one more begins
+            if self._it is None:
+                self._it = iter(self._reader)
+            try:
+                return next(self._it), self._reader.state_dict()
+            except StopIteration:
+                self._it = None
+        return None
 
     def trained(self, steps: int) -> None:
         """`steps` more batches were trained on."""
@@ -182,10 +192,11 @@ def _saver(keras: Any, feed: Feed, done: Resumed, directory: str | None, steps: 
             self.epoch, self.seen = epoch, 0
 
         def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-            feed.trained(batch + 1 - self.seen)  # steps_per_execution: `batch` is the last
+            ran = batch + 1 - self.seen  # steps_per_execution: `batch` is the last one run
+            feed.trained(ran)
             self.seen = batch + 1
             at = self.offset + self.seen
-            if every and at % every == 0 and at < steps:
+            if every and at // every > (at - ran) // every and at < steps:
                 self._save(self.epoch, at)
 
         def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
