@@ -403,7 +403,8 @@ def test_train_job_on_jax_without_tensorflow_as_on_tensorflow(data, spark, tmp_p
     jax_auc = float(re.search(r"^final: .*val_auc=([\d.]+)", done.stdout, re.M).group(1))
     assert (tmp_path / "jax.keras").exists()
     two = train_distributed(TrainConfig.from_mapping(
-        {**settings, "backend": "jax", "workers": 2, "model_out": str(tmp_path / "two.keras")}),
+        {**settings, "backend": "jax", "workers": 2, "model_out": str(tmp_path / "two.keras"),
+         "checkpoint_every": 5}),  # through ctx.fit: checkpoints mid-epoch too
         echo=lambda s: None, spark=spark)
     assert two["workers"] == 2 and (tmp_path / "two.keras").exists()
     import keras

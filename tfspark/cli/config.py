@@ -295,6 +295,7 @@ class TrainConfig:
     workers: int = 1
     master: str = "local[*]"  # the Spark master when no session is running (spark-submit sets it)
     checkpoint_dir: str | None = None  # shared; None: <model_out without .keras>.checkpoints
+    checkpoint_every: int | None = None  # JAX workers: steps between checkpoints; None: epochs
     store: dict[str, Any] | None = None  # [store]: pyarrow's filesystem options for `data`
     backend: str = "tensorflow"  # Keras 3's backend: "tensorflow", or "jax" (no TensorFlow)
 
@@ -325,7 +326,8 @@ def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
 
 
 def _check_train_value(key: str, value: Any, where: str) -> Any:
-    optional = key in ("label", "steps_per_epoch", "shuffle_buffer", "seed", "checkpoint_dir")
+    optional = key in ("label", "steps_per_epoch", "shuffle_buffer", "seed", "checkpoint_dir",
+                       "checkpoint_every")
     if optional and (value is None or (isinstance(value, str) and
                                        value.strip().lower() in ("", "none"))):
         return None

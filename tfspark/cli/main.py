@@ -217,6 +217,9 @@ def _read_commands(command: Any) -> None:
                    help="with --workers: a directory every executor shares, for the "
                         "per-epoch checkpoints a retried stage resumes from and the workers' "
                         "logs (default: beside --model-out)")
+    p.add_argument("--checkpoint-every", type=int, metavar="STEPS",
+                   help="with --workers on --backend jax: a checkpoint every STEPS steps too, "
+                        "so a retried stage resumes mid-epoch on exactly the batches left")
     add_store_arg(p)
     p.set_defaults(run=_train)
 
@@ -230,6 +233,7 @@ def _train(args: argparse.Namespace) -> int:
                                ("model_out", args.model_out), ("use_stats", args.use_stats),
                                ("workers", args.workers), ("master", args.master),
                                ("checkpoint_dir", args.checkpoint_dir),
+                               ("checkpoint_every", args.checkpoint_every),
                                ("backend", args.backend),
                                ("store", store_table(args.store) if args.store else None),
                                ("verbose", 1 if args.verbose else None))

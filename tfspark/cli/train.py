@@ -205,13 +205,7 @@ def _fit(cfg: TrainConfig, data: _Data, chosen: _Chosen, model: Any, train_ds: A
     input_rate = _input_rate(train_ds, cfg.bench_batches)
     echo(f"input pipeline alone: {input_rate:,.0f} examples/s")
     timer = _epoch_timer()
-    resume = worker.checkpoint() if worker is not None else None
-    fed = train_jax.fit_args(cfg, model, train_ds, val_ds) if data.jax else {
-        "x": train_ds, "validation_data": val_ds, "steps_per_epoch": cfg.steps_per_epoch}
-    history = model.fit(**fed, epochs=cfg.epochs, verbose=cfg.verbose, shuffle=False,
-                        callbacks=[timer] + ([resume] if resume is not None else []))
-    # Every epoch once, also those trained before a restart (kept by the checkpoints).
-    hist = resume.history if resume is not None else history.history
+    hist, resumed_from = _run_fit(cfg, data, model, train_ds, val_ds, timer, worker)
     examples = _epoch_examples(cfg, data.top, data.train_split)
     train_rate = examples / min(timer.seconds) if timer.seconds else float("nan")
     echo(f"training: {train_rate:,.0f} examples/s (fastest epoch of {len(timer.seconds)})")
@@ -229,8 +223,30 @@ def _fit(cfg: TrainConfig, data: _Data, chosen: _Chosen, model: Any, train_ds: A
             "train_examples_per_s": train_rate, "final": final,
             "epoch_seconds": list(timer.seconds),
             "workers": worker.num_workers if worker is not None else 1,
-            "resumed_from": resume.resumed_from if resume is not None else 0,
+            "resumed_from": resumed_from,
             "history": {k: [float(x) for x in v] for k, v in hist.items()}}
+
+
+def _run_fit(cfg: TrainConfig, data: _Data, model: Any, train_ds: Any, val_ds: Any,
+             timer: Any, worker: Any) -> tuple[dict[str, list[float]], int]:
+    """model.fit; its history over every epoch (also those before a restart) and the epochs
+    restored from a checkpoint. JAX workers resume exactly, mid-epoch too (ctx.fit: every
+    `checkpoint_every` steps); TensorFlow workers at the last epoch's end (ctx.checkpoint)."""
+    if data.jax:
+        fed = train_jax.fit_args(cfg, model, train_ds, val_ds)
+        if worker is not None:
+            done = worker.fit(model, fed.pop("x"), cfg.epochs, every=cfg.checkpoint_every,
+                              verbose=cfg.verbose, callbacks=[timer], **fed)
+            return done.history, done.resumed_at[0]
+        fed["x"] = train_jax.passes(fed["x"])
+    else:
+        fed = {"x": train_ds, "validation_data": val_ds, "steps_per_epoch": cfg.steps_per_epoch}
+    resume = worker.checkpoint() if worker is not None else None
+    history = model.fit(**fed, epochs=cfg.epochs, verbose=cfg.verbose, shuffle=False,
+                        callbacks=[timer] + ([resume] if resume is not None else []))
+    if resume is None:
+        return history.history, 0
+    return resume.history, resume.resumed_from  # every epoch once, also before a restart
 
 
 def _save(model: Any, path: str, worker: Any) -> None:
@@ -268,17 +284,28 @@ def _input_rate(ds: Any, n_batches: int) -> float:
 
 
 def _epoch_timer() -> Any:
-    """A Keras callback recording each epoch's training wall time (validation excluded)."""
+    """A Keras callback recording the training wall time (validation excluded) of each whole
+    epoch: not of the rest of one interrupted and resumed (fewer steps)."""
     import keras
 
     class EpochTimer(keras.callbacks.Callback):
         def __init__(self) -> None:
             super().__init__()
-            self.seconds: list[float] = []
+            self._seconds: list[float] = []
+            self._steps: list[int] = []
             self._start = self._pause = 0.0
+
+        @property
+        def seconds(self) -> list[float]:
+            whole = max(self._steps, default=0)
+            return [s for s, n in zip(self._seconds, self._steps) if n == whole]
 
         def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
             self._start = time.perf_counter()
+            self._steps.append(0)
+
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            self._steps[-1] = batch + 1
 
         def on_test_begin(self, logs: Any = None) -> None:
             self._pause = time.perf_counter()
@@ -287,7 +314,7 @@ def _epoch_timer() -> Any:
             self._start += time.perf_counter() - self._pause
 
         def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
-            self.seconds.append(time.perf_counter() - self._start)
+            self._seconds.append(time.perf_counter() - self._start)
 
     return EpochTimer()
 

@@ -57,7 +57,7 @@ def prune(plan: Any) -> None:
 def float_inputs(spec: Any, plan: Any) -> Any:
     """The spec with the integer features the model normalizes as float32: JAX (without its
     x64 mode) truncates int64 arrays to int32, which wraps timestamps in microseconds and
-    other large integers; the TensorFlow model casts them to float32 too. passes() casts
+    other large integers; the TensorFlow model casts them to float32 too. Floats casts
     their batches to match."""
     numbers = {f.name for f, _ in plan.numeric} | {f.name for f, _ in plan.arrays}
     return dataclasses.replace(spec, features=tuple(
@@ -88,22 +88,45 @@ def steps(reader: Any, given: int | None = None) -> int:
     return int(n)
 
 
-def passes(reader: Any, floats: frozenset[str] = frozenset()) -> Any:
-    """The reader's passes one after another, for ever (fit takes an epoch's steps of them),
-    the `floats` features cast to float32 (float_inputs)."""
-    while True:
-        for x, y in reader:
-            yield {k: v.astype(np.float32, copy=False) if k in floats else v
+class Floats:
+    """A reader whose `floats` features come cast to float32 (float_inputs); its place
+    (state_dict, load_state_dict) is the reader's, so resumable_fit saves and resumes it."""
+
+    def __init__(self, reader: Any, floats: frozenset[str]) -> None:
+        self.reader, self.floats = reader, floats
+
+    def __iter__(self) -> Any:
+        for x, y in self.reader:
+            yield {k: v.astype(np.float32, copy=False) if k in self.floats else v
                    for k, v in x.items()}, y
+
+    def state_dict(self) -> dict[str, Any]:
+        """The reader's state_dict()."""
+        return self.reader.state_dict()  # type: ignore[no-any-return]
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """The reader's load_state_dict()."""
+        self.reader.load_state_dict(state)
+
+    def steps_per_epoch(self) -> int | None:
+        """The reader's steps_per_epoch()."""
+        return self.reader.steps_per_epoch()  # type: ignore[no-any-return]
+
+
+def passes(reader: Any) -> Any:
+    """The reader's passes one after another, for ever (fit takes an epoch's steps of them)."""
+    while True:
+        yield from reader
 
 
 def fit_args(cfg: Any, model: Any, train: Any, validation: Any) -> dict[str, Any]:
-    """model.fit's data arguments for these readers, cast to the model's float inputs."""
+    """model.fit's data arguments for these readers, cast to the model's float inputs:
+    x (a Floats reader: resumable_fit takes it as it is; model.fit, as passes(x))."""
     floats = frozenset(k for k, v in model.input.items() if v.dtype == "float32")
     # What JAX still truncates to int32 are string ids and labels: small, so say nothing.
     warnings.filterwarnings("ignore", "Explicitly requested dtype int64", UserWarning)
-    out = {"x": passes(train, floats), "steps_per_epoch": steps(train, cfg.steps_per_epoch)}
+    out = {"x": Floats(train, floats), "steps_per_epoch": steps(train, cfg.steps_per_epoch)}
     if validation is not None:
-        out.update(validation_data=passes(validation, floats),
+        out.update(validation_data=passes(Floats(validation, floats)),
                    validation_steps=steps(validation))
     return out
