@@ -102,7 +102,7 @@ class Floats:
 
     def state_dict(self) -> dict[str, Any]:
         """The reader's state_dict()."""
-        return self.reader.state_dict()  # type: ignore[no-any-return]
+        return self.reader.state_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """The reader's load_state_dict()."""
@@ -110,7 +110,7 @@ class Floats:
 
     def steps_per_epoch(self) -> int | None:
         """The reader's steps_per_epoch()."""
-        return self.reader.steps_per_epoch()  # type: ignore[no-any-return]
+        return self.reader.steps_per_epoch()
 
 
 def passes(reader: Any) -> Any:
