@@ -170,6 +170,8 @@ def test_train_config_file_and_errors(tmp_path):
     for bad, match in (({"epoch": 1}, "unknown key 'epoch'"),
                        ({"batch_size": 0}, "batch_size"),
                        ({"model_out": "m.h5"}, r"\.keras"),
-                       ({"hidden_units": ["a"]}, "hidden_units")):
+                       ({"hidden_units": ["a"]}, "hidden_units"),
+                       ({"checkpoint_every": 0, "backend": "jax"}, "checkpoint_every"),
+                       ({"checkpoint_every": 50}, "checkpoint_every .* needs backend 'jax'")):
         with pytest.raises(OptionError, match=match):
             TrainConfig.from_mapping(bad)

@@ -312,6 +312,10 @@ class TrainConfig:
                                   f"{', '.join(fields)}")
             out[key] = _check_train_value(key, value, where)
         cfg = cls(**out)
+        if cfg.checkpoint_every is not None and cfg.backend != "jax":
+            raise OptionError(f"checkpoint_every in {where} needs backend 'jax' (its workers "
+                              f"resume mid-epoch); TensorFlow workers checkpoint each epoch: "
+                              f"leave checkpoint_every out")
         if not cfg.model_out.endswith(".keras"):
             raise OptionError(f"model_out in {where} must end with '.keras' (the Keras 3 "
                               f"format), got {cfg.model_out!r}")
