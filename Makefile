@@ -66,7 +66,10 @@ demo: setup
 	$(PY) -m tfspark.cli demo
 
 # pytest exits 5 when it collected no tests: that is a broken run, not a green one.
-test: stores unit-without-tf test-spark35
+# The lanes before the main run use about one core each (and the network): side by side they
+# take the time of the longest (each one's output kept together).
+test: setup
+	@$(MAKE) --no-print-directory -j3 --output-sync=target stores unit-without-tf test-spark35
 	@$(PY) -m pytest --durations=10 $(XDIST) $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests; failing" >&2; exit 1; fi; \
 	exit $$rc
