@@ -296,7 +296,7 @@ def test_memory_stays_flat_over_epochs(tmp_path):
     import gc
     import tracemalloc
 
-    batch, spec = _ids_table(20_000)
+    batch, spec = _ids_table(10_000)
     path = write_dir(str(tmp_path / "d"), batch, spec, 64, files=4)
     import time
 
