@@ -26,7 +26,7 @@ from typing import Any
 from tfspark.errors import OptionError
 from tfspark.keras import resume
 
-_OWN = ("x", "y", "batch_size", "epochs", "initial_epoch", "steps_per_epoch", "shuffle")
+_OWN = ("x", "y", "batch_size", "initial_epoch", "shuffle")  # fit's, that resumable_fit sets
 
 
 class Feed:
@@ -209,7 +209,7 @@ def _saver(keras: Any, feed: Feed, done: Resumed, directory: str | None, steps: 
             if directory is None:
                 return
             resume.stage_reader(directory, epochs_done, step, worker, feed.state)
-            if differs is not None and differs(epochs_done * 10**9 + step):
+            if differs is not None and differs(resume.place(epochs_done, step)):
                 raise RuntimeError(f"the workers are at different steps (this one after "
                                    f"{epochs_done} epochs and {step} steps)")
             if is_chief:

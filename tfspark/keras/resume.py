@@ -79,12 +79,17 @@ def remove_checkpoints(directory: str) -> None:
                 shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
 
 
+def place(epochs_done: int, step: int = 0) -> int:
+    """A checkpoint's place as one int, for the workers' `differs` to compare."""
+    return epochs_done * 10**9 + step
+
+
 def same_on_every_worker(differs: Callable[[int], bool], epoch: int, directory: str,
                          step: int = 0) -> None:
     """Every worker must restore the same checkpoint, or their steps never line up; `differs`
     answers the same on every worker, so all stop together instead of some waiting for the
     others forever."""
-    if differs(epoch * 10**9 + step):
+    if differs(place(epoch, step)):
         seen = f"{epoch} epochs done" + (f" and {step} steps" if step else "")
         raise OptionError(f"checkpoint directory {directory!r} is not the same for every worker "
                           f"(this one sees {seen}, another worker sees another place): give a "

@@ -74,9 +74,7 @@ class WorkerContext:
             return None
         from tfspark.keras.resume import epoch_checkpoint
 
-        return epoch_checkpoint(self.checkpoint_dir, is_chief=self.is_chief,
-                                differs=self.differs if self.num_workers > 1 else None,
-                                every_worker_saves=self.backend == "jax", log=self.log)
+        return epoch_checkpoint(self.checkpoint_dir, **self._saving())
 
     def fit(self, model: Any, batches: Any, epochs: int, *, every: int | None = None,
             **fit_kwargs: Any) -> Any:
@@ -93,10 +91,13 @@ class WorkerContext:
                               "cannot share out: use backend='jax', or make_dataset(..., "
                               "shard=ctx.shard) with model.fit and ctx.checkpoint()")
         return resumable_fit(model, batches, epochs, self.checkpoint_dir, every=every,
-                             worker=self.index, is_chief=self.is_chief,
-                             differs=self.differs if self.num_workers > 1 else None,
-                             every_worker_saves=self.backend == "jax", log=self.log,
-                             **fit_kwargs)
+                             worker=self.index, **self._saving(), **fit_kwargs)
+
+    def _saving(self) -> dict[str, Any]:
+        """How this worker takes part in saving and restoring checkpoints (resume.py)."""
+        return {"is_chief": self.is_chief,
+                "differs": self.differs if self.num_workers > 1 else None,
+                "every_worker_saves": self.backend == "jax", "log": self.log}
 
     def save(self, model: Any, path: str) -> None:
         """model.save(path) by the chief. On JAX, where saving reads values that span the
