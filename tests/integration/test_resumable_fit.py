@@ -146,6 +146,8 @@ def test_bad_arguments_say_what_to_do(data, tmp_path):
         tfspark.resumable_fit(model(), reader(data), 1, str(tmp_path), every=0)
     with pytest.raises(OptionError, match="initial_epoch"):
         tfspark.resumable_fit(model(), reader(data), 1, str(tmp_path), initial_epoch=1)
+    with pytest.raises(OptionError, match=r"checkpoint_dir 'gs://b/ckpt': .* not an object-store"):
+        tfspark.resumable_fit(model(), reader(data), 1, "gs://b/ckpt")
     with pytest.raises(OptionError, match="read_batches reader"):
         tfspark.resumable_fit(model(), [np.zeros(3)], 1, str(tmp_path))
     # A checkpoint of epoch_checkpoint (no reader state) is not resumed as if it were one.

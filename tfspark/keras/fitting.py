@@ -25,6 +25,7 @@ from typing import Any
 
 from tfspark.errors import OptionError
 from tfspark.keras import resume
+from tfspark.store.fs import local_directory
 
 _OWN = ("x", "y", "batch_size", "initial_epoch", "shuffle")  # fit's, that resumable_fit sets
 
@@ -146,6 +147,7 @@ def resumable_fit(model: Any, batches: Any, epochs: int, checkpoint_dir: str | N
     done = Resumed()
     epoch, step = 0, 0
     if checkpoint_dir is not None:
+        checkpoint_dir = local_directory(checkpoint_dir, "checkpoint_dir")
         found = resume.latest(checkpoint_dir)
         epoch, step = (found[0], found[1]) if found else (0, 0)
         if differs is not None:

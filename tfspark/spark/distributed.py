@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from tfspark.errors import OptionError, TrainingError
-from tfspark.store.fs import locate
+from tfspark.store.fs import local_directory, locate
 
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_.]*(Error|Exception): ")
 _TAIL = 30  # lines of a failed worker's output quoted in the error
@@ -77,7 +77,7 @@ def train_on_spark(spark: Any, train_fn: Callable[[Any], Any], num_workers: int,
             f"cores / spark.task.cpus, and GPUs per task): barrier tasks must all run at once; "
             f"lower the number of workers or add executors")
     if checkpoint_dir is not None:
-        checkpoint_dir = _local_dir(checkpoint_dir, "checkpoint_dir")
+        checkpoint_dir = local_directory(checkpoint_dir, "checkpoint_dir")
     shared = [str(p) for p in shared_paths]
     for p in shared:
         locate(p)  # a bad URI fails here, with its own message
@@ -138,19 +138,6 @@ def task_slots(sc: Any) -> int:
         return int(jsc.maxNumConcurrentTasks(profile))
     except Exception:  # noqa: BLE001 - a Spark without that (private) method: a lower bound
         return int(sc.defaultParallelism)
-
-
-def _local_dir(path: str, option: str) -> str:
-    if "://" in path and not path.startswith("file://"):
-        raise OptionError(f"{option} {path!r}: Keras saves checkpoints to files, so give a "
-                          f"directory every executor sees as files (a mounted or network "
-                          f"filesystem, e.g. /dbfs/... on Databricks), not an object-store URI")
-    local = locate(path).base
-    try:
-        os.makedirs(local, exist_ok=True)
-    except OSError as e:
-        raise OptionError(f"{option} {path!r} cannot be created here: {e}") from e
-    return local
 
 
 def _check_visible(sc: Any, paths: list[str], checkpoint_dir: str | None, slots: int) -> None:

@@ -337,3 +337,20 @@ def locate(path: str | os.PathLike | Location, filesystem: Any = None) -> Locati
                           f"s3://, gs://, abfs:// or hdfs:// URI with credentials configured, "
                           f"or pass filesystem=") from None
     return Location(fs, base.rstrip("/") or "/", redact(path.split("?", 1)[0]))
+
+
+def local_directory(path: str, option: str) -> str:
+    """`path` (a local path or file:// URI) as a local directory, created if missing: for
+    what is saved through plain files (Keras's checkpoints). OptionError names `option` for an
+    object-store URI or a directory that cannot be made."""
+    if "://" in path and not path.startswith("file://"):
+        raise OptionError(f"{option} {path!r}: Keras saves checkpoints to files, so give a "
+                          f"directory on a filesystem (a mounted or network one that every "
+                          f"machine training sees, e.g. /dbfs/... on Databricks), not an "
+                          f"object-store URI")
+    local = locate(path).base
+    try:
+        os.makedirs(local, exist_ok=True)
+    except OSError as e:
+        raise OptionError(f"{option} {path!r} cannot be created here: {e}") from e
+    return local
