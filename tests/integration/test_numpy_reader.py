@@ -9,6 +9,7 @@ import os
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pytest
 from pyspark.sql import types as T
 from test_roundtrip_tf import BLOCK_CASES, Case, case_batch, same
@@ -24,6 +25,7 @@ from tfspark.store.fs import locate
 from tfspark.wire.stream import RecordWriter
 
 CASES = [c for c in BLOCK_CASES if c.error is None]
+OWN = pafs.SubTreeFileSystem("/", pafs.LocalFileSystem())  # local files, read as a store's
 
 
 def write_dir(path: str, batch: pa.RecordBatch, spec, block: int, files: int = 1,
@@ -80,13 +82,19 @@ def test_same_rows_as_make_dataset(case: Case, block: int, tmp_path):
                                      shuffle_files=False, label_cols=[]))
     raw = list(tfspark.read_batches(path, 3, shuffle_buffer=0, num_threads=1,
                                     shuffle_files=False, label_cols=[], strings="bytes"))
-    theirs = list(tfspark.make_dataset(path, 3, shuffle_buffer=0, deterministic=True,
-                                       shuffle_files=False, label_cols=[]))
-    assert len(ours) == len(theirs) == -(-batch.num_rows // 3)
+    ordered = dict(shuffle_buffer=0, deterministic=True, shuffle_files=False, label_cols=[])
+    theirs = list(tfspark.make_dataset(path, 3, **ordered))
+    # Blocks off the local disk: read by tfspark's reader for TensorFlow (tf/records.py).
+    own = list(tfspark.make_dataset(path.lstrip("/"), 3, filesystem=OWN, **ordered)) \
+        if block > 1 else theirs
+    assert len(ours) == len(theirs) == len(own) == -(-batch.num_rows // 3)
     for f in spec.features:
         got = sum((rows_np(b[f.name]) for b in ours), [])
         want = sum((rows_tf(b[f.name]) for b in theirs), [])
         same(got, want, f"{case.id}: {f.name}")
+        same(sum((rows_tf(b[f.name]) for b in own), []), want, f"{case.id}: {f.name} (own)")
+        assert own[0][f.name].dtype == theirs[0][f.name].dtype
+        assert own[0][f.name].shape.as_list() == theirs[0][f.name].shape.as_list()
         if f.dtype == "string":  # strings="bytes": the same values, as uint8 bytes
             got = sum((rows_np(b[f.name], depth=1) for b in raw), [])
             same(got, want, f"{case.id}: {f.name} (bytes)")
@@ -291,42 +299,52 @@ def test_bad_arguments(tmp_path):
         tfspark.read_batches(path, 4, label_cols=["nope"])
 
 
+# Run in a fresh interpreter: gc.collect() under tracemalloc walks every object of the
+# process, and a test process holding TensorFlow, torch and JAX made this test take 2 minutes.
+_HELD_PER_EPOCH = """
+import gc, json, sys, time, tracemalloc
+import tfspark
+
+reader = tfspark.read_batches(sys.argv[1], 256, epochs=None, num_threads=2, seed=0)
+steps = reader.steps_per_epoch()
+it = iter(reader)
+
+def settled():
+    # What is held once the reader's threads have filled every bounded queue ahead of the
+    # consumer and stopped (the same state after every epoch).
+    last, same = -1, 0
+    for _ in range(200):
+        gc.collect()
+        now = tracemalloc.get_traced_memory()[0]
+        same = same + 1 if now == last else 0
+        if same == 3:
+            break
+        last = now
+        time.sleep(0.05)
+    return now
+
+tracemalloc.start()
+held = []
+for _ in range(8):
+    for _ in range(steps):
+        next(it)
+    held.append(settled())
+print(json.dumps(held))
+"""
+
+
 def test_memory_stays_flat_over_epochs(tmp_path):
     """What the reader holds between epochs does not grow (NumPy reports to tracemalloc)."""
-    import gc
-    import tracemalloc
+    import json
+    import subprocess
+    import sys
 
     batch, spec = _ids_table(10_000)
     path = write_dir(str(tmp_path / "d"), batch, spec, 64, files=4)
-    import time
-
-    reader = tfspark.read_batches(path, 256, epochs=None, num_threads=2, seed=0)
-    steps = reader.steps_per_epoch()
-    it = iter(reader)
-
-    def settled() -> int:
-        """What is held once the reader's threads have filled every bounded queue ahead of
-        the consumer and stopped (the same state after every epoch)."""
-        last, same = -1, 0
-        for _ in range(200):
-            gc.collect()
-            now = tracemalloc.get_traced_memory()[0]
-            same = same + 1 if now == last else 0
-            if same == 3:
-                break
-            last = now
-            time.sleep(0.05)
-        return now
-
-    tracemalloc.start()
-    try:
-        held = []
-        for _ in range(8):
-            for _ in range(steps):
-                next(it)
-            held.append(settled())
-    finally:
-        tracemalloc.stop()
+    done = subprocess.run([sys.executable, "-c", _HELD_PER_EPOCH, path], capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    held = json.loads(done.stdout.strip().splitlines()[-1])
     # Filled queues hold the same each epoch (within ~20 KB here): the last four epochs hold
     # no more than the first four did (one shuffle window kept per epoch adds ~40 KB each).
     assert max(held[4:]) <= max(held[:4]) + 128 * 2**10, held

@@ -127,7 +127,7 @@ def build_pipeline(plan: ReadPlan, batch_size: int, *, shuffle_buffer: int | Non
     io_threads and cache_dir)."""
     import tensorflow as tf
 
-    from tfspark.tf.parsing import labeler, make_block_parser, make_parser
+    from tfspark.tf.parsing import labeler, make_block_parser, make_parser, required_check
 
     part = shard_plan(plan, shard, even_shards)
     block = plan.rows_per_record
@@ -139,7 +139,7 @@ def build_pipeline(plan: ReadPlan, batch_size: int, *, shuffle_buffer: int | Non
     spec = plan.example_spec
     required = [f for f in spec.features if f.required] if plan.spec_given else []
     ds = _records(part, per_read, shuffle_files, seed, num_parallel_reads, deterministic,
-                  _required_check(spec, required, per_read), block, io)
+                  required_check(spec, required, per_read), block, io)
     if cache is True:
         ds = ds.cache()
     elif isinstance(cache, str):
@@ -282,40 +282,6 @@ def _with_cut_blocks(ds: Any, part: Shard, spec: FeatureSpec, block: int) -> Any
             one = one.skip(whole).take(1).map(parse)  # (the source applies the stride)
         ds = ds.concatenate(one.map(lambda r, k=kept: {key: v[:k] for key, v in r.items()}))
     return ds
-
-
-def _required_check(spec: FeatureSpec, required: list[Any], per_read: int) -> Any:
-    """None without required features, else (file name, block index, block, (n, start)) ->
-    block that fails naming the file, the record and the first required feature a record
-    lacks."""
-    if not required:
-        return None
-    import tensorflow as tf
-
-    from tfspark.tf.parsing import DTYPES
-
-    lists = {f.name: tf.io.RaggedFeature(DTYPES[f.dtype], row_splits_dtype=tf.int64)
-             for f in required}
-    def check(name: Any, i: Any, block: Any, stride: Any) -> Any:
-        if spec.is_sequence:
-            parsed = tf.io.parse_sequence_example(block, context_features=lists)[0]
-        else:
-            parsed = tf.io.parse_example(block, lists)
-        asserts = []
-        for f in required:
-            missing = tf.equal(parsed[f.name].row_lengths(), 0)
-            rec = stride[1] + stride[0] * (i * per_read + tf.argmax(tf.cast(missing, tf.int64)))
-            # (Assert quotes its data and escapes quotes: the feature name goes in bare.)
-            problem = tf.strings.join([
-                name, ": record ", tf.strings.as_string(rec), " has no required feature "
-                f"{f.name} (the spec has it not nullable and without a default); give the spec "
-                f"a default for it, or read without it"])
-            asserts.append(tf.debugging.Assert(tf.logical_not(tf.reduce_any(missing)),
-                                               [problem]))
-        with tf.control_dependencies(asserts):
-            return tf.identity(block)
-
-    return check
 
 
 def _checked(blocks: Any, name: Any, comp: Any, count: Any, stride: Any) -> Any:

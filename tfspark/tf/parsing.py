@@ -148,3 +148,33 @@ def labeler(labels: Sequence[str]) -> Any:
         return parsed, (ys[labels[0]] if len(labels) == 1 else ys)
 
     return split
+
+
+def required_check(spec: FeatureSpec, required: list[Feature], per_read: int) -> Any:
+    """None without required features, else (file name, block index, block, (n, start)) ->
+    block that fails naming the file, the record and the first required feature a record
+    lacks."""
+    if not required:
+        return None
+    lists = {f.name: tf.io.RaggedFeature(DTYPES[f.dtype], row_splits_dtype=tf.int64)
+             for f in required}
+    def check(name: Any, i: Any, block: Any, stride: Any) -> Any:
+        if spec.is_sequence:
+            parsed = tf.io.parse_sequence_example(block, context_features=lists)[0]
+        else:
+            parsed = tf.io.parse_example(block, lists)
+        asserts = []
+        for f in required:
+            missing = tf.equal(parsed[f.name].row_lengths(), 0)
+            rec = stride[1] + stride[0] * (i * per_read + tf.argmax(tf.cast(missing, tf.int64)))
+            # (Assert quotes its data and escapes quotes: the feature name goes in bare.)
+            problem = tf.strings.join([
+                name, ": record ", tf.strings.as_string(rec), " has no required feature "
+                f"{f.name} (the spec has it not nullable and without a default); give the spec "
+                f"a default for it, or read without it"])
+            asserts.append(tf.debugging.Assert(tf.logical_not(tf.reduce_any(missing)),
+                                               [problem]))
+        with tf.control_dependencies(asserts):
+            return tf.identity(block)
+
+    return check
