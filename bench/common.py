@@ -60,6 +60,7 @@ def machine() -> str:
 
 def save_json(path: str | None, doc: dict) -> None:
     if path:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)  # bench/results/ is ignored
         with open(path, "w") as f:
             json.dump(doc, f, indent=1)
 
