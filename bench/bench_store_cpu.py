@@ -1,0 +1,85 @@
+"""Where the CPU of a read from an object store goes, on this rig: one epoch of read_batches
+(batch 1024, no shuffling) over the same files on local disk and in fake-gcs-server behind the
+50 ms latency proxy, with the CPU seconds of the reader's process, the emulator's and the
+proxy's (from /proc). On 2 cores the emulator and the proxy take CPU from the reader, which a
+real store does not; this separates the two.
+
+    python bench/bench_store_cpu.py --rows 2000000 --repeat 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "integration"))
+
+from bench_block import write_files  # noqa: E402
+from common import machine, save_json  # noqa: E402
+
+DELAY = 0.05
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", type=int, default=2_000_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    import pyarrow.fs as pafs
+    from stores import GcsEmulator
+
+    import tfspark
+
+    doc: dict = {"machine": machine(), "rows": args.rows, "runs": []}
+    tmp = tempfile.mkdtemp(prefix="tfspark-bench-cpu-")
+    gcs = GcsEmulator()
+    try:
+        for layout, block in (("rows", 1), ("blocks", 1024)):
+            local = write_files(args.rows, os.path.join(tmp, layout), block)
+            mib = sum(os.path.getsize(os.path.join(local, f)) for f in os.listdir(local)) / 2**20
+            bucket = gcs.bucket()
+            pafs.copy_files(local, f"{bucket}/{layout}", source_filesystem=pafs.LocalFileSystem(),
+                            destination_filesystem=gcs.filesystem())
+            remote = gcs.filesystem(DELAY)
+            proxy = gcs._proxies[DELAY]._proc.pid
+            for _ in range(args.repeat + 1):  # the first round warms up, untimed
+                for place, fs, path in (("local", None, local),
+                                        ("gcs+50ms", remote, f"{bucket}/{layout}")):
+                    before = time.process_time(), cpu_s(gcs._proc.pid), cpu_s(proxy)
+                    t = time.perf_counter()
+                    rows = sum(len(b["f0"]) for b in tfspark.read_batches(
+                        path, 1024, shuffle_buffer=0, label_cols=[], filesystem=fs))
+                    run = {"layout": layout, "place": place, "mib": round(mib),
+                           "rows_s": rows / (time.perf_counter() - t),
+                           "reader_cpu_s": time.process_time() - before[0],
+                           "emulator_cpu_s": cpu_s(gcs._proc.pid) - before[1],
+                           "proxy_cpu_s": cpu_s(proxy) - before[2]}
+                    if _ == 0:
+                        continue
+                    doc["runs"].append(run)
+                    print(f"{layout:6s} {place:8s} {run['mib']:4d} MiB "
+                          f"{run['rows_s'] / 1e6:5.2f}M rows/s (epoch), CPU s: reader "
+                          f"{run['reader_cpu_s']:.2f}, emulator {run['emulator_cpu_s']:.2f}, "
+                          f"proxy {run['proxy_cpu_s']:.2f}", flush=True)
+    finally:
+        gcs.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    save_json(args.json, doc)
+
+
+if __name__ == "__main__":
+    main()
