@@ -25,19 +25,21 @@ latency, as a ratio (at 50 ms the per-object loop would take --small-rows x 50 m
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "integration"))
 
 from bench_block import write_files  # noqa: E402
-from common import machine, save_json  # noqa: E402
+from common import machine, rows_args, save_json  # noqa: E402
 
 BATCH = 1024
 DELAYS = (0.0, 0.02, 0.05, 0.1)
@@ -106,21 +108,33 @@ def seed_experiment(gcs, rows: int) -> dict:
             "upload_s": upload_s, "ratio": per_object / secs}
 
 
-def run(rows: int, repeat: int, small_rows: int) -> dict:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+@contextmanager
+def on_gcs(rows: int, layouts: dict[str, int]) -> Iterator[tuple[Any, dict[str, str], str]]:
+    """The standard table written locally once per layout ({name: rows_per_record}, 8 files)
+    and copied into a bucket of a fresh fake-gcs-server, as <bucket>/<name>: yields (the
+    emulator, {name: local directory}, the bucket); all of it removed afterwards."""
     import pyarrow.fs as pafs
     from stores import GcsEmulator
 
-    started = machine()
     tmp = tempfile.mkdtemp(prefix="tfspark-bench-store-")
     gcs = GcsEmulator()
     try:
-        local = {"rows": write_files(rows, os.path.join(tmp, "rows"), 1),
-                 "blocks": write_files(rows, os.path.join(tmp, "blocks"), 1024)}
+        local = {name: write_files(rows, os.path.join(tmp, name), block)
+                 for name, block in layouts.items()}
         bucket = gcs.bucket()
-        for layout, d in local.items():
-            pafs.copy_files(d, f"{bucket}/{layout}", source_filesystem=pafs.LocalFileSystem(),
+        for name, d in local.items():
+            pafs.copy_files(d, f"{bucket}/{name}", source_filesystem=pafs.LocalFileSystem(),
                             destination_filesystem=gcs.filesystem())
+        yield gcs, local, bucket
+    finally:
+        gcs.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run(rows: int, repeat: int, small_rows: int) -> dict:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    started = machine()
+    with on_gcs(rows, {"rows": 1, "blocks": 1024}) as (gcs, local, bucket):
         places = {"local": (None, None)}
         for delay in DELAYS:
             places[f"gcs+{int(delay * 1000)}ms"] = (gcs.filesystem(delay), bucket)
@@ -154,19 +168,13 @@ def run(rows: int, repeat: int, small_rows: int) -> dict:
                     ratios[key] = results[key]["steady_rows_s"] / base["steady_rows_s"]
                     ratios[key + ".epoch"] = results[key]["rows_s"] / base["rows_s"]
         seed = seed_experiment(gcs, small_rows)
-    finally:
-        gcs.close()
-        shutil.rmtree(tmp, ignore_errors=True)
     return {"rows": rows, "repeat": repeat, "machine": started, "results": results,
             "ratios_vs_local": ratios, "seed": seed}
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rows", type=int, default=2_000_000)
-    ap.add_argument("--repeat", type=int, default=2)
+    ap = rows_args(__doc__, repeat=2)
     ap.add_argument("--small-rows", type=int, default=20_000)
-    ap.add_argument("--json")
     args = ap.parse_args()
     doc = run(args.rows, args.repeat, args.small_rows)
     for key, r in doc["results"].items():

@@ -21,7 +21,6 @@ reader's cost on local disk bounds what hiding latency can reach.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tempfile
@@ -31,7 +30,7 @@ sys.path.insert(0, HERE)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from bench_block import write_files  # noqa: E402
-from common import best_of, machine, save_json  # noqa: E402
+from common import best_of, machine, rows_args, save_json  # noqa: E402
 
 BATCH = 1024
 
@@ -86,11 +85,7 @@ def cases(path: str) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rows", type=int, default=2_000_000)
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--json")
-    args = ap.parse_args()
+    args = rows_args(__doc__).parse_args()
     results = {"machine": machine(), "rows": args.rows, "layouts": {}}
     with tempfile.TemporaryDirectory(prefix="tfspark-bench-own-") as tmp:
         for layout, block in (("rows", 1), ("blocks", 1024)):

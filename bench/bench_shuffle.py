@@ -20,7 +20,6 @@ permutation, about 1/N in file order), and the share of the 8 files a batch draw
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
@@ -32,7 +31,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from bench_block import FILES, write_files  # noqa: E402
-from common import machine, save_json, table  # noqa: E402
+from common import machine, rows_args, save_json, table  # noqa: E402
 
 BATCH = 1024
 MODES = {"none": dict(shuffle_buffer=0, shuffle_files=False),
@@ -97,11 +96,7 @@ def run(rows: int, repeat: int) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rows", type=int, default=2_000_000)
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--json")
-    args = ap.parse_args()
+    args = rows_args(__doc__).parse_args()
     doc = run(args.rows, args.repeat)
     print(f"shuffles: {args.rows:,} rows, batch {BATCH}, 8 files, 2 threads; {doc['machine']}")
     print(f"{'layout.mode':16s} {'rows/s':>11s} {'vs window':>9s} {'first batch':>11s} "

@@ -13,7 +13,6 @@ would run at about the native rate: a design for make_dataset on stores, not bui
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
@@ -22,22 +21,16 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "integration"))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from bench_block import write_files  # noqa: E402
-from common import machine, save_json  # noqa: E402
+from common import machine, rows_args, save_json  # noqa: E402
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rows", type=int, default=2_000_000)
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--json")
-    args = ap.parse_args()
+    args = rows_args(__doc__).parse_args()
     import pyarrow.fs as pafs
     import tensorflow as tf
-    from stores import GcsEmulator
+    from bench_object_store import on_gcs
 
     import tfspark
 
@@ -46,41 +39,35 @@ def main() -> None:
                              lambda n, b: n + tf.shape(b["f0"], tf.int64)[0]))
 
     doc: dict = {"machine": machine(), "rows": args.rows, "runs": []}
-    tmp = tempfile.mkdtemp(prefix="tfspark-bench-spool-")
-    gcs = GcsEmulator()
-    try:
-        local = write_files(args.rows, os.path.join(tmp, "blocks"), 1024)
-        bucket = gcs.bucket()
-        pafs.copy_files(local, f"{bucket}/blocks", source_filesystem=pafs.LocalFileSystem(),
-                        destination_filesystem=gcs.filesystem())
+    with on_gcs(args.rows, {"blocks": 1024}) as (gcs, local, bucket):
         remote = gcs.filesystem(0.05)
-        for k in range(args.repeat + 1):  # the first round warms up, untimed
-            spool = os.path.join(tmp, "spool")
+        spool = tempfile.mkdtemp(prefix="tfspark-bench-spool-")
+        try:
+            for k in range(args.repeat + 1):  # the first round warms up, untimed
+                shutil.rmtree(spool)
+                os.makedirs(spool)
+                t = time.perf_counter()
+                pafs.copy_files(f"{bucket}/blocks", spool, source_filesystem=remote,
+                                destination_filesystem=pafs.LocalFileSystem(), use_threads=True)
+                copy_s = time.perf_counter() - t
+                t = time.perf_counter()
+                assert in_graph(tfspark.make_dataset(local["blocks"], 1024, shuffle_buffer=0,
+                                                     label_cols=[])) == args.rows
+                native_s = time.perf_counter() - t
+                t = time.perf_counter()
+                assert in_graph(tfspark.make_dataset(
+                    f"{bucket}/blocks", 1024, shuffle_buffer=0, label_cols=[],
+                    filesystem=remote)) == args.rows
+                own_s = time.perf_counter() - t
+                if k == 0:
+                    continue
+                doc["runs"].append({"copy_s": copy_s, "native_local_s": native_s,
+                                    "own_remote_s": own_s})
+                print(f"copy to local disk at 50 ms {copy_s:.2f} s; make_dataset native on "
+                      f"the copies {native_s:.2f} s; own on the store {own_s:.2f} s", flush=True)
+        finally:
             shutil.rmtree(spool, ignore_errors=True)
-            os.makedirs(spool)
-            t = time.perf_counter()
-            pafs.copy_files(f"{bucket}/blocks", spool, source_filesystem=remote,
-                            destination_filesystem=pafs.LocalFileSystem(), use_threads=True)
-            copy_s = time.perf_counter() - t
-            t = time.perf_counter()
-            assert in_graph(tfspark.make_dataset(local, 1024, shuffle_buffer=0,
-                                                 label_cols=[])) == args.rows
-            native_s = time.perf_counter() - t
-            t = time.perf_counter()
-            assert in_graph(tfspark.make_dataset(f"{bucket}/blocks", 1024, shuffle_buffer=0,
-                                                 label_cols=[], filesystem=remote)) == args.rows
-            own_s = time.perf_counter() - t
-            if k == 0:
-                continue
-            doc["runs"].append({"copy_s": copy_s, "native_local_s": native_s,
-                                "own_remote_s": own_s})
-            print(f"copy to local disk at 50 ms {copy_s:.2f} s; make_dataset native on the "
-                  f"copies {native_s:.2f} s; own on the store {own_s:.2f} s", flush=True)
-    finally:
-        gcs.close()
-        shutil.rmtree(tmp, ignore_errors=True)
     save_json(args.json, doc)
-
 
 if __name__ == "__main__":
     main()

@@ -9,19 +9,14 @@ real store does not; this separates the two.
 
 from __future__ import annotations
 
-import argparse
 import os
-import shutil
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "integration"))
 
-from bench_block import write_files  # noqa: E402
-from common import machine, save_json  # noqa: E402
+from common import machine, rows_args, save_json  # noqa: E402
 
 DELAY = 0.05
 
@@ -34,30 +29,19 @@ def cpu_s(pid: int) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rows", type=int, default=2_000_000)
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--json")
-    args = ap.parse_args()
-    import pyarrow.fs as pafs
-    from stores import GcsEmulator
+    args = rows_args(__doc__).parse_args()
+    from bench_object_store import on_gcs
 
     import tfspark
 
     doc: dict = {"machine": machine(), "rows": args.rows, "runs": []}
-    tmp = tempfile.mkdtemp(prefix="tfspark-bench-cpu-")
-    gcs = GcsEmulator()
-    try:
-        for layout, block in (("rows", 1), ("blocks", 1024)):
-            local = write_files(args.rows, os.path.join(tmp, layout), block)
-            mib = sum(os.path.getsize(os.path.join(local, f)) for f in os.listdir(local)) / 2**20
-            bucket = gcs.bucket()
-            pafs.copy_files(local, f"{bucket}/{layout}", source_filesystem=pafs.LocalFileSystem(),
-                            destination_filesystem=gcs.filesystem())
-            remote = gcs.filesystem(DELAY)
-            proxy = gcs._proxies[DELAY]._proc.pid
-            for _ in range(args.repeat + 1):  # the first round warms up, untimed
-                for place, fs, path in (("local", None, local),
+    with on_gcs(args.rows, {"rows": 1, "blocks": 1024}) as (gcs, local, bucket):
+        remote = gcs.filesystem(DELAY)
+        proxy = gcs._proxies[DELAY]._proc.pid
+        for layout, here in local.items():
+            mib = sum(os.path.getsize(os.path.join(here, f)) for f in os.listdir(here)) / 2**20
+            for k in range(args.repeat + 1):  # the first round warms up, untimed
+                for place, fs, path in (("local", None, here),
                                         ("gcs+50ms", remote, f"{bucket}/{layout}")):
                     before = time.process_time(), cpu_s(gcs._proc.pid), cpu_s(proxy)
                     t = time.perf_counter()
@@ -68,18 +52,14 @@ def main() -> None:
                            "reader_cpu_s": time.process_time() - before[0],
                            "emulator_cpu_s": cpu_s(gcs._proc.pid) - before[1],
                            "proxy_cpu_s": cpu_s(proxy) - before[2]}
-                    if _ == 0:
+                    if k == 0:
                         continue
                     doc["runs"].append(run)
                     print(f"{layout:6s} {place:8s} {run['mib']:4d} MiB "
                           f"{run['rows_s'] / 1e6:5.2f}M rows/s (epoch), CPU s: reader "
                           f"{run['reader_cpu_s']:.2f}, emulator {run['emulator_cpu_s']:.2f}, "
                           f"proxy {run['proxy_cpu_s']:.2f}", flush=True)
-    finally:
-        gcs.close()
-        shutil.rmtree(tmp, ignore_errors=True)
     save_json(args.json, doc)
-
 
 if __name__ == "__main__":
     main()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -56,6 +57,16 @@ def pin_one_core() -> str:
 def machine() -> str:
     return (f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
             f"load average {os.getloadavg()[0]:.1f} at start")
+
+
+def rows_args(doc: str, repeat: int = 3) -> argparse.ArgumentParser:
+    """A bench's parser (its docstring's first paragraph as description) with the options
+    most benches take: --rows (default 2,000,000), --repeat and --json (where to save)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--rows", type=int, default=2_000_000)
+    ap.add_argument("--repeat", type=int, default=repeat)
+    ap.add_argument("--json")
+    return ap
 
 
 def save_json(path: str | None, doc: dict) -> None:
