@@ -13,8 +13,12 @@ binary cross-entropy, batch 8192. Each framework runs in a process of its own:
     torch-workers  torch_dataset in a DataLoader of 4 worker processes (each reading its part on
                2 threads and stacking the step's tensors), pinned memory -> the same step
     keras-jax  Keras 3 on JAX: model.fit over a generator of read_batches' batches
+    grain      grain_dataset(stack=...) under Grain's mp_prefetch (4 worker processes, 2
+               reading threads each) -> the jax step
 
-"reader" is read_batches alone (the batches made into the step's arrays, no step); "memory"
+"reader" is read_batches alone (the batches made into the step's arrays, no step); "fed" the
+training steps fed by it; "stacked reader" and "stacked" the same with read_batches(stack=...)
+making the step's two matrices in the reader's threads (no np.stack in the loop); "memory"
 feeds the same steps the batches of one epoch read beforehand and held in host memory
 as the step takes them (NumPy arrays; for Keras the same generator over the list), so the host
 to device copy is in both. A timed run is --epochs passes; best of --repeat after a warm-up
@@ -42,8 +46,9 @@ BATCH = 8192
 FLOATS = [f"x{i}" for i in range(40)]
 IDS = [f"c{i}" for i in range(4)]
 LAYOUTS = {"rows": 1, "blocks": 1024}
-FRAMEWORKS = ("jax", "torch", "torch-workers", "keras-jax")
-WORKERS = 4  # torch-workers: DataLoader processes, each reading on 2 threads unless --threads
+STACK = {"x": FLOATS, "ids": IDS}  # read_batches(stack=): the step's two matrices
+FRAMEWORKS = ("jax", "torch", "torch-workers", "keras-jax", "grain")
+WORKERS = 4  # torch-workers, grain: processes, each reading on 2 threads unless --threads
 
 
 def data(rows: int):
@@ -83,31 +88,69 @@ def child(framework: str, path: str, rows: int, repeat: int, epochs: int,
         ids = np.stack([batch[n] for n in IDS], 1).astype(np.int32)
         return x, ids, batch["label"].astype(np.float32)
 
-    def batches(passes: int) -> object:  # each pass a new shuffle
+    def batches(passes: int, stack: dict | None = None) -> object:  # each pass a new shuffle
         return tfspark.read_batches(path, BATCH, epochs=passes, seed=1, label_cols=[],
-                                    num_threads=threads)
+                                    num_threads=threads, stack=stack)
 
     def reader() -> object:
         return (arrays(b) for b in batches(epochs))
+
+    def stacked() -> object:  # the reader's threads make the step's matrices
+        return (_matrices(b) for b in batches(epochs, STACK))
 
     memory = [arrays(b) for b in batches(1)]
 
     def from_memory() -> object:
         return (b for _ in range(epochs) for b in memory)
 
+    feeds = {"reader": reader, "fed": reader, "stacked reader": stacked, "stacked": stacked,
+             "memory": from_memory}
     if framework == "torch-workers":  # decoded in DataLoader worker processes
-        reader = _loader(path, epochs, threads)
+        feeds = {"reader": _loader(path, epochs, threads), "memory": from_memory}
+        feeds["fed"] = feeds["reader"]
+    if framework == "grain":  # decoded in Grain's worker processes
+        feeds = {"reader": _grain(path, epochs, rows, threads), "memory": from_memory}
+        feeds["fed"] = feeds["reader"]
     train, device = {"jax": _jax, "torch": _torch, "torch-workers": _torch,
-                     "keras-jax": _keras}[framework]()
+                     "keras-jax": _keras, "grain": _jax}[framework]()
     best: dict[str, float] = {}
     for _ in range(repeat + 1):  # the first round warms up (compiling, threads, caches)
-        for name, source in (("reader", reader), ("fed", reader), ("memory", from_memory)):
+        for name, source in feeds.items():
             t = time.perf_counter()
-            n = sum(len(b[2]) for b in source()) if name == "reader" else train(source())
-            assert n == rows * epochs, (name, n, rows * epochs)
+            n = sum(len(b[2]) for b in source()) if "reader" in name else train(source())
+            assert n == rows * epochs or framework == "grain", (name, n, rows * epochs)
             best[name] = max(best.get(name, 0.0), n / (time.perf_counter() - t))
     best["device"] = device
     return best
+
+
+def _matrices(batch: dict) -> tuple:
+    """The step's arrays from a batch read with stack=STACK (no copy of the matrices)."""
+    return batch["x"], batch["ids"], batch["label"].astype("float32")
+
+
+def _grain(path: str, epochs: int, rows: int, threads: int | None):
+    """grain_dataset under Grain's mp_prefetch (WORKERS processes, each reading its slice on
+    2 threads with stack=STACK): one iterator over many epochs, each timed run taking the
+    next `epochs` epochs' rows from it (the workers start once, as a training run's do)."""
+    import grain
+    from absl import flags
+
+    import tfspark
+
+    if not flags.FLAGS.is_parsed():  # Grain's workers read absl flags (no absl app here)
+        flags.FLAGS.mark_as_parsed()
+    ds = tfspark.grain_dataset(path, BATCH, epochs=None, seed=1, label_cols=[],
+                               num_threads=threads or 2, stack=STACK).map(_matrices)
+    it = iter(ds.mp_prefetch(grain.MultiprocessingOptions(num_workers=WORKERS)))
+
+    def run() -> object:
+        n = 0
+        while n < rows * epochs:
+            b = next(it)
+            n += len(b[2])
+            yield b
+    return run
 
 
 def _jax():
@@ -242,12 +285,16 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=3, help="passes per timed run")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--threads", type=int, help="read_batches' num_threads (default: its own)")
+    ap.add_argument("--switch-interval", type=float,
+                    help="sys.setswitchinterval in each framework's process (default: 5 ms)")
     ap.add_argument("--layouts", default=",".join(LAYOUTS))
     ap.add_argument("--frameworks", default=",".join(FRAMEWORKS))
     ap.add_argument("--json")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
+        if a.switch_interval:
+            sys.setswitchinterval(a.switch_interval)
         framework, path, rows = a.child
         r = child(framework, path, int(rows), a.repeat, a.epochs, a.threads)
         print(RESULT + json.dumps(r), flush=True)
@@ -268,19 +315,25 @@ def main() -> None:
             args = ["--repeat", str(a.repeat), "--epochs", str(a.epochs)]
             if a.threads:
                 args += ["--threads", str(a.threads)]
+            if a.switch_interval:
+                args += ["--switch-interval", str(a.switch_interval)]
             r, done = child_result([sys.executable, __file__, *args, "--child", framework, path,
                                     str(a.rows)], env, timeout=900)
             if r is None:
                 print(f"{layout} {framework} failed:\n{done.stderr[-3000:]}", flush=True)
                 continue
             r["fed_vs_memory"] = r["fed"] / r["memory"]
+            if "stacked" in r:
+                r["stacked_vs_memory"] = r["stacked"] / r["memory"]
             results[f"{layout}/{framework}"] = r
-            print(f"{layout:6s} {framework:9s} reader {r['reader']:>12,.0f}  fed {r['fed']:>12,.0f}"
-                  f"  memory "
-                  f"{r['memory']:>12,.0f} examples/s  fed/memory {r['fed_vs_memory']:.2f}  "
-                  f"({r['device']})", flush=True)
+            line = "  ".join(f"{k} {v:,.0f}" for k, v in r.items()
+                             if isinstance(v, float) and "_vs_" not in k)
+            ratios = "  ".join(f"{k} {v:.2f}" for k, v in r.items() if "_vs_" in k)
+            print(f"{layout:6s} {framework:13s} {line} examples/s  {ratios}  ({r['device']})",
+                  flush=True)
     save_json(a.json, {"rows": a.rows, "epochs": a.epochs, "repeat": a.repeat,
-                       "threads": a.threads, "machine": started, "results": results})
+                       "threads": a.threads, "switch_interval": a.switch_interval,
+                       "machine": started, "results": results})
 
 
 if __name__ == "__main__":

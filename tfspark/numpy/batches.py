@@ -33,6 +33,7 @@ from tfspark.numpy.decode import STRING_FORMS, NumpyDecoder
 from tfspark.numpy.interleave import FileChunks, Interleave
 from tfspark.numpy.padding import RAGGED_FORMS, pad_batch, pad_lengths
 from tfspark.numpy.prefetch import Mixer, ahead
+from tfspark.numpy.stacking import Stack, plan_stacks
 from tfspark.numpy.units import Span
 from tfspark.spec.model import FeatureSpec
 from tfspark.store.fetch import AHEAD, IO_THREADS, Fetcher, FileCache
@@ -61,7 +62,8 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
                  state: dict[str, Any] | None = None,
                  vocabulary: str | dict[str, Any] | None = None,
                  shuffle: str = "window", ragged: str = "ragged",
-                 pad_to: int | dict[str, int] | None = None) -> BatchReader:
+                 pad_to: int | dict[str, int] | None = None,
+                 stack: dict[str, Sequence[str]] | None = None) -> BatchReader:
     """Batches of NumPy arrays read from tfspark output (row or block layout), like make_dataset
     without TensorFlow: the same arguments mean the same (see make_dataset), and
 
@@ -98,6 +100,9 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
       runs read them from there.
     columns: the features to read (a name or a list; the labels come as well); default: every
       feature of the spec.
+    stack: {name: [feature, ...]}: those fixed int64 or float32 features (of one dtype; strings
+      with strings="ids") as one array `name` [batch, k], side by side in that order, in place
+      of their own columns: a model's input matrix, made by the reader's threads.
     state: what reader.state_dict() gave (saved with a checkpoint, e.g. as JSON): the first
       iteration then resumes there, yielding exactly the batches an uninterrupted iteration
       would still have yielded. The data set and the arguments that shape the batches must be
@@ -152,11 +157,10 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
                          cache_dir=None if cache_dir is None else os.fspath(cache_dir),
                          vocabularies=vocabularies, shuffle=shuffle)
     reader.pad_widths = widths
+    reader.stacks = plan_stacks(stack, plan.example_spec, plan.labels, strings)
     if state is not None:
         reader.load_state_dict(state)
     return reader
-
-
 
 
 class BatchReader:
@@ -178,6 +182,7 @@ class BatchReader:
         self.io_threads, self.cache_dir = io_threads, cache_dir  # for remote files
         self.shuffle = shuffle
         self.pad_widths: dict[str, int] = {}  # ragged="padded": {feature: width}
+        self.stacks: tuple[Stack, ...] = ()  # stack=: arrays of several features
         if shuffle == "global":
             units.check_global(self.part)
         self._units: list[Span] | None = None  # the global shuffle's, found once
@@ -377,7 +382,7 @@ class BatchReader:
         order = None
         if self.buffer > 0:
             order = np.random.default_rng([seed, epoch, 2, window]).permutation(rows)
-        return mixer.mix(pieces, order)
+        return mixer.mix(pieces, order, self.stacks)
 
     def _split(self, batch: Table) -> Any:
         if self.pad_widths:
