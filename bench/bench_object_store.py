@@ -131,10 +131,12 @@ def on_gcs(rows: int, layouts: dict[str, int]) -> Iterator[tuple[Any, dict[str, 
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def run(rows: int, repeat: int, small_rows: int) -> dict:
+def run(rows: int, repeat: int, small_rows: int, layouts: tuple[str, ...] = ("rows", "blocks"),
+        kinds: tuple[str, ...] = ("read_batches", "make_dataset")) -> dict:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     started = machine()
-    with on_gcs(rows, {"rows": 1, "blocks": 1024}) as (gcs, local, bucket):
+    with on_gcs(rows, {k: v for k, v in {"rows": 1, "blocks": 1024}.items()
+                       if k in layouts}) as (gcs, local, bucket):
         places = {"local": (None, None)}
         for delay in DELAYS:
             places[f"gcs+{int(delay * 1000)}ms"] = (gcs.filesystem(delay), bucket)
@@ -143,13 +145,15 @@ def run(rows: int, repeat: int, small_rows: int) -> dict:
             for place, (fs, bucket_name) in places.items():
                 path = local[layout] if fs is None else f"{bucket_name}/{layout}"
                 for reader, make in readers(path, fs).items():
+                    if reader not in kinds:
+                        continue
                     timed(make)  # warm up: tracing, compiled kernels, connections
                     key = f"{layout}.{reader}.{place}"
                     results[key] = {"rows_s": 0.0, "steady_rows_s": 0.0,
                                     "first_s": float("inf")}
         for _ in range(repeat):  # places alternate, so drifts in load hit them all alike
             for layout in local:
-                for reader in ("read_batches", "make_dataset"):
+                for reader in kinds:
                     for place, (fs, bucket_name) in places.items():
                         path = local[layout] if fs is None else f"{bucket_name}/{layout}"
                         n, first, secs, steady = timed(readers(path, fs)[reader])
@@ -161,7 +165,7 @@ def run(rows: int, repeat: int, small_rows: int) -> dict:
                         r["first_s"] = min(r["first_s"], first)
         ratios = {}
         for layout in local:
-            for reader in ("read_batches", "make_dataset"):
+            for reader in kinds:
                 base = results[f"{layout}.{reader}.local"]
                 for delay in DELAYS:
                     key = f"{layout}.{reader}.gcs+{int(delay * 1000)}ms"
@@ -175,8 +179,11 @@ def run(rows: int, repeat: int, small_rows: int) -> dict:
 def main() -> None:
     ap = rows_args(__doc__, repeat=2)
     ap.add_argument("--small-rows", type=int, default=20_000)
+    ap.add_argument("--layouts", default="rows,blocks")
+    ap.add_argument("--readers", default="read_batches,make_dataset")
     args = ap.parse_args()
-    doc = run(args.rows, args.repeat, args.small_rows)
+    doc = run(args.rows, args.repeat, args.small_rows, tuple(args.layouts.split(",")),
+              tuple(args.readers.split(",")))
     for key, r in doc["results"].items():
         ratio = doc["ratios_vs_local"].get(key)
         epoch = doc["ratios_vs_local"].get(key + ".epoch")
