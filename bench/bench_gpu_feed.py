@@ -15,6 +15,8 @@ binary cross-entropy, batch 8192. Each framework runs in a process of its own:
     keras-jax  Keras 3 on JAX: model.fit over a generator of read_batches' batches
     grain      grain_dataset(stack=...) under Grain's mp_prefetch (4 worker processes, 2
                reading threads each) -> the jax step
+    jax-ahead  the jax step, every feed's batches (memory's too) put on the device by a
+               thread of their own two batches ahead of the step
 
 "reader" is read_batches alone (the batches made into the step's arrays, no step); "fed" the
 training steps fed by it; "stacked reader" and "stacked" the same with read_batches(stack=...)
@@ -47,7 +49,7 @@ FLOATS = [f"x{i}" for i in range(40)]
 IDS = [f"c{i}" for i in range(4)]
 LAYOUTS = {"rows": 1, "blocks": 1024}
 STACK = {"x": FLOATS, "ids": IDS}  # read_batches(stack=): the step's two matrices
-FRAMEWORKS = ("jax", "torch", "torch-workers", "keras-jax", "grain")
+FRAMEWORKS = ("jax", "torch", "torch-workers", "keras-jax", "grain", "jax-ahead")
 WORKERS = 4  # torch-workers, grain: processes, each reading on 2 threads unless --threads
 
 
@@ -112,7 +114,8 @@ def child(framework: str, path: str, rows: int, repeat: int, epochs: int,
         feeds = {"reader": _grain(path, epochs, rows, threads), "memory": from_memory}
         feeds["fed"] = feeds["reader"]
     train, device = {"jax": _jax, "torch": _torch, "torch-workers": _torch,
-                     "keras-jax": _keras, "grain": _jax}[framework]()
+                     "keras-jax": _keras, "grain": _jax,
+                     "jax-ahead": lambda: _jax(ahead=True)}[framework]()
     best: dict[str, float] = {}
     for _ in range(repeat + 1):  # the first round warms up (compiling, threads, caches)
         for name, source in feeds.items():
@@ -153,7 +156,7 @@ def _grain(path: str, epochs: int, rows: int, threads: int | None):
     return run
 
 
-def _jax():
+def _jax(ahead: bool = False):
     import jax
     import jax.numpy as jnp
     from jax.example_libraries import optimizers
@@ -180,14 +183,34 @@ def _jax():
 
     def train(source) -> int:
         n = 0
-        for batch in source:
-            x, ids, y = jax.device_put(batch)
+        for batch in (_on_device(source) if ahead else source):
+            x, ids, y = batch if ahead else jax.device_put(batch)
             state[0] = step(state[0], x, ids, y)
             n += len(batch[2])
         jax.block_until_ready(state[0])
         return n
 
     return train, str(jax.devices()[0])
+
+
+def _on_device(source, depth: int = 2):
+    """The batches of `source` put on the device by a thread of their own, `depth` ahead."""
+    import queue
+    import threading
+
+    import jax
+
+    items: queue.Queue = queue.Queue(depth)
+    end = object()
+
+    def put() -> None:
+        for batch in source:
+            items.put(jax.device_put(batch))
+        items.put(end)
+
+    threading.Thread(target=put, daemon=True).start()
+    while (item := items.get()) is not end:
+        yield item
 
 
 def _torch():
