@@ -137,12 +137,9 @@ def _grain(path: str, epochs: int, rows: int, threads: int | None):
     2 threads with stack=STACK): one iterator over many epochs, each timed run taking the
     next `epochs` epochs' rows from it (the workers start once, as a training run's do)."""
     import grain
-    from absl import flags
 
     import tfspark
 
-    if not flags.FLAGS.is_parsed():  # Grain's workers read absl flags (no absl app here)
-        flags.FLAGS.mark_as_parsed()
     ds = tfspark.grain_dataset(path, BATCH, epochs=None, seed=1, label_cols=[],
                                num_threads=threads or 2, stack=STACK).map(_matrices)
     it = iter(ds.mp_prefetch(grain.MultiprocessingOptions(num_workers=WORKERS)))

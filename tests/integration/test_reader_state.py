@@ -247,10 +247,6 @@ def test_grain_worker_processes_read_every_row_once_and_resume_exactly(data):
     pickled into each, each given its slice) every row comes once per epoch, and the
     pipeline's state (each worker's reader state) resumes it exactly."""
     grain = pytest.importorskip("grain")
-    from absl import flags
-
-    if not flags.FLAGS.is_parsed():  # Grain's workers read absl flags (no absl app here)
-        flags.FLAGS.mark_as_parsed()
 
     def pipeline():
         return tfspark.grain_dataset(data["blocks"], 10, seed=3, epochs=2).mp_prefetch(

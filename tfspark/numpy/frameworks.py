@@ -52,6 +52,14 @@ def grain_dataset(path_or_files: Any, batch_size: int, **kwargs: Any) -> Any:
     (`.mp_prefetch(grain.MultiprocessingOptions(num_workers=k))`) each worker process reads
     its part, together every row once per epoch. Needs grain (tfspark[grain])."""
     require("grain", "tfspark.grain_dataset", "grain")
+    from absl import flags
+
     from tfspark.numpy.grain_batches import GrainBatches
+
+    if not flags.FLAGS.is_parsed():
+        # Grain's worker processes read its absl flags, which only an absl app parses: in a
+        # script or notebook mp_prefetch failed with "Trying to access flag ... before flags
+        # were parsed". Their defaults are what such a program means.
+        flags.FLAGS.mark_as_parsed()
 
     return GrainBatches(path_or_files, batch_size, kwargs)
