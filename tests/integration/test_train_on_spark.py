@@ -176,3 +176,81 @@ def test_a_path_the_executors_cannot_see_fails_before_training(spark, tmp_path):
     with pytest.raises(OptionError, match=r"cannot see '.*not-here'"):
         tfspark.train_on_spark(spark, fit_xor_like, 2, shared_paths=[str(missing)])
     assert not (tmp_path / "ckpt").exists()
+
+
+def fit_from_reader(path: str, stop: bool, ctx):
+    """ctx.fit over each worker's read_batches shard (the two features as one stacked input),
+    a checkpoint every `every` steps; stop: both workers fail once at the checkpoint a few
+    steps into the second epoch (after it is saved), as a preempted run would."""
+    import time
+    from pathlib import Path
+
+    import keras
+
+    reader = tfspark.read_batches(path, 32, label_cols=["y"], shard=ctx.shard, epochs=None,
+                                  seed=0, stack={"x": ["x1", "x2"]})
+    every = 3
+    with ctx.scope():
+        keras.utils.set_random_seed(0)
+        x = keras.Input((2,), name="x")
+        model = keras.Model({"x": x}, keras.layers.Dense(1, activation="sigmoid")(
+            keras.layers.Dense(8, activation="relu")(x)))
+        model.compile(keras.optimizers.SGD(0.05), "binary_crossentropy")
+    marker = Path(ctx.checkpoint_dir) / f"stopped-{ctx.index}"
+
+    class StopOnce(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            self.epoch = epoch
+
+        def on_train_batch_end(self, step, logs=None):
+            if stop and not marker.exists() and self.epoch == 1 and step + 1 == every:
+                saved = Path(ctx.checkpoint_dir) / f"epoch-00001-step-{every:07d}"
+                for _ in range(600):  # the chief saves it at the same step
+                    if (saved / "state.json").exists():
+                        break
+                    time.sleep(0.1)
+                marker.write_text("1")
+                raise RuntimeError("preempted")
+
+    done = ctx.fit(model, reader, 3, every=every, callbacks=[StopOnce()], verbose=0)
+    return {"weights": [w.tolist() for w in model.get_weights()],
+            "resumed_at": list(done.resumed_at), "loss": done.history["loss"],
+            "steps": reader.steps_per_epoch()}
+
+
+def test_tensorflow_workers_fit_from_readers_and_resume_mid_epoch(spark, tmp_path):
+    """ctx.fit on TensorFlow's multi-worker strategy: each worker trains on its reader's
+    shard (not sharded again), and a run stopped mid-epoch goes on from the checkpoint to
+    the weights of a run that was never stopped."""
+    import functools
+
+    import numpy as np
+    import pyarrow as pa
+    from pyspark.sql import types as T
+    from test_numpy_reader import write_dir
+
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((1600, 2)).astype(np.float32)
+    batch = pa.RecordBatch.from_pydict({"x1": pa.array(x[:, 0]), "x2": pa.array(x[:, 1]),
+                                        "y": pa.array((x.sum(1) > 0).astype(np.int64))})
+    schema = T.StructType([T.StructField(n, t, False) for n, t in
+                           (("x1", T.FloatType()), ("x2", T.FloatType()), ("y", T.LongType()))])
+    path = write_dir(str(tmp_path / "data"), batch, tfspark.infer_spec(schema, ["y"]), 16,
+                     files=4)
+    whole = tfspark.train_on_spark(spark, functools.partial(fit_from_reader, path, False), 2,
+                                   checkpoint_dir=str(tmp_path / "a"))
+    assert whole["resumed_at"] == [0, 0] and len(whole["loss"]) == 3
+    assert whole["steps"] == 25  # 800 rows a worker, batches of 32: its shard, not a half
+    # The stopped stage is retried (this session allows a task 2 attempts) and goes on from
+    # the checkpoint it stopped at.
+    ckpt = tmp_path / "b"
+    again = tfspark.train_on_spark(spark, functools.partial(fit_from_reader, path, True), 2,
+                                   checkpoint_dir=str(ckpt))
+    assert (ckpt / "stopped-0").exists() and (ckpt / "stopped-1").exists()
+    assert again["resumed_at"] == [1, 3] and len(again["loss"]) == 3
+    for i in (0, 1):
+        log = (ckpt / "logs" / f"worker-{i}.log").read_text()
+        assert "RuntimeError: preempted" in log, log
+        assert "resumed from the checkpoint of epoch 1, step 3" in log, log
+    for a, b in zip(whole["weights"], again["weights"]):
+        np.testing.assert_allclose(np.array(a), np.array(b), rtol=1e-5, atol=1e-6)

@@ -115,7 +115,7 @@ def resumable_fit(model: Any, batches: Any, epochs: int, checkpoint_dir: str | N
                   callbacks: list[Any] | None = None, worker: int = 0, is_chief: bool = True,
                   differs: Callable[[int], bool] | None = None,
                   every_worker_saves: bool = False, log: Callable[[str], None] | None = None,
-                  **fit_kwargs: Any) -> Resumed:
+                  source: Callable[[Feed], Any] | None = None, **fit_kwargs: Any) -> Resumed:
     """model.fit(batches, epochs=epochs, ...) that saves checkpoints to checkpoint_dir (at
     each epoch's end and every `every` steps) and, when one is there, goes on from the newest
     exactly as the run that saved it would have: same weights, optimizer state and batches.
@@ -125,6 +125,8 @@ def resumable_fit(model: Any, batches: Any, epochs: int, checkpoint_dir: str | N
     steps_per_epoch: default the reader's steps_per_epoch() (from the manifest's counts).
     worker, is_chief, differs, every_worker_saves, log: a worker's place in a multi-worker
       run (train_on_spark's ctx.fit passes them; see resume.epoch_checkpoint).
+    source: what a fit call reads, made of the Feed (default: its batches; TensorFlow's
+      multi-worker strategy needs them as a dataset it does not shard: tf/worker.py).
     Other keyword arguments (validation_data, verbose, ...) go to model.fit.
     """
     import keras
@@ -144,6 +146,7 @@ def resumable_fit(model: Any, batches: Any, epochs: int, checkpoint_dir: str | N
         raise OptionError(f"every={every!r}: give the steps between checkpoints (an int >= 1) "
                           f"or None for checkpoints at epoch ends only")
     feed = Feed(batches)
+    make = source or Feed.batches
     done = Resumed()
     epoch, step = 0, 0
     if checkpoint_dir is not None:
@@ -169,14 +172,14 @@ def resumable_fit(model: Any, batches: Any, epochs: int, checkpoint_dir: str | N
     own = [saver, *(callbacks or [])]
     if step and epoch < epochs:  # the rest of the interrupted epoch
         saver.offset = step
-        model.fit(feed.batches(), steps_per_epoch=steps - step, initial_epoch=epoch,
+        model.fit(make(feed), steps_per_epoch=steps - step, initial_epoch=epoch,
                   epochs=epoch + 1, callbacks=own, shuffle=False, **fit_kwargs)
         feed.rewind()
         epoch += 1
     if epoch < epochs:
         saver.offset = 0
-        model.fit(feed.batches(), steps_per_epoch=steps, initial_epoch=epoch, epochs=epochs,
-                  callbacks=own, shuffle=False, **fit_kwargs)
+        model.fit(make(feed), steps_per_epoch=steps, initial_epoch=epoch,
+                  epochs=epochs, callbacks=own, shuffle=False, **fit_kwargs)
         feed.rewind()
     return done
 

@@ -49,6 +49,7 @@ class WorkerContext:
     strategy: Any = None
     distribution: Any = None
     differs: Callable[[int], bool] | None = None  # does any worker hold another value?
+    source: Callable[[Any], Any] | None = None  # what fit reads of a Feed (resumable_fit)
 
     @property
     def is_chief(self) -> bool:
@@ -81,17 +82,11 @@ class WorkerContext:
         """model.fit from this worker's read_batches reader that a retried stage resumes
         exactly (mid-epoch with every=N steps between checkpoints): tfspark.resumable_fit with
         this worker's place and checkpoint_dir. Returns its Resumed (history, resumed_at)."""
-        from tfspark.errors import OptionError
         from tfspark.keras.fitting import resumable_fit
 
-        if self.strategy is not None and self.num_workers > 1:
-            # Keras makes a tf.data source of a Python iterable and the strategy shards it
-            # again; each worker's reader is its shard already.
-            raise OptionError("ctx.fit feeds read_batches, which several TensorFlow workers "
-                              "cannot share out: use backend='jax', or make_dataset(..., "
-                              "shard=ctx.shard) with model.fit and ctx.checkpoint()")
         return resumable_fit(model, batches, epochs, self.checkpoint_dir, every=every,
-                             worker=self.index, **self._saving(), **fit_kwargs)
+                             worker=self.index, source=self.source, **self._saving(),
+                             **fit_kwargs)
 
     def _saving(self) -> dict[str, Any]:
         """How this worker takes part in saving and restoring checkpoints (resume.py)."""

@@ -7,6 +7,7 @@ MultiWorkerMirroredStrategy (ctx.strategy, ctx.scope()).
 
 from __future__ import annotations
 
+import functools
 import sys
 from typing import Any
 
@@ -28,6 +29,57 @@ def _differs(strategy: Any) -> Any:
     return differs
 
 
+def unsharded_batches(feed: Any, strategy: Any) -> Any:
+    """A Feed's batches (tfspark.keras.fitting) as the strategy's distributed dataset, each
+    batch whole to this worker's one replica: Keras would shard a Python iterable again
+    (taking every n-th batch of a reader that is this worker's shard already), and a dataset
+    given to experimental_distribute_dataset is cut into 1/n batches. The element spec is the
+    first batch's (it is read, then given back)."""
+    import tensorflow as tf
+
+    first = next(iter(feed.batches()), None)
+    feed.rewind()
+    if first is None:  # no data: fit says so
+        return feed.batches()
+    spec = _spec(_to_tf(first))
+
+    def batches() -> Any:
+        feed.rewind()  # a new iteration starts with what an earlier one read and did not train
+        for batch in feed.batches():
+            yield _to_tf(batch)
+
+    return strategy.distribute_datasets_from_function(
+        lambda _: tf.data.Dataset.from_generator(batches, output_signature=spec))
+
+
+def _to_tf(value: Any) -> Any:
+    """A read_batches batch with its Ragged columns as tf.RaggedTensor (the rest as it is)."""
+    import tensorflow as tf
+
+    if hasattr(value, "row_splits"):  # tfspark.numpy.Ragged (a sibling tier: not imported)
+        return tf.RaggedTensor.from_row_splits(_to_tf(value.values), value.row_splits)
+    if isinstance(value, dict):
+        return {k: _to_tf(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return tuple(_to_tf(v) for v in value)
+    return value
+
+
+def _spec(value: Any) -> Any:
+    """The type spec of a batch, any number of rows."""
+    import tensorflow as tf
+
+    if isinstance(value, dict):
+        return {k: _spec(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return tuple(_spec(v) for v in value)
+    if isinstance(value, tf.RaggedTensor):
+        return tf.RaggedTensorSpec([None, *value.shape[1:]], value.dtype, value.ragged_rank,
+                                   value.row_splits.dtype)
+    t = tf.convert_to_tensor(value)
+    return tf.TensorSpec([None, *t.shape[1:]], t.dtype)
+
+
 def main(argv: list[str]) -> int:
     """Run the job's train_fn under MultiWorkerMirroredStrategy; the exit status is 0 when it
     returned (and the chief's value is in RESULT)."""
@@ -41,7 +93,9 @@ def main(argv: list[str]) -> int:
     fix_keras_multiworker()
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     ctx = WorkerContext(job["num_workers"], job["index"], job["task_id"], job["checkpoint_dir"],
-                        backend="tensorflow", strategy=strategy, differs=_differs(strategy))
+                        backend="tensorflow", strategy=strategy, differs=_differs(strategy),
+                        source=functools.partial(unsharded_batches, strategy=strategy)
+                        if job["num_workers"] > 1 else None)
     ctx.log(f"started: {strategy.num_replicas_in_sync} replicas in sync")
     run_job(job, ctx, argv[1])
     # Leave together: the chief hosts TensorFlow's coordination service, and a worker still
