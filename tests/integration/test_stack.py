@@ -129,3 +129,18 @@ def _escape(s: str) -> str:
     import re
 
     return re.escape(s)
+
+
+def test_keras_inputs_take_the_stacks_and_a_model_trains_on_them(paths):
+    keras = pytest.importorskip("keras")
+    reader = tfspark.read_batches(paths[64], 256, columns=["a", "b", "v", "c", "i", "j"],
+                                  stack=STACK, shuffle_buffer=0)
+    inputs = tfspark.keras_inputs(paths[64], names=["a", "b", "v", "c", "i", "j"],
+                                  stacks=reader.stacks)
+    assert {k: (tuple(v.shape), v.dtype) for k, v in inputs.items()} == {
+        "x": ((None, 5), "float32"), "ids": ((None, 2), "int64")}
+    h = keras.layers.Concatenate()([inputs["x"], keras.ops.cast(inputs["ids"], "float32")])
+    model = keras.Model(inputs, keras.layers.Dense(1, activation="sigmoid")(h))
+    model.compile("sgd", "binary_crossentropy")
+    x, y = next(iter(reader))
+    assert np.isfinite(model.train_on_batch(x, y))

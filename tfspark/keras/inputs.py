@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tfspark.errors import SchemaError
@@ -26,7 +26,8 @@ _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]")
 
 def keras_inputs(spec: FeatureSpec | str | os.PathLike, *, include_labels: bool = False,
                  names: list[str] | None = None, strings: str = "object",
-                 padded: Mapping[str, int] | None = None) -> dict[str, Any]:
+                 padded: Mapping[str, int] | None = None,
+                 stacks: Sequence[Any] = ()) -> dict[str, Any]:
     """{feature name: keras.Input} for the features of `spec` (a FeatureSpec, or the path of a
     tfspark data set: its manifest's spec), in spec order.
 
@@ -37,6 +38,8 @@ def keras_inputs(spec: FeatureSpec | str | os.PathLike, *, include_labels: bool 
     strings="ids": string features as int64 Inputs, for read_batches(strings="ids").
     padded: {feature: width} of read_batches(ragged="padded") (its reader's pad_widths): each
     such feature is an Input of shape (width,) and its mask `name_mask` a bool one.
+    stacks: read_batches(stack=...)'s reader.stacks: each stack is one Input (width,) named
+    like it, in place of the features it holds (after the others).
     """
     import keras
 
@@ -52,9 +55,10 @@ def keras_inputs(spec: FeatureSpec | str | os.PathLike, *, include_labels: bool 
         features = [f for f in spec.features if include_labels or not f.label]
     else:
         features = [spec[n] for n in names]
+    inside = {c for st in stacks for c in st.columns}
     out: dict[str, Any] = {}
     used: set[str] = set()
-    for f in features:
+    for f in (f for f in features if f.name not in inside):
         shape, ragged = input_shape(f)
         dtype = "int64" if f.dtype == "string" and strings == "ids" else _KERAS_DTYPES[f.dtype]
         if padded and f.name in padded:
@@ -64,6 +68,9 @@ def keras_inputs(spec: FeatureSpec | str | os.PathLike, *, include_labels: bool 
         if padded and f.name in padded:
             out[f.name + "_mask"] = keras.Input(shape=shape, dtype="bool", name=_unique(
                 keras_name(f.name + "_mask"), used))
+    for st in stacks:
+        out[st.name] = keras.Input(shape=(st.width,), dtype=st.dtype.__name__,
+                                   name=_unique(keras_name(st.name), used))
     return out
 
 
