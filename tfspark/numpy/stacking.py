@@ -1,7 +1,7 @@
 """read_batches(..., stack=): fixed numeric features handed over as one array [batch, k], a
-model's input matrix. The reader's mixing threads write each window's columns straight into it
-(the same copy the shuffle makes anyway), so a training loop no longer stacks 40 columns on its
-own thread between two steps: on a GPU that loop is the feed's bottleneck (bench_gpu_feed.py).
+model's input matrix. The reader's mixing threads write each window's permuted columns into it
+(the copy a training loop's np.stack made), so the loop no longer stacks 40 columns on its own
+thread between two steps: on a GPU that loop is the feed's bottleneck (bench_gpu_feed.py).
 """
 
 from __future__ import annotations
