@@ -254,3 +254,40 @@ def test_tensorflow_workers_fit_from_readers_and_resume_mid_epoch(spark, tmp_pat
         assert "resumed from the checkpoint of epoch 1, step 3" in log, log
     for a, b in zip(whole["weights"], again["weights"]):
         np.testing.assert_allclose(np.array(a), np.array(b), rtol=1e-5, atol=1e-6)
+
+
+def steps_of_whole_shards(ctx):
+    """Each worker fits on its own 32 batches of 64 (a dataset sharded by the caller, as
+    make_dataset(shard=...) gives): the steps of an epoch, with the cardinality known and
+    without."""
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    x = np.arange(2048, dtype="float32").reshape(-1, 1)
+    ds = tf.data.Dataset.from_tensor_slices((x, (x[:, 0] % 2).astype("float32"))).batch(64)
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    seen: list[int] = []
+
+    class Steps(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            seen.append(batch)
+
+    with ctx.scope():
+        model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1, activation="sigmoid")])
+        model.compile("sgd", "binary_crossentropy")
+    out = {}
+    for name, data in (("known", ds), ("unknown", ds.filter(lambda a, b: True))):
+        seen.clear()
+        model.fit(data.with_options(options), epochs=1, verbose=0, callbacks=[Steps()])
+        out[name] = len(seen)
+    return out
+
+
+def test_each_worker_trains_on_its_whole_batches(spark):
+    """A worker's dataset sharded by the caller reaches its replica batch by batch: every
+    batch once per epoch, whole (tf.distribute had cut each into halves, and Keras then
+    stopped the epoch after as many steps as batches: half of every shard)."""
+    got = tfspark.train_on_spark(spark, steps_of_whole_shards, 2)
+    assert got == {"known": 32, "unknown": 32}, got

@@ -88,10 +88,12 @@ def main(argv: list[str]) -> int:
         return 2
     import tensorflow as tf
 
-    from tfspark.tf.multiworker import fix_keras_multiworker
+    from tfspark.tf.multiworker import fix_keras_multiworker, whole_worker_batches
 
     fix_keras_multiworker()
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    if job["num_workers"] > 1:
+        whole_worker_batches(strategy)
     ctx = WorkerContext(job["num_workers"], job["index"], job["task_id"], job["checkpoint_dir"],
                         backend="tensorflow", strategy=strategy, differs=_differs(strategy),
                         source=functools.partial(unsharded_batches, strategy=strategy)
