@@ -117,4 +117,3 @@ def whole_worker_batches(strategy: Any) -> None:
         return original(dataset, options)
 
     strategy.experimental_distribute_dataset = distribute
-

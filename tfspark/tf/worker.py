@@ -7,7 +7,6 @@ MultiWorkerMirroredStrategy (ctx.strategy, ctx.scope()).
 
 from __future__ import annotations
 
-import functools
 import sys
 from typing import Any
 
@@ -29,12 +28,12 @@ def _differs(strategy: Any) -> Any:
     return differs
 
 
-def unsharded_batches(feed: Any, strategy: Any) -> Any:
-    """A Feed's batches (tfspark.keras.fitting) as the strategy's distributed dataset, each
-    batch whole to this worker's one replica: Keras would shard a Python iterable again
-    (taking every n-th batch of a reader that is this worker's shard already), and a dataset
-    given to experimental_distribute_dataset is cut into 1/n batches. The element spec is the
-    first batch's (it is read, then given back)."""
+def unsharded_batches(feed: Any) -> Any:
+    """A Feed's batches (tfspark.keras.fitting) as a tf.data.Dataset this worker reads alone
+    (auto-shard policy OFF): Keras would shard a Python iterable again, taking every n-th
+    batch of a reader that is this worker's shard already; whole_worker_batches then hands
+    each batch whole to the worker's replica. The element spec is the first batch's (it is
+    read, then given back)."""
     import tensorflow as tf
 
     first = next(iter(feed.batches()), None)
@@ -48,8 +47,9 @@ def unsharded_batches(feed: Any, strategy: Any) -> Any:
         for batch in feed.batches():
             yield _to_tf(batch)
 
-    return strategy.distribute_datasets_from_function(
-        lambda _: tf.data.Dataset.from_generator(batches, output_signature=spec))
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    return tf.data.Dataset.from_generator(batches, output_signature=spec).with_options(options)
 
 
 def _to_tf(value: Any) -> Any:
@@ -96,8 +96,7 @@ def main(argv: list[str]) -> int:
         whole_worker_batches(strategy)
     ctx = WorkerContext(job["num_workers"], job["index"], job["task_id"], job["checkpoint_dir"],
                         backend="tensorflow", strategy=strategy, differs=_differs(strategy),
-                        source=functools.partial(unsharded_batches, strategy=strategy)
-                        if job["num_workers"] > 1 else None)
+                        source=unsharded_batches if job["num_workers"] > 1 else None)
     ctx.log(f"started: {strategy.num_replicas_in_sync} replicas in sync")
     run_job(job, ctx, argv[1])
     # Leave together: the chief hosts TensorFlow's coordination service, and a worker still
