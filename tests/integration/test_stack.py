@@ -6,6 +6,7 @@ DataLoader; every bad stack named in one line."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pyarrow as pa
@@ -121,14 +122,8 @@ def test_a_dataloader_with_workers_gets_the_stacks(paths):
     (["a", "b"], "stack must be a dict {name: [feature, ...]}"),
 ])
 def test_a_bad_stack_is_named_before_reading(paths, stack, message):
-    with pytest.raises(OptionError, match=r"^" + _escape(message)):
+    with pytest.raises(OptionError, match=r"^" + re.escape(message)):
         tfspark.read_batches(paths[1], 10, stack=stack)
-
-
-def _escape(s: str) -> str:
-    import re
-
-    return re.escape(s)
 
 
 def test_keras_inputs_take_the_stacks_and_a_model_trains_on_them(paths):
