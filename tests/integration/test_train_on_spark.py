@@ -195,7 +195,7 @@ def fit_from_reader(path: str, stop: bool, ctx):
         x = keras.Input((2,), name="x")
         model = keras.Model({"x": x}, keras.layers.Dense(1, activation="sigmoid")(
             keras.layers.Dense(8, activation="relu")(x)))
-        model.compile(keras.optimizers.SGD(0.05), "binary_crossentropy")
+        model.compile(keras.optimizers.Adam(0.01), "binary_crossentropy")  # has variables
     marker = Path(ctx.checkpoint_dir) / f"stopped-{ctx.index}"
 
     class StopOnce(keras.callbacks.Callback):

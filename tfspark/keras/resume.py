@@ -19,6 +19,7 @@ staged by every worker before the chief renames the checkpoint into place).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -100,9 +101,13 @@ def restore(model: Any, checkpoint: str) -> dict[str, list[float]]:
     """Load a checkpoint's weights (and optimizer state) into model; its history."""
     if not model.built:
         raise OptionError("build the model (keras.Input) before fit to resume it")
-    if model.optimizer is not None and not model.optimizer.built:
-        model.optimizer.build(model.trainable_variables)
-    model.load_weights(os.path.join(checkpoint, _WEIGHTS))
+    # On TensorFlow the optimizer's variables (Adam's moments) are made in the scope of the
+    # model's strategy, wherever the caller is (fit enters it; this runs before fit).
+    strategy = getattr(model, "distribute_strategy", None)
+    with strategy.scope() if strategy is not None else contextlib.nullcontext():
+        if model.optimizer is not None and not model.optimizer.built:
+            model.optimizer.build(model.trainable_variables)
+        model.load_weights(os.path.join(checkpoint, _WEIGHTS))
     with open(os.path.join(checkpoint, _STATE)) as f:
         state = json.load(f)
     return {k: list(v) for k, v in state["history"].items()}
