@@ -36,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, help="Spark tasks to train on (default 1: here)")
     p.add_argument("--checkpoint-dir", dest="checkpoint_dir",
                    help="with --workers: a directory every executor shares")
+    p.add_argument("--checkpoint-every", type=int, dest="checkpoint_every", metavar="STEPS",
+                   help="with --workers: a checkpoint every STEPS steps too (mid-epoch resume)")
     p.add_argument("--json", help="also write the results as JSON to this file")
     args = p.parse_args(argv)
     overrides = {k: v for k, v in vars(args).items() if k not in ("config", "json")}

@@ -1,11 +1,11 @@
 """`tfspark train --workers 2` on the loopback standalone cluster (master + 2 workers, CPU
 TensorFlow): two barrier tasks, one per executor, train one model whose validation AUC matches
 single-process training on the same data; each worker's log shows its share of the steps; a
-worker's training process killed mid-training fails the stage, Spark retries it, and the run
-finishes from its last checkpoint with every epoch counted once. The same for Keras on JAX
-(train_on_spark(backend="jax")), fed by read_batches through ctx.fit: two workers, one of them
-killed in the middle of an epoch, resume at the step of the last checkpoint and reach one
-worker's validation AUC.
+worker's training process killed in the middle of an epoch fails the stage, Spark retries it,
+and the run finishes from its last checkpoint (checkpoint_every: mid-epoch) with every epoch
+counted once. The same for Keras on JAX (train_on_spark(backend="jax")), fed by read_batches
+through ctx.fit: two workers, one of them killed in the middle of an epoch, resume at the step
+of the last checkpoint and reach one worker's validation AUC.
 """
 
 from __future__ import annotations
@@ -155,7 +155,8 @@ def _logs(ckpt: Path) -> str:
 @needs_proc
 def test_a_killed_worker_resumes_from_its_checkpoint(cluster_spark, dataset, tmp_path,
                                                       fault_log):
-    cfg = config(dataset, tmp_path, workers=2, epochs=5, bench_batches=0)
+    # 250 steps per epoch: a checkpoint every 25 steps, the kill in the third epoch.
+    cfg = config(dataset, tmp_path, workers=2, epochs=5, bench_batches=0, checkpoint_every=25)
     ckpt = Path(str(cfg.model_out).replace(".keras", ".checkpoints"))
     out: dict[str, Any] = {}
 
@@ -171,10 +172,10 @@ def test_a_killed_worker_resumes_from_its_checkpoint(cluster_spark, dataset, tmp
     started = time.perf_counter()
     thread.start()
     deadline = time.monotonic() + 300
-    while not (ckpt / "epoch-00002").exists():  # two epochs done and saved
+    while not (ckpt / "epoch-00002-step-0000025").exists():  # 25 steps into the third epoch
         assert thread.is_alive(), out
-        assert time.monotonic() < deadline, "no checkpoint of epoch 2 within 300 s"
-        time.sleep(0.2)
+        assert time.monotonic() < deadline, "no checkpoint 25 steps into epoch 3 within 300 s"
+        time.sleep(0.05)
     found = [p for p in _training_processes(1, ckpt) if p not in earlier]
     # a child it forks (to run a program) carries its command line until it execs: not it
     victims = [p for p in found if _parent(p) not in found]
@@ -188,13 +189,14 @@ def test_a_killed_worker_resumes_from_its_checkpoint(cluster_spark, dataset, tmp
     fault_log.append({"fault": "train-worker", "round": 1, "killed_after_s": killed_after,
                       "job_s": time.perf_counter() - started, "failed_tasks": 1,
                       "rows": ROWS, "lost": 0, "duplicated": 0, "stray_files": 0})
-    # The retried stage started from the checkpoint of epoch 2 or later (the kill may land
-    # after the chief saved epoch 3), and every epoch is in the history once.
-    assert result["resumed_from"] >= 2
+    # The retried stage started from a checkpoint inside the third epoch (the kill lands a
+    # few steps after the one at step 25), and every epoch is in the history once.
+    log0 = (ckpt / "logs" / "worker-0.log").read_text()
+    resumed = re.search(r"resumed from the checkpoint of epoch (\d+), step (\d+)", log0)
+    assert resumed and result["resumed_from"] == int(resumed.group(1)) == 2, _logs(ckpt)
+    assert int(resumed.group(2)) % 25 == 0 and int(resumed.group(2)) >= 25, resumed.group(0)
     assert all(len(v) == 5 for v in result["history"].values()), result["history"]
     assert result["final"]["val_auc"] > 0.8
-    log0 = (ckpt / "logs" / "worker-0.log").read_text()
-    assert f"resumed from the checkpoint of epoch {result['resumed_from']}" in log0
     # Started twice, as new Spark tasks: the first stage attempt, then the retry.
     tasks = re.findall(r"^\[tfspark worker 0/2 task (\d+)\] started: 2 replicas in sync$", log0,
                        re.M)

@@ -171,7 +171,8 @@ def test_train_config_file_and_errors(tmp_path):
                        ({"batch_size": 0}, "batch_size"),
                        ({"model_out": "m.h5"}, r"\.keras"),
                        ({"hidden_units": ["a"]}, "hidden_units"),
-                       ({"checkpoint_every": 0, "backend": "jax"}, "checkpoint_every"),
-                       ({"checkpoint_every": 50}, "checkpoint_every .* needs backend 'jax'")):
+                       ({"checkpoint_every": 0, "backend": "jax", "workers": 2},
+                        "checkpoint_every"),
+                       ({"checkpoint_every": 50}, r"checkpoint_every .*\(workers > 1\)")):
         with pytest.raises(OptionError, match=match):
             TrainConfig.from_mapping(bad)

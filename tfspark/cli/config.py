@@ -295,7 +295,7 @@ class TrainConfig:
     workers: int = 1
     master: str = "local[*]"  # the Spark master when no session is running (spark-submit sets it)
     checkpoint_dir: str | None = None  # shared; None: <model_out without .keras>.checkpoints
-    checkpoint_every: int | None = None  # JAX workers: steps between checkpoints; None: epochs
+    checkpoint_every: int | None = None  # workers > 1: steps between checkpoints; None: epochs
     store: dict[str, Any] | None = None  # [store]: pyarrow's filesystem options for `data`
     backend: str = "tensorflow"  # Keras 3's backend: "tensorflow", or "jax" (no TensorFlow)
 
@@ -312,10 +312,11 @@ class TrainConfig:
                                   f"{', '.join(fields)}")
             out[key] = _check_train_value(key, value, where)
         cfg = cls(**out)
-        if cfg.checkpoint_every is not None and cfg.backend != "jax":
-            raise OptionError(f"checkpoint_every in {where} needs backend 'jax' (its workers "
-                              f"resume mid-epoch); TensorFlow workers checkpoint each epoch: "
-                              f"leave checkpoint_every out")
+        if cfg.checkpoint_every is not None and cfg.workers <= 1:
+            raise OptionError(f"checkpoint_every in {where} is for training on several Spark "
+                              f"workers (workers > 1), whose retried stage resumes from the "
+                              f"checkpoints; one process takes none: set workers, or leave "
+                              f"checkpoint_every out")
         if not cfg.model_out.endswith(".keras"):
             raise OptionError(f"model_out in {where} must end with '.keras' (the Keras 3 "
                               f"format), got {cfg.model_out!r}")

@@ -215,10 +215,10 @@ def _read_commands(command: Any) -> None:
     p.add_argument("--master", help="Spark master for --workers (default local[*])")
     p.add_argument("--checkpoint-dir",
                    help="with --workers: a directory every executor shares, for the "
-                        "per-epoch checkpoints a retried stage resumes from and the workers' "
+                        "checkpoints a retried stage resumes from and the workers' "
                         "logs (default: beside --model-out)")
     p.add_argument("--checkpoint-every", type=int, metavar="STEPS",
-                   help="with --workers on --backend jax: a checkpoint every STEPS steps too, "
+                   help="with --workers: a checkpoint every STEPS steps too, "
                         "so a retried stage resumes mid-epoch on exactly the batches left")
     add_store_arg(p)
     p.set_defaults(run=_train)

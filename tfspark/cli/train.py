@@ -5,7 +5,9 @@ What goes into the model comes from the export's statistics of the train split
 text left out with a line saying so) or, for data without statistics, is adapted on a sample of
 batches (train_sample.py). The label decides the head (train_features.head). On the TensorFlow
 backend make_dataset feeds it; on JAX, read_batches (train_jax.py). With a worker context, it is
-one of train_on_spark's workers (train_cluster.py). Keras, TensorFlow and JAX are imported
+one of train_on_spark's workers (train_cluster.py): read_batches feeds its training through
+ctx.fit on either backend, so a retried stage resumes exactly, mid-epoch with
+checkpoint_every. Keras, TensorFlow and JAX are imported
 inside the functions.
 """
 
@@ -48,12 +50,10 @@ def train(config: TrainConfig | Mapping[str, Any],
     chosen.describe(cfg, data.label.name, echo)
     with worker.scope() if worker is not None else contextlib.nullcontext():
         model = _model(cfg, data, chosen)
-    train_ds = data.read(cfg, data.train_split, chosen.used,
-                         epochs=None if cfg.steps_per_epoch else 1)
+    train_ds = data.read_train(cfg, chosen.used)
     val_ds = data.read(cfg, data.val_split, chosen.used, shuffle=0) if data.val_split else None
     if worker is not None:
-        steps = train_jax.steps(train_ds, cfg.steps_per_epoch) if data.jax else \
-            cfg.steps_per_epoch or int(train_ds.cardinality())
+        steps = train_jax.steps(train_ds, cfg.steps_per_epoch)
         echo(f"worker {worker.index} of {n}: shard {worker.index} of the "
              f"{data.train_split or 'data'} at {data.batch} examples per step (global batch "
              f"{cfg.batch_size}), {steps} steps per epoch")
@@ -95,6 +95,15 @@ class _Data:
                    cfg.validation_split if cfg.validation_split in splits else None, label,
                    [f for f in spec.features if f.name != label.name
                     and f.name not in cfg.exclude], batch, worker, fs, cfg.backend == "jax")
+
+    def read_train(self, cfg: TrainConfig, features: list[Feature]) -> Any:
+        """The train split's batches: a read_batches reader on JAX and on a worker (whose
+        ctx.fit saves the reader's place), else make_dataset (repeated with steps_per_epoch)."""
+        if self.jax or self.worker is not None:
+            return train_jax.read(self, cfg, self.train_split, features, None,
+                                  "ids" if self.jax else "object")
+        return self.read(cfg, self.train_split, features,
+                         epochs=None if cfg.steps_per_epoch else 1)
 
     def read(self, cfg: TrainConfig, split: str | None, features: list[Feature],
              epochs: int | None = 1, shuffle: int | None = None, sample: bool = False) -> Any:
@@ -230,23 +239,24 @@ def _fit(cfg: TrainConfig, data: _Data, chosen: _Chosen, model: Any, train_ds: A
 def _run_fit(cfg: TrainConfig, data: _Data, model: Any, train_ds: Any, val_ds: Any,
              timer: Any, worker: Any) -> tuple[dict[str, list[float]], int]:
     """model.fit; its history over every epoch (also those before a restart) and the epochs
-    restored from a checkpoint. JAX workers resume exactly, mid-epoch too (ctx.fit: every
-    `checkpoint_every` steps); TensorFlow workers at the last epoch's end (ctx.checkpoint)."""
+    restored from a checkpoint. Workers resume exactly, at the last epoch's end or, with
+    `checkpoint_every`, mid-epoch (ctx.fit over their read_batches reader)."""
     if data.jax:
         fed = train_jax.fit_args(cfg, model, train_ds, val_ds)
-        if worker is not None:
-            done = worker.fit(model, fed.pop("x"), cfg.epochs, every=cfg.checkpoint_every,
-                              verbose=cfg.verbose, callbacks=[timer], **fed)
-            return done.history, done.resumed_at[0]
-        fed["x"] = train_jax.passes(fed["x"])
+    elif worker is not None:
+        fed = {"x": train_ds, "validation_data": val_ds,
+               "steps_per_epoch": train_jax.steps(train_ds, cfg.steps_per_epoch)}
     else:
         fed = {"x": train_ds, "validation_data": val_ds, "steps_per_epoch": cfg.steps_per_epoch}
-    resume = worker.checkpoint() if worker is not None else None
+    if worker is not None:
+        done = worker.fit(model, fed.pop("x"), cfg.epochs, every=cfg.checkpoint_every,
+                          verbose=cfg.verbose, callbacks=[timer], **fed)
+        return done.history, done.resumed_at[0]  # every epoch once, also before a restart
+    if data.jax:
+        fed["x"] = train_jax.passes(fed["x"])
     history = model.fit(**fed, epochs=cfg.epochs, verbose=cfg.verbose, shuffle=False,
-                        callbacks=[timer] + ([resume] if resume is not None else []))
-    if resume is None:
-        return history.history, 0
-    return resume.history, resume.resumed_from  # every epoch once, also before a restart
+                        callbacks=[timer])
+    return history.history, 0
 
 
 def _save(model: Any, path: str, worker: Any) -> None:

@@ -66,15 +66,17 @@ def float_inputs(spec: Any, plan: Any) -> Any:
 
 
 def read(data: Any, cfg: Any, split: str | None, features: list[Any],
-         shuffle: int | None) -> Any:
+         shuffle: int | None, strings: str = "ids") -> Any:
     """read_batches of these features and the label, strings as ids of the train split's
-    vocabularies: one pass per iteration (passes() repeats them for fit)."""
+    vocabularies (or as they are: strings="object", for TensorFlow workers' StringLookup):
+    one pass per iteration (passes() repeats them for fit)."""
     from tfspark.numpy.batches import read_batches
 
     return read_batches(
         data.path, data.batch, split=split, columns=[f.name for f in features] +
-        [data.label.name], label_cols=[data.label.name], strings="ids",
-        vocabulary=data.train_split, epochs=1, seed=cfg.seed, filesystem=data.fs,
+        [data.label.name], label_cols=[data.label.name], strings=strings,
+        vocabulary=data.train_split if strings == "ids" else None, epochs=1, seed=cfg.seed,
+        filesystem=data.fs,
         shuffle_buffer=cfg.shuffle_buffer if shuffle is None else shuffle,
         shard=data.worker.shard if data.worker is not None else None)
 
