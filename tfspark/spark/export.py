@@ -10,6 +10,7 @@ staged rows; its manifest commit is the commit of the whole write) -> publish th
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import math
@@ -24,7 +25,7 @@ from tfspark.errors import CountMismatchError, OptionError
 from tfspark.spark import observe, sizing
 from tfspark.spark import stats as spark_stats
 from tfspark.spark.backup import StagedBackup, publish, roll_forward, sweep_dead
-from tfspark.spark.source import register
+from tfspark.spark.source import register_meanwhile
 from tfspark.spark.tasks import write_through_tasks
 from tfspark.spark.undo import undo_on_failure
 from tfspark.spark.versions import HAS_DATA_SOURCE, check_supported
@@ -110,11 +111,19 @@ def write_tfrecords(df: DataFrame, path: str, filesystem: Any = None,
                           + ("; make one with spark.createDataFrame(pandas_df)"
                              if type(df).__module__.startswith("pandas") else ""))
     check_supported()
-    if HAS_DATA_SOURCE:  # spark.read.format("tfrecord") works after (Spark 4)
-        register(df.sparkSession)
     opts = WriteOptions.from_arguments(path, in_filesystem=filesystem is not None,
                                        **{**_DEFAULTS, **settings})
-    return export(df, opts, filesystem)
+    if not HAS_DATA_SOURCE:
+        return export(df, opts, filesystem)
+    registered = register_meanwhile(df.sparkSession)  # spark.read.format("tfrecord") after
+    try:
+        result = export(df, opts, filesystem)
+    except BaseException:
+        with contextlib.suppress(Exception):  # the write's error is the one to see
+            registered()
+        raise
+    registered()
+    return result
 
 
 _DEFAULTS = {t.name: t.default for t in write_settings() if t.workflow}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from pyspark.sql.types import StructType
@@ -62,6 +63,33 @@ class TfsparkDataSource(TfrecordDataSource):
 
 _REGISTERING = threading.Lock()
 _REGISTERED: dict[int, tuple[Any, tuple[str, ...]]] = {}
+
+
+def register_meanwhile(spark: Any) -> Callable[[], None]:
+    """register(spark) in a thread, for a caller with other work to do: the first registration
+    of a session waits about 1 s on the JVM, which then overlaps that work. The calling thread
+    becomes the session's active one at once (as register() makes it); the returned function
+    waits for the registration and raises its error."""
+    jvm_session = getattr(spark, "_jsparkSession", None)
+    if jvm_session is not None:
+        spark._jvm.SparkSession.setActiveSession(jvm_session)
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            register(spark)
+        except BaseException as e:  # noqa: BLE001 - raised by the returned function
+            failed.append(e)
+
+    thread = threading.Thread(target=run, name="tfspark-register", daemon=True)
+    thread.start()
+
+    def wait() -> None:
+        thread.join()
+        if failed:
+            raise failed[0]
+
+    return wait
 
 
 def register(spark: Any) -> list[str]:
