@@ -6,9 +6,8 @@ text left out with a line saying so) or, for data without statistics, is adapted
 batches (train_sample.py). The label decides the head (train_features.head). On the TensorFlow
 backend make_dataset feeds it; on JAX, read_batches (train_jax.py). With a worker context, it is
 one of train_on_spark's workers (train_cluster.py): read_batches feeds its training through
-ctx.fit on either backend, so a retried stage resumes exactly, mid-epoch with
-checkpoint_every. Keras, TensorFlow and JAX are imported
-inside the functions.
+ctx.fit on either backend, so a retried stage resumes exactly (mid-epoch with
+checkpoint_every). Keras, TensorFlow and JAX are imported inside the functions.
 """
 
 from __future__ import annotations
