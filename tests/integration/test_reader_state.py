@@ -311,3 +311,21 @@ def test_the_global_shuffle_refuses_gzip_files(data):
         tfspark.read_batches(data["blocks-gz"], 10, shuffle="global")
     with pytest.raises(OptionError, match=r"shuffle must be one of \['window', 'global'\]"):
         tfspark.read_batches(data["rows"], 10, shuffle="everything")
+
+
+@pytest.mark.parametrize("bench_batches", [3, 1000])
+def test_the_train_jobs_input_bench_leaves_the_reader_where_it_was(data, bench_batches):
+    """`tfspark train` measures its input pipeline on the reader it then trains from (part of
+    an epoch, or all of it when the data ends first): the batches after it are a fresh
+    reader's, and the rate counts the rows of a Ragged column by its row splits."""
+    from tfspark.cli.train import _input_rate
+
+    def reader() -> object:
+        return tfspark.read_batches(data["rows"], 10, label_cols=["id"], seed=3,
+                                    shuffle_buffer=50, columns=["v", "x"])
+
+    measured, fresh = reader(), reader()
+    assert _input_rate(measured, bench_batches) > 0
+    for (a, ya), (b, yb) in zip(measured, fresh, strict=True):
+        np.testing.assert_array_equal(ya, yb)
+        np.testing.assert_array_equal(a["x"], b["x"])

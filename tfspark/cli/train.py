@@ -272,24 +272,45 @@ def _save(model: Any, path: str, worker: Any) -> None:
 
 
 
+BENCH_SECONDS = 0.5  # at least this long after the first batch: past what was read ahead
+
+
 def _input_rate(ds: Any, n_batches: int) -> float:
-    """Examples/s of iterating the dataset alone (the first batch, pipeline start-up, excluded)."""
+    """Examples/s of iterating the dataset alone, over at least n_batches batches and
+    BENCH_SECONDS after the first one (pipeline start-up excluded; a reader that reads ahead
+    had most of a small data set ready at once). When the data ends first, the rate is of
+    the whole pass, first batch included. A reader is put back where it was, so training
+    starts where it would have without this."""
     if n_batches <= 0:
         return float("nan")
+    state = ds.state_dict() if hasattr(ds, "state_dict") else None
+    begun = time.perf_counter()
     it = iter(ds)
     try:
-        next(it)
+        first = _rows(next(it)[0])
+        start, n, taken = time.perf_counter(), 0, 0
+        while taken < n_batches or time.perf_counter() - start < BENCH_SECONDS:
+            try:
+                x, _y = next(it)
+            except StopIteration:
+                return (first + n) / (time.perf_counter() - begun)
+            n, taken = n + _rows(x), taken + 1
+        return n / (time.perf_counter() - start)
     except StopIteration:
         return float("nan")
-    start, n = time.perf_counter(), 0
-    for _ in range(n_batches):
-        try:
-            x, _y = next(it)
-        except StopIteration:
-            break
-        n += int(next(iter(x.values())).shape[0])
-    took = time.perf_counter() - start
-    return n / took if n and took > 0 else float("nan")
+    finally:
+        if hasattr(it, "close"):
+            it.close()  # a reader's threads stop
+        if state is not None:
+            ds.load_state_dict(state)
+
+
+def _rows(x: Any) -> int:
+    """The rows of a batch's features (a dict of arrays, tensors or Ragged columns)."""
+    first = next(iter(x.values()))
+    if getattr(first, "shape", None) is not None:  # arrays, tensors, tf.RaggedTensor
+        return int(first.shape[0])
+    return len(first.row_splits) - 1  # tfspark.numpy.Ragged
 
 
 def _epoch_timer() -> Any:

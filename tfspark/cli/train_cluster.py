@@ -74,7 +74,10 @@ def _session(master: str, workers: int) -> Any:
         python = os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         if master.startswith("local"):  # else Spark warns the hostname is a loopback address
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        builder = builder.master(master).config("spark.pyspark.python", python)
+        # The stage's bar would stand for the whole training and overwrite the final lines:
+        # the workers' own lines show the progress.
+        builder = builder.master(master).config("spark.pyspark.python", python) \
+            .config("spark.ui.showConsoleProgress", "false")
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
