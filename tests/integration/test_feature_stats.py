@@ -110,6 +110,46 @@ def test_statistics_in_the_manifest(written):
     assert stats["stats_seconds"] > 0
 
 
+def test_statistics_observed_with_the_backup_equal_the_job_over_it(spark, written):
+    """The scalars' statistics gathered while the backup was written (stats_observed.py: a
+    hash split, a narrow table) are those of the aggregation job over the backup's rows: the
+    same counts, bounds and distinct estimates, moments to rounding, deciles within the
+    recorded rank error."""
+    from tfspark.spark import sizing
+    from tfspark.spark import stats as spark_stats
+    from tfspark.spark.stats_observed import Observed
+    from tfspark.store.options import WriteOptions
+
+    m = read_manifest(written)
+    opts = WriteOptions.from_arguments(written, split={"train": 0.8, "test": 0.2},
+                                       split_key="id")
+    assert Observed.plan(m.spec, opts) is not None  # this write's scalars were observed
+    backup = spark.read.parquet(os.path.join(written, "_backup"))
+    keyed, split_col = sizing.arrange(backup, {"train": 0.8, "test": 0.2}, "id", opts.seed,
+                                      False, 1)
+    job = spark_stats.compute(keyed, m.spec, split_col)
+    stored = manifest(written)["stats"]
+    groups = [(stored["features"], job["features"])] + [
+        (stored["splits"][s], job["splits"][s]) for s in ("train", "test")]
+    xs = {f: np.sort(np.array([v for v in backup.toPandas()[f] if v == v and v is not None],
+                              dtype=float)) for f in ("x", "cnt")}
+    for ours, theirs in groups:
+        assert set(ours) == set(theirs)
+        for name in ("id", "x", "cnt", "cat", "flag", "day", "y"):
+            a, b = ours[name], theirs[name]
+            for key in ("rows", "nulls", "count", "min", "max", "distinct_approx",
+                        "max_chars", "top"):
+                assert a.get(key) == b.get(key), (name, key, a.get(key), b.get(key))
+            for key in ("mean", "variance"):
+                if key in b:
+                    assert a[key] == pytest.approx(b[key], rel=1e-9), (name, key)
+            if "quantiles" in b and name in xs and ours is stored["features"]:
+                for p, v in zip(a["quantiles"]["probabilities"], a["quantiles"]["values"]):
+                    lo, hi = max(p - 0.002, 0), min(p + 0.002, 1)
+                    assert np.quantile(xs[name], lo) <= v <= np.quantile(xs[name], hi), \
+                        (name, p, v)
+
+
 def test_layers_equal_adapt_on_the_split(written):
     keras = pytest.importorskip("keras")
     layers = tfspark.keras_preprocessing(written, split="train", categorical=["cnt"],

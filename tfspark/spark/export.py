@@ -26,6 +26,7 @@ from tfspark.spark import observe, sizing
 from tfspark.spark import stats as spark_stats
 from tfspark.spark.backup import StagedBackup, publish, roll_forward, sweep_dead
 from tfspark.spark.source import register_meanwhile
+from tfspark.spark.stats_observed import GROUP_COLUMN, Observed
 from tfspark.spark.tasks import write_through_tasks
 from tfspark.spark.undo import undo_on_failure
 from tfspark.spark.versions import HAS_DATA_SOURCE, check_supported
@@ -216,8 +217,13 @@ def _stage_and_write(spark: Any, df: DataFrame, opts: WriteOptions, base_spec: F
     the staged rows; returns (spec, facts, staged rows, when the backup was done, the
     committed manifest)."""
     obs = Observation("tfspark")
+    riding = Observed.plan(base_spec, opts)  # the scalars' statistics, while the backup is written
+    watched = (riding.keyed(df) if riding else df).observe(
+        obs, *observe.metrics(base_spec), *(riding.metrics() if riding else []))
+    if riding is not None and riding.split is not None:
+        watched = watched.drop(GROUP_COLUMN)
     with progress.stage("backup", f"parquet, to {redact(backup.target)}") as done:
-        backup_df = backup.stage(spark, df.observe(obs, *observe.metrics(base_spec)))
+        backup_df = backup.stage(spark, watched)
         facts = observe.facts(obs.get, base_spec, opts.detect_fixed_lengths)
         files = backup.staged_files(spark)
         read = sizing.footers(files)  # the staged rows and their width, without a Spark job
@@ -234,6 +240,7 @@ def _stage_and_write(spark: Any, df: DataFrame, opts: WriteOptions, base_spec: F
                       defaults=opts.defaults, decimal_as=opts.decimal_as,
                       record_type=opts.record_type)
     backup_done = time.perf_counter()
+    scalar_stats = riding.read(obs.get, spec) if riding else None
     manifest_stats = {"rows": {"source": facts["rows"], "backup": backup_rows},
                       "null_counts": facts["null_counts"], "backup": backup.target,
                       "backup_files": len(files)}
@@ -242,7 +249,8 @@ def _stage_and_write(spark: Any, df: DataFrame, opts: WriteOptions, base_spec: F
     entry = backup.entry(spark, backup_rows, previous)
     manifest = _write(spark, backup_df, backup_rows, read, opts, replace(
         begun, mode="errorifexists" if opts.mode == "ignore" else str(opts.mode), spec=spec,
-        manifest_stats=manifest_stats, backup_entry=entry, splits=tuple(opts.split or ())))
+        manifest_stats=manifest_stats, backup_entry=entry, splits=tuple(opts.split or ())),
+        scalar_stats)
     return spec, facts, backup_rows, backup_done, manifest
 
 
@@ -328,11 +336,13 @@ def _check_names(columns: list[str], case_sensitive: str | None) -> None:
 
 
 def _write(spark: Any, backup_df: DataFrame, backup_rows: int, footers: tuple | None,
-           opts: WriteOptions, workflow: Workflow) -> mf.Manifest:
+           opts: WriteOptions, workflow: Workflow,
+           scalar_stats: dict[str, dict[str, Any]] | None = None) -> mf.Manifest:
     """The TFRecords from the backup's rows, as the data source writes them: about as many
     tasks as files of the target size (estimated from the backup's footers), each rolling its
-    files at that size on disk; the manifest gets the backup's entry and the statistics.
-    Returns the committed manifest. (An "ignore" write that got here found the path empty.)"""
+    files at that size on disk; the manifest gets the backup's entry and the statistics
+    (scalar_stats: those observed while the backup was written). Returns the committed
+    manifest. (An "ignore" write that got here found the path empty.)"""
     spec = workflow.spec
     wide = footers[1] if footers else None
     estimate = sizing.tfrecord_bytes(spec, backup_rows, footers[2], opts.compression) \
@@ -348,7 +358,7 @@ def _write(spark: Any, backup_df: DataFrame, backup_rows: int, footers: tuple | 
             t = time.perf_counter()
             with progress.stage("statistics", f"{len(spec.features)} features") as done:
                 manifest_stats.update(spark_stats.compute(out_df, spec, split_col,
-                                                          opts.stats_top_k))
+                                                          opts.stats_top_k, scalar_stats))
                 done.rows = backup_rows
             manifest_stats["stats_seconds"] = round(time.perf_counter() - t, 3)
         with progress.stage("TFRecords", f"about {n_files} file(s), then the commit") as done:

@@ -46,7 +46,7 @@ def facts(observed: dict[str, Any], spec: FeatureSpec,
     are all the same n > 0 gets shape [n] when detect_fixed_lengths.
     """
     found = observed.get(NAME)
-    observed = {**observed, **(_as_dict(found) if found is not None else {})}
+    observed = {**observed, **(as_dict(found) if found is not None else {})}
     shapes: dict[str, list[int]] = {}
     nulls: dict[str, int] = {}
     for i, f in enumerate(spec.features):
@@ -57,10 +57,12 @@ def facts(observed: dict[str, Any], spec: FeatureSpec,
     return {"rows": int(observed.get("rows") or 0), "null_counts": nulls, "shapes": shapes}
 
 
-def _as_dict(row: Any) -> dict[str, Any]:
+def as_dict(row: Any) -> dict[str, Any]:
     """The observed struct as a dict: a Row (Spark 4), or the JVM's Row that Spark 3.5 hands
-    back through py4j (its fields are numbers or null here)."""
+    back through py4j (its fields are numbers, null, or arrays of numbers: as lists)."""
     if hasattr(row, "asDict") and not hasattr(row, "schema"):
         return row.asDict()
-    names = list(row.schema().fieldNames())
-    return {name: row.get(i) for i, name in enumerate(names)}
+    fields = row.schema().fields()
+    return {f.name(): (list(row.getList(i)) if f.dataType().typeName() == "array"
+                       and not row.isNullAt(i) else row.get(i))
+            for i, f in enumerate(fields)}

@@ -87,9 +87,18 @@ def arrange(df: DataFrame, splits: dict[str, float], split_key: str | None, seed
         df = df.repartition(files, F.rand(seed)).sortWithinPartitions(F.rand(seed + 1))
     else:  # no shuffle: a no-op when there are no more partitions than that already
         df = df.coalesce(files)
-    if not splits:
+    split = split_of(splits, split_key, seed)
+    if split is None:
         return df, None
-    if split_key is not None:  # a hash of the key in [0, 1): the same row, the same split
+    return df.withColumn(SPLIT_COLUMN, split), SPLIT_COLUMN
+
+
+def split_of(splits: dict[str, float], split_key: str | None, seed: int) -> Column | None:
+    """Each row's split name (None: no splits): by a hash of split_key (the same row, the same
+    split, wherever it is read), else by a seeded draw per row."""
+    if not splits:
+        return None
+    if split_key is not None:  # a hash of the key in [0, 1)
         u = F.pmod(F.xxhash64(F.col(f"`{split_key}`"), F.lit(seed)), F.lit(1 << 30)) / (1 << 30)
     else:
         u = F.rand(seed)
@@ -105,6 +114,6 @@ def arrange(df: DataFrame, splits: dict[str, float], split_key: str | None, seed
     # u is drawn once per row (a lambda's argument) and every bound compared with that value.
     # Written as CASE WHEN rand < 0.8 .. WHEN rand < 0.9 .., each rand is a generator of its
     # own that advances only on the rows its branch sees: 0.8/0.1/0.1 came out 0.8/0.18/0.02.
-    return df.withColumn(SPLIT_COLUMN, F.transform(F.array(u), pick)[0]), SPLIT_COLUMN
+    return F.transform(F.array(u), pick)[0]
 
 

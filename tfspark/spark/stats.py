@@ -2,7 +2,9 @@
 
 Two aggregation jobs over the rows write_tfrecords writes (its backup, with the split column):
   1. per split and overall: count, nulls, min, max, mean, variance (population) and approximate
-     deciles of every numeric fixed scalar; min/max/mean of the lengths of array features;
+     deciles of every numeric fixed scalar; min/max/mean of the lengths of array features
+     (for the scalars of a narrow table with a hash split or none, the same aggregates are
+     gathered while the backup is written instead: stats_observed.py);
   2. the top-K values with their counts of string scalars (whose values are at most 256
      characters: longer ones are text, not a vocabulary) and of integer scalars with at most K
      distinct values; and approximate distinct counts.
@@ -35,7 +37,7 @@ DISTINCT_RSD = 0.05  # approx_count_distinct's relative standard deviation (52 b
 FEATURES_PER_JOB = 64  # wider tables: one aggregation per group (a plan of 1000 HLLs is huge)
 
 
-def _col(f: Feature) -> str:
+def sql_column(f: Feature) -> str:
     """SQL: the feature's column (struct fields by their path)."""
     return ".".join(f"`{p.replace('`', '``')}`" for p in f.path)
 
@@ -79,15 +81,18 @@ def _nonfinite_counts(v: str, i: int, prefix: str) -> list[str]:
 
 
 def compute(df: DataFrame, spec: FeatureSpec, split_col: str | None,
-            top_k: int = 10_000) -> dict[str, Any]:
-    """{"features": {name: stats}, "splits": {split: {name: stats}}, "top_k": K, ...} of df."""
+            top_k: int = 10_000, observed: dict[str, dict[str, Any]] | None = None
+            ) -> dict[str, Any]:
+    """{"features": {name: stats}, "splits": {split: {name: stats}}, "top_k": K, ...} of df.
+    observed: the scalar features' job-1 statistics gathered while the backup was written
+    (stats_observed.py), {split or ALL: {name: stats}}; their job is then not run."""
     group = f"`{split_col.replace('`', '``')}`" if split_col else f"'{rules.ALL}'"
-    keyed = df.selectExpr(f"{group} AS _split", *[f"{_col(f)} AS x{i}"
+    keyed = df.selectExpr(f"{group} AS _split", *[f"{sql_column(f)} AS x{i}"
                                                  for i, f in enumerate(spec.features)])
-    per: dict[str, dict[str, Any]] = {}
+    per: dict[str, dict[str, Any]] = {k: dict(v) for k, v in (observed or {}).items()}
     indexed = list(enumerate(spec.features))
     scalars = [(i, f) for i, f in indexed if not rules.array(f)]
-    if scalars:
+    if scalars and observed is None:
         _scalars(keyed, scalars, split_col, per)
     arrays = [(i, f) for i, f in indexed if rules.array(f)]
     for lo in range(0, len(arrays), FEATURES_PER_JOB):
@@ -165,20 +170,36 @@ def _scalars(keyed: DataFrame, indexed: list[tuple[int, Feature]], split_col: st
             if f.dtype == "string":
                 wide[f"mc{i}"] = r["mc"]
         label = rules.ALL if r["_split"] is None else r["_split"]
-        per.setdefault(label, {}).update(_features(wide, [(i, f)]))
+        per.setdefault(label, {}).update(features_of(wide, [(i, f)]))
 
 
 def _aggregate(keyed: DataFrame, indexed: list[tuple[int, Feature]], split_col: str | None,
                per: dict[str, dict[str, Any]]) -> None:
     """Job 1 for some array features: per split and for all rows (rollup adds the all-rows
     group; without splits `keyed` holds the all-rows label already)."""
+    aggs = aggregates(indexed)
+    # Without splits one group is all rows: a rollup would aggregate everything twice.
+    grouped = keyed.rollup("_split") if split_col else keyed.groupBy("_split")
+    for r in grouped.agg(*[F.expr(a) for a in aggs]).collect():
+        label = rules.ALL if r["_split"] is None else r["_split"]
+        per.setdefault(label, {}).update(features_of(r.asDict(), indexed))
+
+
+def aggregates(indexed: list[tuple[int, Feature]], cols: dict[int, str] | None = None,
+               where: str | None = None) -> list[str]:
+    """SQL: job 1's aggregates of these features (read back by features_of), over every row
+    or over the rows where `where` holds; cols: each feature's column (default x{i}, as
+    `keyed` names them)."""
     # Aggregates as SQL text: built with Column calls they cost PySpark 4 several py4j round
     # trips each (call-site capture), seconds per job on wide tables.
     quantiles = _QUANTILES
-    aggs: list[str] = ["count(1) AS rows"]
+    aggs: list[str] = ["count(1) AS rows" if where is None else
+                       f"sum(CASE WHEN {where} THEN 1 ELSE 0 END) AS rows"]
     for i, f in indexed:
-        c = f"x{i}"
-        aggs.append(f"sum(CASE WHEN {c} IS NULL THEN 1 ELSE 0 END) AS n{i}")
+        col = cols[i] if cols else f"x{i}"
+        c = col if where is None else f"(CASE WHEN {where} THEN {col} END)"
+        aggs.append(f"sum(CASE WHEN {c} IS NULL{'' if where is None else f' AND {where}'} "
+                    f"THEN 1 ELSE 0 END) AS n{i}")
         if rules.numeric(f):
             v = _value(f, c)
             fin = _finite(f, v)
@@ -203,17 +224,16 @@ def _aggregate(keyed: DataFrame, indexed: list[tuple[int, Feature]], split_col: 
                 aggs.append(f"max(array_max(transform({_elements(f, c)}, x -> length(x)))) "
                             f"AS mc{i}")
         if rules.categorical(f):
-            aggs.append(f"approx_count_distinct({c}, {DISTINCT_RSD}) AS d{i}")
+            # as the long form counts them (_scalars): an HLL hashes an int and a bigint apart
+            whole = c if f.dtype == "string" else f"CAST({c} AS BIGINT)"
+            aggs.append(f"approx_count_distinct({whole}, {DISTINCT_RSD}) AS d{i}")
             if f.dtype == "string":
                 aggs.append(f"max(length({c})) AS mc{i}")
-    # Without splits one group is all rows: a rollup would aggregate everything twice.
-    grouped = keyed.rollup("_split") if split_col else keyed.groupBy("_split")
-    for r in grouped.agg(*[F.expr(a) for a in aggs]).collect():
-        label = rules.ALL if r["_split"] is None else r["_split"]
-        per.setdefault(label, {}).update(_features(r.asDict(), indexed))
+    return aggs
 
 
-def _features(r: dict[str, Any], indexed: list[tuple[int, Feature]]) -> dict[str, Any]:
+def features_of(r: dict[str, Any], indexed: list[tuple[int, Feature]]) -> dict[str, Any]:
+    """{name: stats} of these features from one group's row of `aggregates`."""
     out: dict[str, Any] = {}
     for i, f in indexed:
         s: dict[str, Any] = {"rows": int(r["rows"]), "nulls": int(r[f"n{i}"] or 0)}
