@@ -76,11 +76,13 @@ class Observed:
 
     def read(self, observed: dict[str, Any], spec: FeatureSpec
              ) -> dict[str, dict[str, Any]] | None:
-        """{split or ALL: {name: stats}} as stats.compute takes them; None when the spec the
-        write settled on treats a scalar otherwise than the one observed (the job then runs)."""
+        """{split or ALL: {name: stats}} as stats.compute takes them; None (the job then runs)
+        when the spec the write settled on treats a scalar otherwise than the one observed, or
+        nothing was observed."""
         final = {f.name: f for f in spec.features}
         if any(f.name not in final or _same(final[f.name]) != _same(f)
-               for _, f in self.indexed):
+               for _, f in self.indexed) or \
+                any(f"tfspark_stats{k}" not in observed for k in range(len(self.groups))):
             return None
         per: dict[str, dict[str, Any]] = {}
         for k, label in enumerate(self.groups):
