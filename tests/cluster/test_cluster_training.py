@@ -27,6 +27,7 @@ import tfspark
 from tfspark.cli.config import TrainConfig
 from tfspark.cli.train import train
 from tfspark.cli.train_cluster import train_distributed
+from tfspark.keras.resume import checkpoint_name
 from tfspark.store.fs import locate
 from tfspark.store.manifest import read_manifest
 
@@ -172,7 +173,7 @@ def test_a_killed_worker_resumes_from_its_checkpoint(cluster_spark, dataset, tmp
     started = time.perf_counter()
     thread.start()
     deadline = time.monotonic() + 300
-    while not (ckpt / "epoch-00002-step-0000025").exists():  # 25 steps into the third epoch
+    while not (ckpt / checkpoint_name(2, 25)).exists():  # 25 steps into the third epoch
         assert thread.is_alive(), out
         assert time.monotonic() < deadline, "no checkpoint 25 steps into epoch 3 within 300 s"
         time.sleep(0.05)
@@ -248,7 +249,7 @@ def fit_on_jax(path: str, epochs: int, kill_in: int | None, ctx: Any) -> dict[st
 
             def on_train_batch_end(self, step: int, logs: Any = None) -> None:
                 if self.epoch == kill_in and step + 1 == every:
-                    saved = Path(ctx.checkpoint_dir) / f"epoch-{kill_in:05d}-step-{every:07d}"
+                    saved = Path(ctx.checkpoint_dir) / checkpoint_name(kill_in, every)
                     for _ in range(600):  # the chief saves it at the same time
                         if (saved / "state.json").exists():
                             break

@@ -18,6 +18,7 @@ from pyspark import cloudpickle
 
 import tfspark
 from tfspark.errors import OptionError, TrainingError
+from tfspark.keras.resume import checkpoint_name
 
 pytestmark = [pytest.mark.spark, pytest.mark.tf, pytest.mark.slow, pytest.mark.training]
 
@@ -204,7 +205,7 @@ def fit_from_reader(path: str, stop: bool, ctx):
 
         def on_train_batch_end(self, step, logs=None):
             if stop and not marker.exists() and self.epoch == 1 and step + 1 == every:
-                saved = Path(ctx.checkpoint_dir) / f"epoch-00001-step-{every:07d}"
+                saved = Path(ctx.checkpoint_dir) / checkpoint_name(1, every)
                 for _ in range(600):  # the chief saves it at the same step
                     if (saved / "state.json").exists():
                         break

@@ -24,6 +24,7 @@ from tfspark.cli import train_features, train_jax, train_sample
 from tfspark.cli.config import TrainConfig
 from tfspark.cli.train_features import pick_label, task_from_stats, task_of
 from tfspark.errors import OptionError, SchemaError
+from tfspark.numpy.columns import num_rows
 from tfspark.spec import Feature, FeatureSpec
 from tfspark.store import manifest as mf
 from tfspark.store.fs import locate
@@ -242,11 +243,10 @@ def _run_fit(cfg: TrainConfig, data: _Data, model: Any, train_ds: Any, val_ds: A
     `checkpoint_every`, mid-epoch (ctx.fit over their read_batches reader)."""
     if data.jax:
         fed = train_jax.fit_args(cfg, model, train_ds, val_ds)
-    elif worker is not None:
-        fed = {"x": train_ds, "validation_data": val_ds,
-               "steps_per_epoch": train_jax.steps(train_ds, cfg.steps_per_epoch)}
-    else:
-        fed = {"x": train_ds, "validation_data": val_ds, "steps_per_epoch": cfg.steps_per_epoch}
+    else:  # a worker's reader knows its steps; make_dataset's are its cardinality's
+        fed = {"x": train_ds, "validation_data": val_ds, "steps_per_epoch":
+               train_jax.steps(train_ds, cfg.steps_per_epoch) if worker is not None
+               else cfg.steps_per_epoch}
     if worker is not None:
         done = worker.fit(model, fed.pop("x"), cfg.epochs, every=cfg.checkpoint_every,
                           verbose=cfg.verbose, callbacks=[timer], **fed)
@@ -310,7 +310,7 @@ def _rows(x: Any) -> int:
     first = next(iter(x.values()))
     if getattr(first, "shape", None) is not None:  # arrays, tensors, tf.RaggedTensor
         return int(first.shape[0])
-    return len(first.row_splits) - 1  # tfspark.numpy.Ragged
+    return num_rows(x)  # read_batches' columns, a Ragged first
 
 
 def _epoch_timer() -> Any:
