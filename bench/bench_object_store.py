@@ -18,7 +18,7 @@ the manifest read and planning count). Targets on this 2-core machine: >= 0.9x l
 The seed experiment: --small-rows rows of the same table as one small object per row (each a
 serialized tf.train.Example, as the per-row loaders stored them) read one after another, vs
 the tfspark data set of the same rows read by read_batches, on the emulator with no added
-latency, as a ratio (at 50 ms the per-object loop would take --small-rows x 50 ms).
+latency, as a ratio (at 50 ms the per-object loop would take --small-rows x 50 ms); 0 skips it.
 
     python bench/bench_object_store.py --rows 2000000 --json bench/results/object_store.json
 """
@@ -171,7 +171,7 @@ def run(rows: int, repeat: int, small_rows: int, layouts: tuple[str, ...] = ("ro
                     key = f"{layout}.{reader}.gcs+{int(delay * 1000)}ms"
                     ratios[key] = results[key]["steady_rows_s"] / base["steady_rows_s"]
                     ratios[key + ".epoch"] = results[key]["rows_s"] / base["rows_s"]
-        seed = seed_experiment(gcs, small_rows)
+        seed = seed_experiment(gcs, small_rows) if small_rows else None
     return {"rows": rows, "repeat": repeat, "machine": started, "results": results,
             "ratios_vs_local": ratios, "seed": seed}
 
@@ -191,8 +191,9 @@ def main() -> None:
               f" rows/s, first batch {r['first_s']:.3f} s"
               + (f"  {ratio:.2f}x local steady, {epoch:.2f}x epoch" if ratio else ""))
     s = doc["seed"]
-    print(f"seed: {s['rows']:,} objects one by one {s['per_object_s']:.1f} s; the data set "
-          f"{s['data_set_s']:.2f} s; {s['ratio']:,.0f}x")
+    if s:
+        print(f"seed: {s['rows']:,} objects one by one {s['per_object_s']:.1f} s; the data set "
+              f"{s['data_set_s']:.2f} s; {s['ratio']:,.0f}x")
     save_json(args.json, doc)
 
 

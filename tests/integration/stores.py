@@ -9,7 +9,6 @@ Each store hands out pyarrow filesystems (`filesystem()`), URIs with pyarrow's q
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import json
 import os
@@ -17,6 +16,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import uuid
@@ -88,35 +88,62 @@ class LatencyProxy:
 
 
 def serve_proxy(upstream: int, port: int, delay: float) -> None:
-    """LatencyProxy's process: forward 127.0.0.1:port to 127.0.0.1:upstream."""
+    """LatencyProxy's process: forward 127.0.0.1:port to 127.0.0.1:upstream, a thread per
+    direction of each connection. The answers go through the kernel (os.splice through a pipe),
+    never through Python: the proxy's CPU would otherwise compete with the reader on a small
+    machine, which netem's in-kernel latency does not."""
+    listener = socket.create_server(("127.0.0.1", port))
 
-    async def serve(reader: Any, writer: Any) -> None:
+    def requests(src: socket.socket, dst: socket.socket) -> None:
         try:
-            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", upstream)
+            while data := src.recv(1 << 20):
+                if delay:
+                    time.sleep(delay)
+                dst.sendall(data)
         except OSError:
-            writer.close()
+            pass
+        finally:
+            _shut(dst)
+
+    def answers(src: socket.socket, dst: socket.socket) -> None:
+        r, w = os.pipe()
+        try:
+            while n := os.splice(src.fileno(), w, 1 << 20):
+                while n:
+                    n -= os.splice(r, dst.fileno(), n)
+        except OSError:
+            pass
+        finally:
+            os.close(r)
+            os.close(w)
+            _shut(dst)
+
+    def serve(client: socket.socket) -> None:
+        try:
+            up = socket.create_connection(("127.0.0.1", upstream))
+        except OSError:
+            client.close()
             return
+        pair = [threading.Thread(target=requests, args=(client, up), daemon=True),
+                threading.Thread(target=answers, args=(up, client), daemon=True)]
+        for t in pair:
+            t.start()
+        for t in pair:
+            t.join()
+        client.close()
+        up.close()
 
-        async def pump(src: Any, dst: Any, late: bool) -> None:
-            try:
-                while data := await src.read(1 << 20):
-                    if late and delay:
-                        await asyncio.sleep(delay)
-                    dst.write(data)
-                    await dst.drain()
-            except (ConnectionError, OSError):
-                pass
-            finally:
-                dst.close()
+    while True:
+        conn, _ = listener.accept()
+        threading.Thread(target=serve, args=(conn,), daemon=True).start()
 
-        await asyncio.gather(pump(reader, up_writer, True), pump(up_reader, writer, False))
 
-    async def main() -> None:
-        server = await asyncio.start_server(serve, "127.0.0.1", port)
-        async with server:
-            await server.serve_forever()
-
-    asyncio.run(main())
+def _shut(s: socket.socket) -> None:
+    """No more bytes this way (the other direction may still be in use)."""
+    try:
+        s.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
 
 
 def store_table(store: Any) -> str:
