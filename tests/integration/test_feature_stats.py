@@ -396,3 +396,36 @@ def test_impute_and_indicate_a_nullable_number(spark, tmp_path):
     with pytest.warns(UserWarning, match=r"feature 'x': 133 rows are NaN or infinite"):
         plain = tfspark.keras_preprocessing(out, impute=False)["x"]  # 100 nulls + 33 NaN
     assert type(plain).__name__ == "Normalization"
+
+
+def test_the_commit_takes_the_statistics_computed_meanwhile_and_nothing_when_they_fail(
+        spark, tmp_path):
+    """write_tfrecords computes the statistics while its tasks write the TFRecords: the
+    manifest is committed once both are done, with the statistics in it, and not at all (the
+    tasks' files removed) when the statistics fail."""
+    from tfspark.spark.meanwhile import meanwhile
+    from tfspark.spark.tasks import write_through_tasks
+    from tfspark.spark.write_plan import Workflow
+    from tfspark.store.commit import StartedFrom, new_write_id
+    from tfspark.store.options import WriteOptions
+
+    df = spark.range(200).selectExpr("id", "id * 2 AS v")
+    spec = tfspark.infer_spec(df.schema)
+
+    def write(out, statistics):
+        return write_through_tasks(df, WriteOptions.from_arguments(out), Workflow(
+            "errorifexists", StartedFrom(None), new_write_id(), spec), statistics)
+
+    counted = meanwhile(spark, lambda: {"features": {"v": {"rows": df.count()}}}, "test")
+    done = write(str(tmp_path / "ok"), counted)
+    assert done.stats["features"] == {"v": {"rows": 200}}
+    assert read_manifest(str(tmp_path / "ok")).feature_stats()["v"]["rows"] == 200
+
+    def fail():
+        df.selectExpr("assert_true(id < 0, 'the statistics job failed')").collect()
+
+    failed = tmp_path / "failed"
+    with pytest.raises(Exception, match="the statistics job failed"):
+        write(str(failed), meanwhile(spark, fail, "test"))
+    left = [p for p in failed.rglob("*") if p.is_file()] if failed.exists() else []
+    assert left == [], left

@@ -4,7 +4,7 @@ What goes into the model comes from the export's statistics of the train split
 (train_features.py: numbers normalized, categories looked up, arrays pooled, row ids and free
 text left out with a line saying so) or, for data without statistics, is adapted on a sample of
 batches (train_sample.py). The label decides the head (train_features.head). On the TensorFlow
-backend make_dataset feeds it; on JAX, read_batches (train_jax.py). With a worker context, it is
+backend make_dataset feeds it; on JAX, read_batches (train_feed.py). With a worker context, it is
 one of train_on_spark's workers (train_cluster.py): read_batches feeds its training through
 ctx.fit on either backend, so a retried stage resumes exactly (mid-epoch with
 checkpoint_every). Keras, TensorFlow and JAX are imported inside the functions.
@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tfspark.cli import train_features, train_jax, train_sample
+from tfspark.cli import train_features, train_feed, train_jax, train_sample
 from tfspark.cli.config import TrainConfig
 from tfspark.cli.train_features import pick_label, task_from_stats, task_of
 from tfspark.errors import OptionError, SchemaError
@@ -53,7 +53,7 @@ def train(config: TrainConfig | Mapping[str, Any],
     train_ds = data.read_train(cfg, chosen.used)
     val_ds = data.read(cfg, data.val_split, chosen.used, shuffle=0) if data.val_split else None
     if worker is not None:
-        steps = train_jax.steps(train_ds, cfg.steps_per_epoch)
+        steps = train_feed.steps(train_ds, cfg.steps_per_epoch)
         echo(f"worker {worker.index} of {n}: shard {worker.index} of the "
              f"{data.train_split or 'data'} at {data.batch} examples per step (global batch "
              f"{cfg.batch_size}), {steps} steps per epoch")
@@ -75,7 +75,7 @@ class _Data:
     batch: int  # this process's batch (the global batch / workers)
     worker: Any
     fs: Any  # the filesystem of cfg's [store], or None
-    jax: bool  # read by read_batches for Keras on JAX (train_jax), not by make_dataset
+    jax: bool  # read by read_batches for Keras on JAX (train_feed), not by make_dataset
 
     @classmethod
     def of(cls, cfg: TrainConfig, batch: int, worker: Any) -> _Data:
@@ -100,7 +100,7 @@ class _Data:
         """The train split's batches: a read_batches reader on JAX and on a worker (whose
         ctx.fit saves the reader's place), else make_dataset (repeated with steps_per_epoch)."""
         if self.jax or self.worker is not None:
-            return train_jax.read(self, cfg, self.train_split, features, None,
+            return train_feed.read(self, cfg, self.train_split, features, None,
                                   "ids" if self.jax else "object")
         return self.read(cfg, self.train_split, features,
                          epochs=None if cfg.steps_per_epoch else 1)
@@ -108,9 +108,9 @@ class _Data:
     def read(self, cfg: TrainConfig, split: str | None, features: list[Feature],
              epochs: int | None = 1, shuffle: int | None = None, sample: bool = False) -> Any:
         """make_dataset of these features and the label (shuffle: cfg's unless given); on
-        JAX, read_batches (train_jax.read)."""
+        JAX, read_batches (train_feed.read)."""
         if self.jax:
-            return train_jax.read(self, cfg, split, features, shuffle)
+            return train_feed.read(self, cfg, split, features, shuffle)
         from tfspark.tf.dataset import make_dataset
 
         sub = dataclasses.replace(self.spec, features=tuple(features) + (self.label,))
@@ -242,17 +242,17 @@ def _run_fit(cfg: TrainConfig, data: _Data, model: Any, train_ds: Any, val_ds: A
     restored from a checkpoint. Workers resume exactly, at the last epoch's end or, with
     `checkpoint_every`, mid-epoch (ctx.fit over their read_batches reader)."""
     if data.jax:
-        fed = train_jax.fit_args(cfg, model, train_ds, val_ds)
+        fed = train_feed.fit_args(cfg, model, train_ds, val_ds)
     else:  # a worker's reader knows its steps; make_dataset's are its cardinality's
         fed = {"x": train_ds, "validation_data": val_ds, "steps_per_epoch":
-               train_jax.steps(train_ds, cfg.steps_per_epoch) if worker is not None
+               train_feed.steps(train_ds, cfg.steps_per_epoch) if worker is not None
                else cfg.steps_per_epoch}
     if worker is not None:
         done = worker.fit(model, fed.pop("x"), cfg.epochs, every=cfg.checkpoint_every,
                           verbose=cfg.verbose, callbacks=[timer], **fed)
         return done.history, done.resumed_at[0]  # every epoch once, also before a restart
     if data.jax:
-        fed["x"] = train_jax.passes(fed["x"])
+        fed["x"] = train_feed.passes(fed["x"])
     history = model.fit(**fed, epochs=cfg.epochs, verbose=cfg.verbose, shuffle=False,
                         callbacks=[timer])
     return history.history, 0

@@ -25,6 +25,7 @@ from tfspark.errors import CountMismatchError, OptionError
 from tfspark.spark import observe, sizing
 from tfspark.spark import stats as spark_stats
 from tfspark.spark.backup import StagedBackup, publish, roll_forward, sweep_dead
+from tfspark.spark.meanwhile import meanwhile
 from tfspark.spark.source import register_meanwhile
 from tfspark.spark.stats_observed import GROUP_COLUMN, Observed
 from tfspark.spark.tasks import write_through_tasks
@@ -353,18 +354,21 @@ def _write(spark: Any, backup_df: DataFrame, backup_rows: int, footers: tuple | 
     with sizing.batch_rows(spark, wide):
         out_df, split_col = sizing.arrange(backup_df, dict(opts.split or {}), opts.split_key,
                                            opts.seed, opts.shuffle, n_files)
-        manifest_stats = dict(workflow.manifest_stats or {})
-        if opts.stats:
-            t = time.perf_counter()
-            with progress.stage("statistics", f"{len(spec.features)} features") as done:
-                manifest_stats.update(spark_stats.compute(out_df, spec, split_col,
-                                                          opts.stats_top_k, scalar_stats))
-                done.rows = backup_rows
-            manifest_stats["stats_seconds"] = round(time.perf_counter() - t, 3)
+        statistics = None
+        if opts.stats:  # its jobs run while the TFRecords are written, the commit waits for them
+            def compute() -> dict[str, Any]:
+                t = time.perf_counter()
+                with progress.stage("statistics", f"{len(spec.features)} features") as done:
+                    found = spark_stats.compute(out_df, spec, split_col, opts.stats_top_k,
+                                                scalar_stats)
+                    done.rows = backup_rows
+                return {**found, "stats_seconds": round(time.perf_counter() - t, 3)}
+
+            statistics = meanwhile(spark, compute, "tfspark-statistics")
         with progress.stage("TFRecords", f"about {n_files} file(s), then the commit") as done:
             manifest = write_through_tasks(
                 out_df, replace(opts, max_bytes_per_file=opts.target_file_bytes),
-                replace(workflow, split_column=split_col, manifest_stats=manifest_stats))
+                replace(workflow, split_column=split_col), statistics)
             files = manifest.files_of(workflow.write_id)
             done.rows = sum(f.row_count for f in files)
             done.detail = f"{len(files)} files, {sum(f.bytes for f in files) / 2**20:,.1f} MiB"

@@ -1,6 +1,7 @@
 """Feature statistics from Spark, for Keras preprocessing without an adapt() pass (issue #14).
 
-Two aggregation jobs over the rows write_tfrecords writes (its backup, with the split column):
+Two aggregation jobs over the rows write_tfrecords writes (its backup, with the split column),
+run while its tasks write the TFRecords (export.py):
   1. per split and overall: count, nulls, min, max, mean, variance (population) and approximate
      deciles of every numeric fixed scalar; min/max/mean of the lengths of array features
      (for the scalars of a narrow table with a hash split or none, the same aggregates are

@@ -11,9 +11,10 @@ and the errors are the data source's.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -25,10 +26,12 @@ from tfspark.store.manifest import Manifest
 from tfspark.store.options import WriteOptions
 
 
-def write_through_tasks(df: DataFrame, opts: WriteOptions, workflow: Workflow) -> Manifest:
+def write_through_tasks(df: DataFrame, opts: WriteOptions, workflow: Workflow,
+                        statistics: Callable[[], dict[str, Any]] | None = None) -> Manifest:
     """Write df as the data source would with these options, as write_tfrecords' `workflow`
     says (WriteConflictError if another write committed since it began); returns the committed
-    manifest."""
+    manifest. statistics: waited for once the tasks are done; what it returns joins the
+    manifest's statistics, and when it fails nothing is committed."""
     writer = plan_write(opts, df.schema, workflow.mode == "overwrite", workflow)
 
     names = df.columns
@@ -43,7 +46,12 @@ def write_through_tasks(df: DataFrame, opts: WriteOptions, workflow: Workflow) -
     try:
         rows = plain.mapInArrow(task, "commit string").collect()
         messages: list[Any] = [TaskCommit(**json.loads(r["commit"])) for r in rows]
+        if statistics is not None:
+            writer.manifest_stats = {**(writer.manifest_stats or {}), **statistics()}
     except BaseException:
+        if statistics is not None:  # no job of this write outlives it
+            with contextlib.suppress(BaseException):
+                statistics()
         writer.abort([])
         raise
     manifest = writer.commit_manifest(messages)
