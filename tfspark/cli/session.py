@@ -44,7 +44,9 @@ def local_session(cfg: ExportConfig, verbose: bool = False) -> Any:
     builder = (SparkSession.builder.master(cfg.master).appName(cfg.app_name)
                .config("spark.pyspark.python", python)
                .config("spark.sql.warehouse.dir", str(warehouse))
-               .config("spark.ui.showConsoleProgress", "true")
+               # Spark's stage bar redraws itself on a terminal; elsewhere (a pipe, a CI log)
+               # every redraw is one more piece of a line
+               .config("spark.ui.showConsoleProgress", str(_terminal()).lower())
                # errors of the data source's planner: tfspark's own line, no traceback
                .config("spark.sql.execution.pyspark.udf.hideTraceback.enabled", "true")
                # Spark splits these as a shell would: quoted, a path may hold spaces.
@@ -60,6 +62,14 @@ def local_session(cfg: ExportConfig, verbose: bool = False) -> Any:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, _interrupt_handler(spark))
     return spark
+
+
+def _terminal() -> bool:
+    """Whether standard error is a terminal."""
+    try:
+        return os.isatty(sys.stderr.fileno())
+    except (AttributeError, OSError, ValueError):  # replaced by an object without a file
+        return False
 
 
 def _interrupt_handler(spark: Any) -> Any:

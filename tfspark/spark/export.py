@@ -365,14 +365,9 @@ def _write(spark: Any, backup_df: DataFrame, backup_rows: int, footers: tuple | 
                 return {**found, "stats_seconds": round(time.perf_counter() - t, 3)}
 
             statistics = meanwhile(spark, compute, "tfspark-statistics")
-        with progress.stage("TFRecords", f"about {n_files} file(s), then the commit") as done:
-            manifest = write_through_tasks(
-                out_df, replace(opts, max_bytes_per_file=opts.target_file_bytes),
-                replace(workflow, split_column=split_col), statistics)
-            files = manifest.files_of(workflow.write_id)
-            done.rows = sum(f.row_count for f in files)
-            done.detail = f"{len(files)} files, {sum(f.bytes for f in files) / 2**20:,.1f} MiB"
-        return manifest
+        return write_through_tasks(
+            out_df, replace(opts, max_bytes_per_file=opts.target_file_bytes),
+            replace(workflow, split_column=split_col), statistics, f"about {n_files} file(s)")
 
 
 def _result(path: str, spec: FeatureSpec, manifest: mf.Manifest, write_id: str, backup: str,

@@ -20,18 +20,21 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
+from tfspark import progress
 from tfspark.spark.write import TaskCommit
 from tfspark.spark.write_plan import Workflow, plan_write
-from tfspark.store.manifest import Manifest
+from tfspark.store.manifest import FileEntry, Manifest
 from tfspark.store.options import WriteOptions
 
 
 def write_through_tasks(df: DataFrame, opts: WriteOptions, workflow: Workflow,
-                        statistics: Callable[[], dict[str, Any]] | None = None) -> Manifest:
+                        statistics: Callable[[], dict[str, Any]] | None = None,
+                        files: str = "") -> Manifest:
     """Write df as the data source would with these options, as write_tfrecords' `workflow`
     says (WriteConflictError if another write committed since it began); returns the committed
     manifest. statistics: waited for once the tasks are done; what it returns joins the
-    manifest's statistics, and when it fails nothing is committed."""
+    manifest's statistics, and when it fails nothing is committed. The tasks and the commit
+    are progress stages ("TFRecords", saying `files`, and "commit")."""
     writer = plan_write(opts, df.schema, workflow.mode == "overwrite", workflow)
 
     names = df.columns
@@ -44,8 +47,12 @@ def write_through_tasks(df: DataFrame, opts: WriteOptions, workflow: Workflow,
     # struct field: plain positional names go in, the task puts the real ones back.
     plain = df.toDF(*[f"_{i}" for i in range(len(names))])
     try:
-        rows = plain.mapInArrow(task, "commit string").collect()
-        messages: list[Any] = [TaskCommit(**json.loads(r["commit"])) for r in rows]
+        with progress.stage("TFRecords", files) as done:
+            rows = plain.mapInArrow(task, "commit string").collect()
+            messages: list[Any] = [TaskCommit(**json.loads(r["commit"])) for r in rows]
+            written = [FileEntry(**f) for m in messages for f in m.files]
+            done.rows = sum(f.row_count for f in written)
+            done.detail = f"{len(written)} files, {sum(f.bytes for f in written) / 2**20:,.1f} MiB"
         if statistics is not None:
             writer.manifest_stats = {**(writer.manifest_stats or {}), **statistics()}
     except BaseException:
@@ -54,6 +61,7 @@ def write_through_tasks(df: DataFrame, opts: WriteOptions, workflow: Workflow,
                 statistics()
         writer.abort([])
         raise
-    manifest = writer.commit_manifest(messages)
+    with progress.stage("commit"):
+        manifest = writer.commit_manifest(messages)
     assert manifest is not None  # only mode 'ignore' on an existing path commits nothing
     return manifest
