@@ -152,7 +152,14 @@ def _scalars(keyed: DataFrame, indexed: list[tuple[int, Feature]], split_col: st
             f"approx_count_distinct(k, {DISTINCT_RSD}) AS dk",
             f"approx_count_distinct(s, {DISTINCT_RSD}) AS ds", "max(length(s)) AS mc"]
     # Without splits one group is all rows: a rollup would aggregate everything twice.
-    grouped = long.rollup("fi", "_split") if split_col else long.groupBy("fi", "_split")
+    # With them, per split and per feature; a rollup would add a group over every feature
+    # at once, as costly as the others and of no use (grouping sets: PySpark 4).
+    if not split_col:
+        grouped = long.groupBy("fi", "_split")
+    elif hasattr(long, "groupingSets"):
+        grouped = long.groupingSets([["fi", "_split"], ["fi"]], "fi", "_split")
+    else:
+        grouped = long.rollup("fi", "_split")
     features = dict(indexed)
     for r in grouped.agg(*[F.expr(a) for a in aggs]).collect():
         if r["fi"] is None:  # the rollup's total over every feature
