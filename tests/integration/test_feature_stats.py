@@ -403,7 +403,7 @@ def test_the_commit_takes_the_statistics_computed_meanwhile_and_nothing_when_the
     """write_tfrecords computes the statistics while its tasks write the TFRecords: the
     manifest is committed once both are done, with the statistics in it, and not at all (the
     tasks' files removed) when the statistics fail."""
-    from tfspark.spark.meanwhile import meanwhile
+    from tfspark.spark.meanwhile import Meanwhile
     from tfspark.spark.tasks import write_through_tasks
     from tfspark.spark.write_plan import Workflow
     from tfspark.store.commit import StartedFrom, new_write_id
@@ -416,7 +416,7 @@ def test_the_commit_takes_the_statistics_computed_meanwhile_and_nothing_when_the
         return write_through_tasks(df, WriteOptions.from_arguments(out), Workflow(
             "errorifexists", StartedFrom(None), new_write_id(), spec), statistics)
 
-    counted = meanwhile(spark, lambda: {"features": {"v": {"rows": df.count()}}}, "test")
+    counted = Meanwhile(spark, lambda: {"features": {"v": {"rows": df.count()}}}, "test")
     done = write(str(tmp_path / "ok"), counted)
     assert done.stats["features"] == {"v": {"rows": 200}}
     assert read_manifest(str(tmp_path / "ok")).feature_stats()["v"]["rows"] == 200
@@ -426,6 +426,28 @@ def test_the_commit_takes_the_statistics_computed_meanwhile_and_nothing_when_the
 
     failed = tmp_path / "failed"
     with pytest.raises(Exception, match="the statistics job failed"):
-        write(str(failed), meanwhile(spark, fail, "test"))
+        write(str(failed), Meanwhile(spark, fail, "test"))
     left = [p for p in failed.rglob("*") if p.is_file()] if failed.exists() else []
     assert left == [], left
+
+
+def test_failed_tasks_cancel_the_statistics_jobs(spark, tmp_path):
+    """When the TFRecord tasks fail, write_tfrecords fails at once: the statistics' jobs still
+    running are cancelled, not waited for (the job here would run for minutes)."""
+    from tfspark.spark.meanwhile import Meanwhile
+    from tfspark.spark.tasks import write_through_tasks
+    from tfspark.spark.write_plan import Workflow
+    from tfspark.store.commit import StartedFrom, new_write_id
+    from tfspark.store.options import WriteOptions
+
+    df = spark.createDataFrame([([1.0, None],)], "a array<double>")  # a null element: refused
+    long_job = Meanwhile(spark, lambda: spark.range(0, 10**12, 1, 2).selectExpr(
+        "sum(id % 7)").collect(), "test")
+    out = tmp_path / "ds"
+    with pytest.raises(Exception, match="null"):
+        write_through_tasks(df, WriteOptions.from_arguments(str(out)), Workflow(
+            "errorifexists", StartedFrom(None), new_write_id(),
+            tfspark.infer_spec(df.schema)), long_job)
+    with pytest.raises(Exception, match="(?i)cancel"):
+        long_job.result()
+    assert not (out / "_tfspark.json").exists()

@@ -25,7 +25,7 @@ from tfspark.errors import CountMismatchError, OptionError
 from tfspark.spark import observe, sizing
 from tfspark.spark import stats as spark_stats
 from tfspark.spark.backup import StagedBackup, publish, roll_forward, sweep_dead
-from tfspark.spark.meanwhile import meanwhile
+from tfspark.spark.meanwhile import Meanwhile
 from tfspark.spark.source import register_meanwhile
 from tfspark.spark.stats_observed import GROUP_COLUMN, Observed
 from tfspark.spark.tasks import write_through_tasks
@@ -354,7 +354,7 @@ def _write(spark: Any, backup_df: DataFrame, backup_rows: int, footers: tuple | 
     with sizing.batch_rows(spark, wide):
         out_df, split_col = sizing.arrange(backup_df, dict(opts.split or {}), opts.split_key,
                                            opts.seed, opts.shuffle, n_files)
-        statistics = None
+        statistics: Meanwhile[dict[str, Any]] | None = None
         if opts.stats:  # its jobs run while the TFRecords are written, the commit waits for them
             def compute() -> dict[str, Any]:
                 t = time.perf_counter()
@@ -364,7 +364,7 @@ def _write(spark: Any, backup_df: DataFrame, backup_rows: int, footers: tuple | 
                     done.rows = backup_rows
                 return {**found, "stats_seconds": round(time.perf_counter() - t, 3)}
 
-            statistics = meanwhile(spark, compute, "tfspark-statistics")
+            statistics = Meanwhile(spark, compute, "tfspark-statistics")
         return write_through_tasks(
             out_df, replace(opts, max_bytes_per_file=opts.target_file_bytes),
             replace(workflow, split_column=split_col), statistics, f"about {n_files} file(s)")

@@ -4,37 +4,81 @@ executors) would otherwise come one after the other."""
 
 from __future__ import annotations
 
+import threading
+import uuid
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
+CANCEL_POLL_S = 0.2  # cancel(): how often it stops the jobs the thread has started since
 
 
-def meanwhile(spark: Any, work: Callable[[], T], name: str) -> Callable[[], T]:
-    """Start work() in a thread that carries the caller's job properties (job group, tags,
-    scheduler pool: pyspark's InheritableThread) with `spark` its active session. The returned
-    function waits for it and returns its result or raises its error (each call the same)."""
-    from pyspark import InheritableThread
+class Meanwhile(Generic[T]):
+    """work() running in a thread that carries the caller's job properties (job group, tags,
+    scheduler pool: pyspark's InheritableThread), with `spark` its active session and the
+    thread's jobs tagged, so that cancel() can stop them."""
 
-    from tfspark.spark.source import _make_active
+    def __init__(self, spark: Any, work: Callable[[], T], name: str) -> None:
+        from pyspark import InheritableThread
 
-    outcome: list[Any] = []
+        from tfspark.spark.source import _make_active
 
-    def run() -> None:
-        _make_active(spark)
-        try:
-            outcome.append((True, work()))
-        except BaseException as e:  # noqa: BLE001 - raised by the returned function
-            outcome.append((False, e))
+        self.spark = spark
+        self.tag = f"{name}-{uuid.uuid4().hex[:12]}"
+        self._outcome: list[tuple[bool, Any]] = []
+        self._cancelled = threading.Event()
 
-    thread = InheritableThread(run, session=spark, name=name, daemon=True)
-    thread.start()
+        def run() -> None:
+            try:
+                _make_active(spark)
+                _tag(spark, self.tag)
+                if self._cancelled.is_set():
+                    raise RuntimeError(f"{name}: cancelled before it started")
+                self._outcome.append((True, work()))
+            except BaseException as e:  # noqa: BLE001 - raised by result()
+                self._outcome.append((False, e))
 
-    def result() -> T:
-        thread.join()
-        ok, value = outcome[0]
+        self._thread = InheritableThread(run, session=spark, name=name, daemon=True)
+        self._thread.start()
+
+    def result(self) -> T:
+        """Wait for work() and return what it returned, or raise its error."""
+        self._thread.join()
+        ok, value = self._outcome[0]
         if not ok:
             raise value
         return value
 
-    return result
+    def cancel(self) -> None:
+        """Stop the thread's Spark jobs (the caller failed: they are of no use now) and wait
+        for the thread to end; its outcome is not asked for. A job the thread starts after
+        the first try is stopped by the next (a cancel finds only jobs already running)."""
+        self._cancelled.set()
+        while self._thread.is_alive():
+            try:
+                sc = _context(self.spark)
+                if sc is not None and hasattr(sc, "cancelJobsWithTag"):
+                    sc.cancelJobsWithTag(self.tag)
+                else:  # Spark Connect
+                    self.spark.interruptTag(self.tag)
+            except Exception:  # noqa: BLE001 - cannot cancel: the jobs run to their end
+                self._thread.join()
+            self._thread.join(CANCEL_POLL_S)
+
+
+def _context(spark: Any) -> Any:
+    """The session's SparkContext; None on Spark Connect (it has none here)."""
+    try:
+        return spark.sparkContext
+    except Exception:  # noqa: BLE001 - Spark Connect raises for it
+        return None
+
+
+def _tag(spark: Any, tag: str) -> None:
+    """Tag the jobs this thread starts (classic: a job tag; Spark Connect: an operation
+    tag)."""
+    sc = _context(spark)
+    if sc is not None and hasattr(sc, "addJobTag"):
+        sc.addJobTag(tag)
+    elif hasattr(spark, "addTag"):
+        spark.addTag(tag)

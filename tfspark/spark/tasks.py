@@ -11,16 +11,16 @@ and the errors are the data source's.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from tfspark import progress
+from tfspark.spark.meanwhile import Meanwhile
 from tfspark.spark.write import TaskCommit
 from tfspark.spark.write_plan import Workflow, plan_write
 from tfspark.store.manifest import FileEntry, Manifest
@@ -28,12 +28,13 @@ from tfspark.store.options import WriteOptions
 
 
 def write_through_tasks(df: DataFrame, opts: WriteOptions, workflow: Workflow,
-                        statistics: Callable[[], dict[str, Any]] | None = None,
+                        statistics: Meanwhile[dict[str, Any]] | None = None,
                         files: str = "") -> Manifest:
     """Write df as the data source would with these options, as write_tfrecords' `workflow`
     says (WriteConflictError if another write committed since it began); returns the committed
     manifest. statistics: waited for once the tasks are done; what it returns joins the
-    manifest's statistics, and when it fails nothing is committed. The tasks and the commit
+    manifest's statistics, and when it fails nothing is committed (when the tasks fail, its
+    jobs are cancelled). The tasks and the commit
     are progress stages ("TFRecords", saying `files`, and "commit")."""
     writer = plan_write(opts, df.schema, workflow.mode == "overwrite", workflow)
 
@@ -54,11 +55,10 @@ def write_through_tasks(df: DataFrame, opts: WriteOptions, workflow: Workflow,
             done.rows = sum(f.row_count for f in written)
             done.detail = f"{len(written)} files, {sum(f.bytes for f in written) / 2**20:,.1f} MiB"
         if statistics is not None:
-            writer.manifest_stats = {**(writer.manifest_stats or {}), **statistics()}
+            writer.manifest_stats = {**(writer.manifest_stats or {}), **statistics.result()}
     except BaseException:
         if statistics is not None:  # no job of this write outlives it
-            with contextlib.suppress(BaseException):
-                statistics()
+            statistics.cancel()
         writer.abort([])
         raise
     with progress.stage("commit"):
