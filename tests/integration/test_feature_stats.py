@@ -441,7 +441,8 @@ def test_failed_tasks_cancel_the_statistics_jobs(spark, tmp_path):
     from tfspark.store.options import WriteOptions
 
     df = spark.createDataFrame([([1.0, None],)], "a array<double>")  # a null element: refused
-    long_job = Meanwhile(spark, lambda: spark.range(0, 10**12, 1, 2).selectExpr(
+    # one task: the session's other slot is the writer's (jobs are scheduled first come)
+    long_job = Meanwhile(spark, lambda: spark.range(0, 10**12, 1, 1).selectExpr(
         "sum(id % 7)").collect(), "test")
     out = tmp_path / "ds"
     with pytest.raises(Exception, match="null"):

@@ -38,7 +38,9 @@ class Meanwhile(Generic[T]):
             except BaseException as e:  # noqa: BLE001 - raised by result()
                 self._outcome.append((False, e))
 
-        self._thread = InheritableThread(run, session=spark, name=name, daemon=True)
+        # the session is for Spark Connect's tags; classic PySpark 3.5 refuses the argument
+        remote = {"session": spark} if _context(spark) is None else {}
+        self._thread = InheritableThread(run, name=name, daemon=True, **remote)
         self._thread.start()
 
     def result(self) -> T:
