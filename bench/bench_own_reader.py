@@ -5,7 +5,9 @@ no latency: the same local files read by TensorFlow's TFRecordDataset and by the
 For each layout (rows; blocks of 1024), --rows rows of the standard table in 8 files, one epoch
 at batch 1024 without shuffling (best of --repeat, after one warm-up pass):
 
-  make_dataset native   tfspark.make_dataset(path, 1024, shuffle_buffer=0)
+  make_dataset native   tfspark.make_dataset(path, 1024, shuffle_buffer=0) with TensorFlow's
+                        reader (make_dataset takes it for local block files only: the bench
+                        sets tfspark.tf.dataset.NATIVE_FROM_ROWS = 1)
   make_dataset own      the same through filesystem=SubTreeFileSystem("/", LocalFileSystem())
   own reader alone      RecordSource.epoch: the reads and CRC checks, no TensorFlow
   own reader into TF    tf/records.epoch_blocks: the same through tf.data (from_generator and
@@ -86,6 +88,9 @@ def cases(path: str) -> dict:
 
 def main() -> None:
     args = rows_args(__doc__).parse_args()
+    import tfspark.tf.dataset
+
+    tfspark.tf.dataset.NATIVE_FROM_ROWS = 1  # "native": TensorFlow's reader for every layout
     results = {"machine": machine(), "rows": args.rows, "layouts": {}}
     with tempfile.TemporaryDirectory(prefix="tfspark-bench-own-") as tmp:
         for layout, block in (("rows", 1), ("blocks", 1024)):

@@ -36,6 +36,10 @@ from tfspark.tf.records import RecordSource, epoch_blocks, file_blocks
 
 _PARSE_ROWS = 8192  # block layout: rows parsed per parse_example call, at least
 _UNSHUFFLED_ROWS = 65536  # the same without a shuffle: 1.2x either reader (bench_own_reader.py)
+# Local files are read by TensorFlow's reader from this many rows per record (blocks), where it
+# is the faster; many small records (the row layout) go 1.2-1.3x faster through tfspark's
+# (docs/benchmarks.md; bench_own_reader.py sets 1 to compare).
+NATIVE_FROM_ROWS = 2
 
 
 def make_dataset(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
@@ -68,8 +72,9 @@ def make_dataset(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
     cache: True caches the serialized records in memory after the first pass; a str, in a file.
     deterministic: keep a reproducible order; False (default) lets parallel reads and parses
       deliver whatever is ready first, which is faster.
-    num_parallel_reads: files read at once (AUTOTUNE: one per CPU core; files off the local
-      disk are read by that many threads of tfspark's reader, at least 2).
+    num_parallel_reads: files read at once (AUTOTUNE: one per CPU core; files tfspark's
+      reader reads, all but local files of the block layout, by that many threads of it, at
+      least 2).
     shard: (num_workers, index) for explicit multi-worker input: whole files when there are at
       least num_workers files (balanced by the manifest's record counts), else every
       num_workers-th record of each file. The shards are disjoint and together cover everything,
@@ -83,7 +88,8 @@ def make_dataset(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
     filesystem: where the paths are (a pyarrow.fs.FileSystem, or an fsspec filesystem); default:
       from the path (local, or a URI's scheme and query options: s3://, gs://, abfs://, ...).
       Files anywhere but the local disk are read by tfspark's own reader, not TensorFlow's
-      file systems (stock TensorFlow has no s3:// or abfs://).
+      file systems (stock TensorFlow has no s3:// or abfs://); so are local files of the row
+      layout (faster than TensorFlow's reader for many small records).
     io_threads, cache_dir: as read_batches' (requests in flight on an object store; a local
       directory keeping remote files once read whole).
     columns: the features to read (a name or a list; the labels come as well); default: every
@@ -203,8 +209,9 @@ def _records(part: Shard, batch_size: int, shuffle_files: bool, seed: int | None
     records checked: a corrupt, truncated or miscounted file fails naming itself; `check`
     (name, block index, block) -> block, when given, looks at every block of a file.
 
-    Local files are read by TensorFlow's TFRecordDataset; files anywhere else, or with a
-    cache directory (io: io_threads, cache_dir), by tfspark's own reader (tf/records.py)."""
+    Local files of the block layout are read by TensorFlow's TFRecordDataset; every other
+    file, and any with a cache directory (io: io_threads, cache_dir), by tfspark's own reader
+    (tf/records.py)."""
     import tensorflow as tf
 
     counts = list(part.records if part.records is not None else (-1,) * len(part.files))
@@ -212,7 +219,8 @@ def _records(part: Shard, batch_size: int, shuffle_files: bool, seed: int | None
         counts = [_whole_records(part, f, block) for f in range(len(part.files))]
     comps = ["GZIP" if c == "gzip" else "" for c in part.compressions]
     strides = [part.stride(f) for f in range(len(part.files))]
-    native = io[1] is None and all(loc.is_local for loc in part.files)
+    native = io[1] is None and block >= NATIVE_FROM_ROWS and \
+        all(loc.is_local for loc in part.files)
     source = None if native else RecordSource(part, counts, batch_size, *io)
     names = [loc.base if loc.is_local else loc.uri for loc in part.files]
 
@@ -239,7 +247,7 @@ def _records(part: Shard, batch_size: int, shuffle_files: bool, seed: int | None
         ds = ds.shuffle(len(part.files), seed=seed, reshuffle_each_iteration=True)
     if source is not None:  # the epoch's file order -> one generator fed by our threads
         slots = num_parallel_reads if num_parallel_reads > 0 else max(2, os.cpu_count() or 1)
-        ds = ds.map(lambda f, *_: f).batch(len(names)).flat_map(
+        ds = ds.map(lambda f, *_: f).batch(max(1, len(names))).flat_map(  # (no files: none)
             lambda order: epoch_blocks(source, order, slots, deterministic))
         if check is None:
             return ds.map(lambda f, i, block: block)

@@ -3,8 +3,9 @@ of TensorFlow's file systems: any store pyarrow reaches (S3, GCS, ADLS, HDFS, fs
 TensorFlow has no s3, az or hdfs), with both CRCs of every record checked, remote files read
 ahead in concurrent ranges (store/fetch.py) and optionally kept in a local cache.
 
-make_dataset keeps TensorFlow's native TFRecordDataset for local files, which it reads as fast
-(docs/benchmarks.md); this is what it reads every other file with. The records travel as
+make_dataset keeps TensorFlow's native TFRecordDataset for local files of the block layout,
+which it reads faster; this is what it reads every other file with, local files of the row
+layout included (1.2-1.3x TensorFlow's reader there: docs/benchmarks.md). The records travel as
 blocks (one string tensor of up to `per_read` records) and are parsed by the same batched
 tf.io.parse_example as the native path's.
 
@@ -159,9 +160,10 @@ class RecordSource:
                     if len(block.starts):
                         yield block
                 if want >= 0 and taken != want:
-                    raise CorruptRecordError(f"{name}: holds {taken} records for this reader "
-                                             f"but the manifest lists {want}; the file was "
-                                             f"changed after the write: rewrite the data set",
+                    mine = " for this reader" if n > 1 or start else ""  # a stride of it
+                    raise CorruptRecordError(f"{name}: holds {taken} records{mine} but the "
+                                             f"manifest lists {want}; the file was changed "
+                                             f"after the write: rewrite the data set",
                                              path=name)
                 if hasattr(stream, "complete"):
                     stream.complete()
