@@ -21,7 +21,7 @@ class Meanwhile(Generic[T]):
     def __init__(self, spark: Any, work: Callable[[], T], name: str) -> None:
         from pyspark import InheritableThread
 
-        from tfspark.spark.source import _make_active
+        from tfspark.spark.source import make_active
 
         self.spark = spark
         self.tag = f"{name}-{uuid.uuid4().hex[:12]}"
@@ -30,13 +30,15 @@ class Meanwhile(Generic[T]):
 
         def run() -> None:
             try:
-                _make_active(spark)
-                _tag(spark, self.tag)
+                make_active(spark)
+                _tag(spark, self.tag, True)
                 if self._cancelled.is_set():
                     raise RuntimeError(f"{name}: cancelled before it started")
                 self._outcome.append((True, work()))
             except BaseException as e:  # noqa: BLE001 - raised by result()
                 self._outcome.append((False, e))
+            finally:  # the JVM thread may serve another Python thread later
+                _tag(spark, self.tag, False)
 
         # the session is for Spark Connect's tags; classic PySpark 3.5 refuses the argument
         remote = {"session": spark} if _context(spark) is None else {}
@@ -76,11 +78,14 @@ def _context(spark: Any) -> Any:
         return None
 
 
-def _tag(spark: Any, tag: str) -> None:
-    """Tag the jobs this thread starts (classic: a job tag; Spark Connect: an operation
-    tag)."""
+def _tag(spark: Any, tag: str, on: bool) -> None:
+    """Tag the jobs this thread starts, or (on=False) no longer (classic: a job tag; Spark
+    Connect: an operation tag)."""
     sc = _context(spark)
-    if sc is not None and hasattr(sc, "addJobTag"):
-        sc.addJobTag(tag)
-    elif hasattr(spark, "addTag"):
-        spark.addTag(tag)
+    try:
+        if sc is not None and hasattr(sc, "addJobTag"):
+            (sc.addJobTag if on else sc.removeJobTag)(tag)
+        elif hasattr(spark, "addTag"):
+            (spark.addTag if on else spark.removeTag)(tag)
+    except Exception:  # noqa: BLE001, S110 - untagged, the jobs only cannot be cancelled
+        pass

@@ -65,7 +65,7 @@ _REGISTERING = threading.Lock()
 _REGISTERED: dict[int, tuple[Any, tuple[str, ...]]] = {}
 
 
-def _make_active(spark: Any) -> None:
+def make_active(spark: Any) -> None:
     """Make spark the active session of the calling thread's JVM thread, where Spark looks
     Python sources up (Spark Connect sessions have no JVM here)."""
     jvm_session = getattr(spark, "_jsparkSession", None)
@@ -78,7 +78,7 @@ def register_meanwhile(spark: Any) -> Callable[[], None]:
     of a session waits about 1 s on the JVM, which then overlaps that work. The calling thread
     becomes the session's active one at once (as register() makes it); the returned function
     waits for the registration and raises its error."""
-    _make_active(spark)
+    make_active(spark)
     failed: list[BaseException] = []
 
     def run() -> None:
@@ -112,7 +112,7 @@ def register(spark: Any) -> list[str]:
     if needs_data_source("the tfrecord data source"):
         raise OptionError(needs_data_source("the tfrecord data source (tfspark.register, "
                                             "spark.read/df.write.format('tfrecord'))"))
-    _make_active(spark)
+    make_active(spark)
     # Spark's registry checks and adds a name in two steps: two threads registering at once
     # get DATA_SOURCE_ALREADY_EXISTS for our own source.
     with _REGISTERING:

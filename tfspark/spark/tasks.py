@@ -34,8 +34,8 @@ def write_through_tasks(df: DataFrame, opts: WriteOptions, workflow: Workflow,
     says (WriteConflictError if another write committed since it began); returns the committed
     manifest. statistics: waited for once the tasks are done; what it returns joins the
     manifest's statistics, and when it fails nothing is committed (when the tasks fail, its
-    jobs are cancelled). The tasks and the commit
-    are progress stages ("TFRecords", saying `files`, and "commit")."""
+    jobs are cancelled). The tasks and the commit are progress stages ("TFRecords", saying
+    `files`, and "commit")."""
     writer = plan_write(opts, df.schema, workflow.mode == "overwrite", workflow)
 
     names = df.columns

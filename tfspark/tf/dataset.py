@@ -38,7 +38,7 @@ _PARSE_ROWS = 8192  # block layout: rows parsed per parse_example call, at least
 _UNSHUFFLED_ROWS = 65536  # the same without a shuffle: 1.2x either reader (bench_own_reader.py)
 # Local files are read by TensorFlow's reader from this many rows per record (blocks), where it
 # is the faster; many small records (the row layout) go 1.2-1.3x faster through tfspark's
-# (docs/benchmarks.md; bench_own_reader.py sets 1 to compare).
+# (docs/benchmarks.md; bench_rows_reader.py and bench_own_reader.py set 1 to compare).
 NATIVE_FROM_ROWS = 2
 
 
