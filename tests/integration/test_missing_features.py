@@ -78,3 +78,20 @@ def test_a_spec_of_other_keys_fails_before_reading(holey):
     for read in (tfspark.read_batches, tfspark.make_dataset):
         with pytest.raises(SchemaError, match=r"names none of the keys in .*\['a', 'b'\]"):
             read([holey], 4, spec=other)
+
+
+def test_a_strided_shard_names_the_record_in_the_file(tmp_path, tf):
+    """With fewer files than workers each worker reads every n-th record of the file; the
+    error names the record's place in the file, also in a later block of the shard."""
+    path = str(tmp_path / "data.tfrecord")
+    with tf.io.TFRecordWriter(path) as w:
+        for i in range(12):  # record 9 has no b; worker 1 of 2 reads 1, 3, 5, 7 | 9, 11
+            feats = {"a": tf.train.Feature(int64_list=tf.train.Int64List(value=[i]))}
+            if i != 9:
+                feats["b"] = tf.train.Feature(int64_list=tf.train.Int64List(value=[10 * i]))
+            w.write(tf.train.Example(features=tf.train.Features(feature=feats))
+                    .SerializeToString())
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=rf"{path}.*record 9 has no required feature b "):
+        _all(tfspark.make_dataset([path], 4, spec=_spec(None), shuffle_buffer=0, shard=(2, 1),
+                                  deterministic=True).as_numpy_iterator())

@@ -150,8 +150,10 @@ class RecordSource:
         with reading(loc, name, gz):
             with stream:
                 raw = pa.CompressedInputStream(stream, "gzip") if gz else stream
+                # per_read records of this reader's stride a block, as TensorFlow's reader
+                # batches them after its shard (the same blocks, the same interleaved order)
                 for block in stream_framed(raw, name, True, pick, gz,
-                                           batch_records=self.per_read):
+                                           batch_records=self.per_read * n):
                     if limit is not None and taken + len(block.starts) >= limit:
                         cut = limit - taken
                         yield Records(block.data, block.starts[:cut], block.sizes[:cut])
