@@ -140,6 +140,12 @@ class RecordSource:
             if n > 1 or start:
                 idx = idx[(idx >= start) & ((idx - start) % n == 0)]
             rel = idx - (seen - (len(offsets) - 1))
+            if n > 1 and len(rel):  # a stride: only its records are kept (blocks span n x)
+                begin = offsets[rel] + HEADER_BYTES
+                size = offsets[rel + 1] - TRAILER_BYTES - begin
+                view = buf.data  # a memoryview: slices without copies
+                data = b"".join(view[b:b + k] for b, k in zip(begin.tolist(), size.tolist()))
+                return Records(data, np.cumsum(size) - size, size)
             first = int(offsets[0])
             lo = offsets[rel] + HEADER_BYTES - first
             size = offsets[rel + 1] - TRAILER_BYTES - first - lo
