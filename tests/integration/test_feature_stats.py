@@ -398,26 +398,29 @@ def test_impute_and_indicate_a_nullable_number(spark, tmp_path):
     assert type(plain).__name__ == "Normalization"
 
 
+def _write_beside(df, out, statistics):
+    """write_through_tasks of df to a new path `out`, with `statistics` (a Meanwhile) running
+    beside it, as write_tfrecords runs its statistics."""
+    from tfspark.spark.tasks import write_through_tasks
+    from tfspark.spark.write_plan import Workflow
+    from tfspark.store.commit import StartedFrom, new_write_id
+    from tfspark.store.options import WriteOptions
+
+    return write_through_tasks(df, WriteOptions.from_arguments(str(out)), Workflow(
+        "errorifexists", StartedFrom(None), new_write_id(), tfspark.infer_spec(df.schema)),
+        statistics)
+
+
 def test_the_commit_takes_the_statistics_computed_meanwhile_and_nothing_when_they_fail(
         spark, tmp_path):
     """write_tfrecords computes the statistics while its tasks write the TFRecords: the
     manifest is committed once both are done, with the statistics in it, and not at all (the
     tasks' files removed) when the statistics fail."""
     from tfspark.spark.meanwhile import Meanwhile
-    from tfspark.spark.tasks import write_through_tasks
-    from tfspark.spark.write_plan import Workflow
-    from tfspark.store.commit import StartedFrom, new_write_id
-    from tfspark.store.options import WriteOptions
 
     df = spark.range(200).selectExpr("id", "id * 2 AS v")
-    spec = tfspark.infer_spec(df.schema)
-
-    def write(out, statistics):
-        return write_through_tasks(df, WriteOptions.from_arguments(out), Workflow(
-            "errorifexists", StartedFrom(None), new_write_id(), spec), statistics)
-
     counted = Meanwhile(spark, lambda: {"features": {"v": {"rows": df.count()}}}, "test")
-    done = write(str(tmp_path / "ok"), counted)
+    done = _write_beside(df, tmp_path / "ok", counted)
     assert done.stats["features"] == {"v": {"rows": 200}}
     assert read_manifest(str(tmp_path / "ok")).feature_stats()["v"]["rows"] == 200
 
@@ -426,7 +429,7 @@ def test_the_commit_takes_the_statistics_computed_meanwhile_and_nothing_when_the
 
     failed = tmp_path / "failed"
     with pytest.raises(Exception, match="the statistics job failed"):
-        write(str(failed), Meanwhile(spark, fail, "test"))
+        _write_beside(df, failed, Meanwhile(spark, fail, "test"))
     left = [p for p in failed.rglob("*") if p.is_file()] if failed.exists() else []
     assert left == [], left
 
@@ -435,10 +438,6 @@ def test_failed_tasks_cancel_the_statistics_jobs(spark, tmp_path):
     """When the TFRecord tasks fail, write_tfrecords fails at once: the statistics' jobs still
     running are cancelled, not waited for (the job here would run for minutes)."""
     from tfspark.spark.meanwhile import Meanwhile
-    from tfspark.spark.tasks import write_through_tasks
-    from tfspark.spark.write_plan import Workflow
-    from tfspark.store.commit import StartedFrom, new_write_id
-    from tfspark.store.options import WriteOptions
 
     df = spark.createDataFrame([([1.0, None],)], "a array<double>")  # a null element: refused
     # one task: the session's other slot is the writer's (jobs are scheduled first come)
@@ -446,9 +445,7 @@ def test_failed_tasks_cancel_the_statistics_jobs(spark, tmp_path):
         "sum(id % 7)").collect(), "test")
     out = tmp_path / "ds"
     with pytest.raises(Exception, match="null"):
-        write_through_tasks(df, WriteOptions.from_arguments(str(out)), Workflow(
-            "errorifexists", StartedFrom(None), new_write_id(),
-            tfspark.infer_spec(df.schema)), long_job)
+        _write_beside(df, out, long_job)
     with pytest.raises(Exception, match="(?i)cancel"):
         long_job.result()
     assert not (out / "_tfspark.json").exists()

@@ -15,6 +15,7 @@ from typing import Any
 from pyspark.sql.types import StructType
 
 from tfspark.errors import OptionError
+from tfspark.spark.meanwhile import Meanwhile
 from tfspark.spark.versions import DataSource, needs_data_source
 from tfspark.spark.write import TfrecordWriter
 from tfspark.spark.write_plan import plan_write
@@ -73,29 +74,13 @@ def make_active(spark: Any) -> None:
         spark._jvm.SparkSession.setActiveSession(jvm_session)
 
 
-def register_meanwhile(spark: Any) -> Callable[[], None]:
+def register_meanwhile(spark: Any) -> Callable[[], list[str]]:
     """register(spark) in a thread, for a caller with other work to do: the first registration
     of a session waits about 1 s on the JVM, which then overlaps that work. The calling thread
     becomes the session's active one at once (as register() makes it); the returned function
     waits for the registration and raises its error."""
     make_active(spark)
-    failed: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            register(spark)
-        except BaseException as e:  # noqa: BLE001 - raised by the returned function
-            failed.append(e)
-
-    thread = threading.Thread(target=run, name="tfspark-register", daemon=True)
-    thread.start()
-
-    def wait() -> None:
-        thread.join()
-        if failed:
-            raise failed[0]
-
-    return wait
+    return Meanwhile(spark, lambda: register(spark), "tfspark-register").result
 
 
 def register(spark: Any) -> list[str]:
