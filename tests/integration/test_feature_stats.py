@@ -1,5 +1,6 @@
-"""Feature statistics computed by Spark during write_tfrecords, and the Keras preprocessing layers
-built from them: the same as the layers after adapt() on all the (parsed) rows of the split."""
+"""Feature statistics gathered during write_tfrecords (sketched by its tasks; with stats_exact,
+Spark's aggregation jobs), and the Keras preprocessing layers built from them: the same as the
+layers after adapt() on all the (parsed) rows of the split."""
 
 from __future__ import annotations
 
@@ -21,8 +22,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.tf]
 N = 3000
 
 
-@pytest.fixture(scope="module")
-def written(spark, tmp_path_factory):
+def _table(spark):
     from pyspark.sql import types as T
 
     rng = np.random.default_rng(7)
@@ -38,11 +38,26 @@ def written(spark, tmp_path_factory):
         T.StructField("flag", T.BooleanType(), False), T.StructField("day", T.DateType()),
         T.StructField("arr", T.ArrayType(T.DoubleType())),
         T.StructField("y", T.IntegerType(), False)])
-    out = str(tmp_path_factory.mktemp("stats") / "ds")
-    tfspark.write_tfrecords(spark.createDataFrame(rows, schema), out, label_cols=["y"],
+    return spark.createDataFrame(rows, schema)
+
+
+def _write(spark, out, **more):
+    tfspark.write_tfrecords(_table(spark), out, label_cols=["y"],
                             split={"train": 0.8, "test": 0.2}, split_key="id",
-                            defaults={"x": -1.0})
+                            defaults={"x": -1.0}, **more)
     return out
+
+
+@pytest.fixture(scope="module")
+def written(spark, tmp_path_factory):
+    """The default: statistics sketched by the write's tasks."""
+    return _write(spark, str(tmp_path_factory.mktemp("stats") / "ds"))
+
+
+@pytest.fixture(scope="module")
+def written_exact(spark, tmp_path_factory):
+    """stats_exact=True: Spark's aggregation jobs (the scalars observed with the backup)."""
+    return _write(spark, str(tmp_path_factory.mktemp("stats") / "exact"), stats_exact=True)
 
 
 def manifest(path):
@@ -107,28 +122,69 @@ def test_statistics_in_the_manifest(written):
     assert tr["rows"] + te["rows"] == N
     assert tr["top"][0][1] >= tr["top"][-1][1] and 300 < stats["features"]["cat"][
         "distinct_approx"] < 420
-    assert stats["stats_seconds"] > 0
+    assert stats["computed_by"] == "write tasks (sketches)"
 
 
-def test_statistics_observed_with_the_backup_equal_the_job_over_it(spark, written):
+def _job_over_the_backup(spark, path):
+    """Spark's aggregation job (stats.compute) over a data set's backup, split as it was."""
+    from tfspark.spark import sizing
+    from tfspark.spark import stats as spark_stats
+
+    backup = spark.read.parquet(os.path.join(path, "_backup"))
+    keyed, split_col = sizing.arrange(backup, {"train": 0.8, "test": 0.2}, "id", 0, False, 1)
+    return spark_stats.compute(keyed, read_manifest(path).spec, split_col), backup
+
+
+def test_sketched_statistics_equal_the_job_where_exact_and_near_it_where_estimated(
+        spark, written):
+    """The default statistics (the tasks' sketches, stats_partial.py) against the job over the
+    backup's rows: the same counts, bounds and top values (this table stays under the exact
+    count's cap), moments to rounding, distinct counts exact where the job's are estimates
+    (within the job's error), deciles within the recorded rank error of the true ones."""
+    job, backup = _job_over_the_backup(spark, written)
+    stored = manifest(written)["stats"]
+    err = stored["quantile_rank_error"]
+    assert 0 < err < 0.01 and stored["distinct_relative_sd"] < 0.05
+    rows = backup.toPandas()
+    for ours, theirs in [(stored["features"], job["features"])] + [
+            (stored["splits"][s], job["splits"][s]) for s in ("train", "test")]:
+        for name in ("id", "x", "cnt", "cat", "flag", "day", "y", "arr"):
+            a, b = ours[name], theirs[name]
+            for key in ("rows", "nulls", "count", "min", "max", "max_chars", "top", "length"):
+                assert a.get(key) == b.get(key), (name, key, a.get(key), b.get(key))
+            for key in ("mean", "variance"):
+                if key in b:
+                    assert a[key] == pytest.approx(b[key], rel=1e-9), (name, key)
+            if "distinct_approx" in b:
+                assert a["distinct_approx"] == pytest.approx(b["distinct_approx"], rel=0.15)
+    truth = rows["cat"].dropna().nunique()
+    assert stored["features"]["cat"]["distinct_approx"] == truth  # under the cap: exact
+    for name in ("x", "cnt", "day"):
+        xs = np.sort(np.array([v.toordinal() - 719163 if hasattr(v, "toordinal") else v
+                               for v in rows[name] if v == v and v is not None], dtype=float))
+        q = stored["features"][name]["quantiles"]
+        for p, v in zip(q["probabilities"], q["values"]):
+            lo, hi = max(p - 2 * err, 0), min(p + 2 * err, 1)
+            assert np.quantile(xs, lo, method="inverted_cdf") <= v <= \
+                np.quantile(xs, hi, method="inverted_cdf"), (name, p, v)
+
+
+def test_statistics_observed_with_the_backup_equal_the_job_over_it(spark, written_exact):
     """The scalars' statistics gathered while the backup was written (stats_observed.py: a
     hash split, a narrow table) are those of the aggregation job over the backup's rows: the
     same counts, bounds and distinct estimates, moments to rounding, deciles within the
     recorded rank error."""
-    from tfspark.spark import sizing
-    from tfspark.spark import stats as spark_stats
     from tfspark.spark.stats_observed import Observed
     from tfspark.store.options import WriteOptions
 
+    written = written_exact
     m = read_manifest(written)
     opts = WriteOptions.from_arguments(written, split={"train": 0.8, "test": 0.2},
-                                       split_key="id")
+                                       split_key="id", stats_exact=True)
     assert Observed.plan(m.spec, opts) is not None  # this write's scalars were observed
-    backup = spark.read.parquet(os.path.join(written, "_backup"))
-    keyed, split_col = sizing.arrange(backup, {"train": 0.8, "test": 0.2}, "id", opts.seed,
-                                      False, 1)
-    job = spark_stats.compute(keyed, m.spec, split_col)
+    job, backup = _job_over_the_backup(spark, written)
     stored = manifest(written)["stats"]
+    assert stored["stats_seconds"] > 0 and "computed_by" not in stored
     groups = [(stored["features"], job["features"])] + [
         (stored["splits"][s], job["splits"][s]) for s in ("train", "test")]
     xs = {f: np.sort(np.array([v for v in backup.toPandas()[f] if v == v and v is not None],
@@ -262,8 +318,8 @@ def test_stats_command_prints_and_plots(written, tmp_path, capsys):
 
 
 def test_data_source_opt_in_matches_the_workflow(spark, tmp_path):
-    """option featureStats=true: the tasks' merged statistics equal write_tfrecords' (exact
-    ones exactly; deciles from a sample, within the recorded rank error)."""
+    """option featureStats=true: the tasks' merged statistics equal write_tfrecords' (the same
+    sketches; exact ones exactly, deciles within the recorded rank error of the true ones)."""
     tfspark.register(spark)
     rng = np.random.default_rng(3)
     rows = [(i, None if i % 7 == 0 else float(rng.lognormal(1, 1)), f"k{int(rng.zipf(1.5)) % 50}",
@@ -275,7 +331,8 @@ def test_data_source_opt_in_matches_the_workflow(spark, tmp_path):
     df.write.format("tfrecord").mode("overwrite").option("featureStats", "true").save(ours)
     tfspark.write_tfrecords(df, theirs, backup_path=str(tmp_path / "bk"))
     a, b = manifest(ours)["stats"], manifest(theirs)["stats"]
-    assert a["computed_by"].startswith("data source") and a["quantile_sample_size"] == 1024
+    assert a["computed_by"] == b["computed_by"] == "write tasks (sketches)"
+    err = a["quantile_rank_error"]
     for name in ("id", "x", "k", "ids", "r", "b"):
         sa, sb = a["features"][name], b["features"][name]
         for key in ("rows", "nulls", "count", "min", "max", "length", "top", "max_chars"):
@@ -285,12 +342,13 @@ def test_data_source_opt_in_matches_the_workflow(spark, tmp_path):
                 assert sa[key] == pytest.approx(sb[key], rel=1e-9), (name, key)
         if "elements" in sb:
             assert sa["elements"] == pytest.approx(sb["elements"], rel=1e-9), name
-        if "quantiles" in sb:  # the sample's deciles sit within 5% rank of the true ones
+        if "quantiles" in sb:
             xs = np.sort(np.array([r[1] for r in rows if r[1] is not None]  # present
                                   if name == "x" else [r[0] for r in rows] if name == "id"
                                   else [float(r[5]) for r in rows]))
             for p, v in zip(sa["quantiles"]["probabilities"], sa["quantiles"]["values"]):
-                assert np.quantile(xs, max(p - 0.05, 0)) <= v <= np.quantile(xs, min(p + 0.05, 1))
+                assert np.quantile(xs, max(p - 2 * err, 0), method="inverted_cdf") <= v <= \
+                    np.quantile(xs, min(p + 2 * err, 1), method="inverted_cdf"), (name, p, v)
     layers = tfspark.keras_preprocessing(ours)
     assert {"x", "k", "ids", "r"} <= set(layers)
     # A small top_k: counts past the cap are pruned, and the bound on what that cost is kept.
@@ -298,7 +356,8 @@ def test_data_source_opt_in_matches_the_workflow(spark, tmp_path):
     df.write.format("tfrecord").mode("overwrite").option("featureStats", "true") \
         .option("statsTopK", "3").save(small)
     k = manifest(small)["stats"]["features"]["k"]
-    assert len(k["top"]) == 3 and "distinct_approx" not in k and k["top_count_error"] > 0
+    assert len(k["top"]) == 3 and k["top_count_error"] > 0
+    assert abs(k["distinct_approx"] - len({r[2] for r in rows})) <= 1  # HLL: exact when small
     assert "top" not in manifest(small)["stats"]["features"]["id"]  # 4000 ids: not a vocabulary
     df.limit(10).write.format("tfrecord").mode("append").option("featureStats", "true") \
         .save(small)
@@ -328,7 +387,8 @@ def test_nan_infinity_and_nulls_follow_describe_and_sql(spark, tmp_path):
     df = spark.createDataFrame([(i, x, y, None) for i, (x, y) in enumerate(zip(xs, ys))],
                                "id long, x double, y int, s string").repartition(3)
     wf, ds = str(tmp_path / "workflow"), str(tmp_path / "source")
-    tfspark.write_tfrecords(df, wf, backup_path=str(tmp_path / "bk"), defaults={"x": 0.0})
+    tfspark.write_tfrecords(df, wf, backup_path=str(tmp_path / "bk"), defaults={"x": 0.0},
+                            stats_exact=True)  # the jobs; the data source below sketches
     tfspark.register(spark)
     df.write.format("tfrecord").mode("overwrite").option("featureStats", "true") \
         .option("defaults", '{"x": 0.0}').save(ds)

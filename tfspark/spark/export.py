@@ -341,8 +341,9 @@ def _write(spark: Any, backup_df: DataFrame, backup_rows: int, footers: tuple | 
            scalar_stats: dict[str, dict[str, Any]] | None = None) -> mf.Manifest:
     """The TFRecords from the backup's rows, as the data source writes them: about as many
     tasks as files of the target size (estimated from the backup's footers), each rolling its
-    files at that size on disk; the manifest gets the backup's entry and the statistics
-    (scalar_stats: those observed while the backup was written). Returns the committed
+    files at that size on disk; the manifest gets the backup's entry and the statistics:
+    sketched by the tasks (stats_partial.py), or with stats_exact from Spark's jobs beside
+    them (scalar_stats: those observed while the backup was written). Returns the committed
     manifest. (An "ignore" write that got here found the path empty.)"""
     spec = workflow.spec
     wide = footers[1] if footers else None
@@ -355,7 +356,10 @@ def _write(spark: Any, backup_df: DataFrame, backup_rows: int, footers: tuple | 
         out_df, split_col = sizing.arrange(backup_df, dict(opts.split or {}), opts.split_key,
                                            opts.seed, opts.shuffle, n_files)
         statistics: Meanwhile[dict[str, Any]] | None = None
-        if opts.stats:  # its jobs run while the TFRecords are written, the commit waits for them
+        what = f"about {n_files} file(s)"
+        if opts.stats and not opts.stats_exact:  # the tasks sketch them, merged at commit
+            opts, what = replace(opts, task_stats=True), what + " and the feature statistics"
+        elif opts.stats:  # jobs that run while the TFRecords are written; the commit waits
             def compute() -> dict[str, Any]:
                 t = time.perf_counter()
                 with progress.stage("statistics", f"{len(spec.features)} features") as done:
@@ -367,7 +371,7 @@ def _write(spark: Any, backup_df: DataFrame, backup_rows: int, footers: tuple | 
             statistics = Meanwhile(spark, compute, "tfspark-statistics")
         return write_through_tasks(
             out_df, replace(opts, max_bytes_per_file=opts.target_file_bytes),
-            replace(workflow, split_column=split_col), statistics, f"about {n_files} file(s)")
+            replace(workflow, split_column=split_col), statistics, what)
 
 
 def _result(path: str, spec: FeatureSpec, manifest: mf.Manifest, write_id: str, backup: str,

@@ -52,7 +52,7 @@ class Observed:
     def plan(cls, spec: FeatureSpec, opts: WriteOptions) -> Observed | None:
         """None when this write's statistics are left to the job (see the module)."""
         splits = dict(opts.split or {})
-        if not opts.stats or (splits and opts.split_key is None):
+        if not (opts.stats and opts.stats_exact) or (splits and opts.split_key is None):
             return None
         indexed = [(i, f) for i, f in enumerate(spec.features) if not rules.array(f)]
         groups = [rules.ALL] + [n for n, share in splits.items() if share > 0]

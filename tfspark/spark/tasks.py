@@ -11,8 +11,7 @@ and the errors are the data source's.
 
 from __future__ import annotations
 
-import dataclasses
-import json
+import pickle
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,7 +20,6 @@ from pyspark.sql import DataFrame
 
 from tfspark import progress
 from tfspark.spark.meanwhile import Meanwhile
-from tfspark.spark.write import TaskCommit
 from tfspark.spark.write_plan import Workflow, plan_write
 from tfspark.store.manifest import FileEntry, Manifest
 from tfspark.store.options import WriteOptions
@@ -42,15 +40,15 @@ def write_through_tasks(df: DataFrame, opts: WriteOptions, workflow: Workflow,
 
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         done = writer.write(b.rename_columns(names) for b in batches)
-        yield pa.RecordBatch.from_pylist([{"commit": json.dumps(dataclasses.asdict(done))}])
+        yield pa.RecordBatch.from_pylist([{"commit": pickle.dumps(done)}])
 
     # mapInArrow looks its input columns up by name, and a name like "a.b" is taken for a
     # struct field: plain positional names go in, the task puts the real ones back.
     plain = df.toDF(*[f"_{i}" for i in range(len(names))])
     try:
         with progress.stage("TFRecords", files) as done:
-            rows = plain.mapInArrow(task, "commit string").collect()
-            messages: list[Any] = [TaskCommit(**json.loads(r["commit"])) for r in rows]
+            rows = plain.mapInArrow(task, "commit binary").collect()
+            messages: list[Any] = [pickle.loads(r["commit"]) for r in rows]
             written = [FileEntry(**f) for m in messages for f in m.files]
             done.rows = sum(f.row_count for f in written)
             done.detail = f"{len(written)} files, {sum(f.bytes for f in written) / 2**20:,.1f} MiB"

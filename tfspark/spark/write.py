@@ -100,8 +100,7 @@ class TfrecordWriter(DataSourceArrowWriter):
         if self.opts.task_stats and self.spec is not None:
             from tfspark.store.stats_partial import PartialStats
 
-            partial = PartialStats(self.spec, self.opts.stats_top_k,
-                                   seed=ctx.taskAttemptId() if ctx else 0)
+            partial = PartialStats(self.spec, self.opts.stats_top_k)
         try:
             guard.start()
             for split, part, batch, numbers in batches_by_group(
@@ -171,7 +170,8 @@ class TfrecordWriter(DataSourceArrowWriter):
         if self.manifest_stats is not None:
             manifest = replace(manifest, stats=dict(self.manifest_stats))
         if self.opts.task_stats and self.spec is not None:
-            manifest = replace(manifest, stats=self._task_stats(messages, appended))
+            manifest = replace(manifest, stats={**(self.manifest_stats or {}),
+                                                **self._task_stats(messages, appended)})
         if self.backup_entry is not None:
             manifest = replace(manifest, backup=dict(self.backup_entry))
         elif manifest.backup:  # appended without a backup: it misses rows now

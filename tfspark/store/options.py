@@ -126,8 +126,12 @@ class WriteOptions:
         True, s.boolean, "store arrays whose rows all have n values as FixedLen([n])",
         typed=bool)
     stats: bool = _setting(
-        True, s.boolean, "feature statistics in the manifest, from a Spark aggregation "
+        True, s.boolean, "feature statistics in the manifest, gathered by the write's tasks "
         "(keras_preprocessing builds layers from them)", typed=bool)
+    stats_exact: bool = _setting(
+        False, s.boolean, "true: the statistics from Spark aggregation jobs over the backup "
+        "instead (exact top values, deciles to 1/1000; jobs of their own, slower)",
+        typed=bool, option=None)
     task_stats: bool = _setting(
         False, s.boolean, "true: the write's tasks gather feature statistics into the "
         "manifest (keras_preprocessing, tfspark stats)", option="featureStats",

@@ -1,20 +1,21 @@
-"""Feature statistics gathered by the data source's write tasks (option featureStats=true) and
-merged on the driver at commit: the data source sees no DataFrame to aggregate, only each
-task's Arrow batches, so every statistic here is one that merges.
+"""Feature statistics gathered by the write tasks (write_tfrecords by default; the data source
+with option featureStats=true) and merged on the driver at commit: each task sees only its own
+Arrow batches, so every statistic here is one that merges.
 
     exact       rows, nulls, count, NaN and infinities, min, max, mean and variance (of the
                 finite values, merged with Chan's formula), filled (stats_rules.filled),
-                lengths of arrays, the moments of array elements, top values while a task
-                has seen at most CAP_FACTOR * top_k distinct values of a feature (an integer
-                scalar with more is a number, not ids: its counting stops there)
-    estimated   deciles, from a uniform sample of SAMPLE values per feature and split (bottom-k
-                by random priority: samples merge into a uniform sample of the union; rank error
-                about 1 / sqrt(SAMPLE), recorded); top values of a feature with more distinct
-                values than the cap (each count low by at most the recorded top_count_error)
+                lengths of arrays, the moments of array elements; top values and distinct
+                counts while a task has seen at most CAP_FACTOR * top_k distinct values of a
+                feature (an integer scalar with more is a number, not ids: its counting stops)
+    estimated   deciles, from a KLL sketch per feature and split (rank error recorded);
+                distinct counts past the cap, from an HLL sketch begun with the values counted
+                so far (relative error recorded); top values of a feature past the cap (each
+                count low by at most the recorded top_count_error)
 
-The result has the layout of stats.compute (stats["features"], stats["splits"]), so
-keras_preprocessing, `tfspark stats` and `tfspark train` read either, with the conventions of
-stats_rules.py. No pyspark here: this runs inside the writer, on Arrow.
+The sketches are Apache DataSketches' (the `datasketches` package: mergeable, serialized into
+the commit message). The result has the layout of stats.compute (stats["features"],
+stats["splits"]), so keras_preprocessing, `tfspark stats` and `tfspark train` read either,
+with the conventions of stats_rules.py. No pyspark here: this runs inside the writer, on Arrow.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from datasketches import hll_sketch, hll_union, kll_doubles_sketch
 
 from tfspark.arrow.columns import column_of
 from tfspark.arrow.values import to_int64
@@ -31,16 +33,19 @@ from tfspark.spec import Feature, FeatureSpec
 from tfspark.spec.kinds import json_float
 from tfspark.store import stats_rules as rules
 
-SAMPLE = 1024  # values kept per feature and split for deciles (16 KiB in a commit message)
+KLL_K = 800  # deciles' sketch: rank error about 0.35%, up to ~19 KB per feature and split
+KLL_K_WIDE = 200  # with more than WIDE numeric features: about 1.3%, ~5 KB (message size)
+WIDE = 64
+HLL_LG_K = 12  # distinct counts past the cap: relative standard error 1.04 / 2**6, 1.6%
 CAP_FACTOR = 2  # distinct values counted exactly per task: CAP_FACTOR * top_k
 
 class PartialStats:
     """One task's statistics, per split; `add` each group's batch, `result` for the message."""
 
-    def __init__(self, spec: FeatureSpec, top_k: int, seed: int):
+    def __init__(self, spec: FeatureSpec, top_k: int):
         self.spec, self.top_k = spec, top_k
         self.cap = CAP_FACTOR * top_k
-        self.rng = np.random.default_rng(seed)
+        self.k = kll_k(spec)
         self.groups: dict[str, dict[str, dict[str, Any]]] = {}
 
     def add(self, split: str | None, batch: pa.RecordBatch) -> None:
@@ -51,8 +56,23 @@ class PartialStats:
             _add(acc, f, column_of(batch, f.path), self)
 
     def result(self) -> dict[str, Any]:
-        """Plain data for the task's commit message."""
-        return self.groups
+        """Data for the task's commit message (pickled: the sketches as their bytes)."""
+        return {label: {name: _frozen(acc) for name, acc in feats.items()}
+                for label, feats in self.groups.items()}
+
+
+def kll_k(spec: FeatureSpec) -> int:
+    """The deciles' sketch size: smaller for wide tables, whose messages carry one each."""
+    return KLL_K if sum(rules.numeric(f) for f in spec.features) <= WIDE else KLL_K_WIDE
+
+
+def _frozen(acc: dict[str, Any]) -> dict[str, Any]:
+    out = dict(acc)
+    if "kll" in out:
+        out["kll"] = out["kll"].serialize()
+    if "hll" in out:
+        out["hll"] = out["hll"].serialize_compact()
+    return out
 
 
 def _add(acc: dict[str, Any], f: Feature, arr: pa.Array, st: PartialStats) -> None:
@@ -66,12 +86,17 @@ def _add(acc: dict[str, Any], f: Feature, arr: pa.Array, st: PartialStats) -> No
         acc["count"] = acc.get("count", 0) + len(values)
         finite = _count_nonfinite(acc, f, values)
         _moments(acc, finite)
-        _sample(acc, finite, st.rng)
-        if rules.categorical(f) and not acc.get("too_many"):  # integers and booleans
-            _count(acc, pa.array(values.astype(np.int64)), st.cap)
-            if acc.get("pruned"):  # more distinct ints than the cap: a number, not ids
-                acc["too_many"] = True
-                del acc["counts"]
+        if len(finite):
+            acc.setdefault("kll", kll_doubles_sketch(st.k)).update(finite)
+        if rules.categorical(f):  # integers and booleans
+            ints = pa.array(values.astype(np.int64))
+            if acc.get("too_many"):
+                _feed(acc["hll"], pc.unique(ints))
+            else:
+                _count(acc, ints, st.cap)
+                if acc.get("pruned"):  # more distinct ints than the cap: a number, not ids
+                    acc["too_many"] = True
+                    del acc["counts"]
     elif rules.categorical(f):  # strings
         text = arr.cast(pa.large_string())  # decimals stored as text: their text
         _count(acc, text, st.cap)
@@ -114,16 +139,6 @@ def _moments(acc: dict[str, Any], x: np.ndarray) -> None:
     acc["max"] = max(acc.get("max", -np.inf), float(x.max()))
 
 
-def _sample(acc: dict[str, Any], x: np.ndarray, rng: np.random.Generator) -> None:
-    """Keep the SAMPLE values of smallest random priority: a uniform sample that merges."""
-    values = np.concatenate([acc.get("sample", np.zeros(0)), x])
-    keys = np.concatenate([acc.get("keys", np.zeros(0)), rng.random(len(x))])
-    if len(keys) > SAMPLE:
-        keep = np.argpartition(keys, SAMPLE)[:SAMPLE]
-        values, keys = values[keep], keys[keep]
-    acc["sample"], acc["keys"] = values, keys
-
-
 def _count(acc: dict[str, Any], values: pa.Array, cap: int) -> None:
     """Exact counts of values (an Arrow table of value, n: merged in Arrow, not Python); past
     `cap` distinct ones, the smaller counts are dropped and the largest dropped count is added
@@ -131,6 +146,8 @@ def _count(acc: dict[str, Any], values: pa.Array, cap: int) -> None:
     values = values.drop_null()
     if len(values):
         vc = pc.value_counts(values)
+        if "hll" in acc:  # past the cap: every distinct value goes into the estimate too
+            _feed(acc["hll"], vc.field("values"))
         more = pa.table({"value": vc.field("values"), "n": vc.field("counts")})
         acc["counts"] = _sum_counts(acc.get("counts"), more)
     _prune(acc, cap)
@@ -147,10 +164,20 @@ def _prune(acc: dict[str, Any], cap: int) -> None:
     counts = acc.get("counts")
     if counts is None or counts.num_rows <= cap:
         return
+    if "hll" not in acc:  # the estimate begins with every value counted so far
+        acc["hll"] = hll_sketch(HLL_LG_K)
+        _feed(acc["hll"], counts.column("value"))
     ranked = counts.sort_by([("n", "descending")])
     acc["error"] = acc.get("error", 0) + ranked.column("n")[cap // 2].as_py()
     acc["counts"] = ranked.slice(0, cap // 2)
     acc["pruned"] = True
+
+
+def _feed(sketch: Any, values: pa.Array | pa.ChunkedArray) -> None:
+    """Each value into an HLL sketch or union (strings as str, integers as int: one feature's
+    values always go in as the same type, so equal values hash alike in every task)."""
+    for v in values.to_pylist():
+        sketch.update(v)
 
 
 def _array(acc: dict[str, Any], f: Feature, arr: pa.Array, valid: np.ndarray,
@@ -196,12 +223,19 @@ def merge(parts: list[dict[str, Any]], spec: FeatureSpec, top_k: int,
                 for name, acc in feats.items():
                     into[name] = _merge(into.get(name), acc)
     kinds = {f.name: f for f in spec.features}
-    per = {label: {name: _final(kinds[name], acc, top_k) for name, acc in feats.items()}
+    # ids (no top values) as the whole column says, in every split alike, as stats.compute
+    ids = {name for name, acc in merged.get(rules.ALL, {}).items()
+           if not rules.array(kinds[name]) and
+           rules.id_like(_distinct(acc) or 0, acc["rows"] - acc["nulls"])}
+    per = {label: {name: _final(kinds[name], acc, top_k, name in ids)
+                   for name, acc in feats.items()}
            for label, feats in merged.items()}
     out: dict[str, Any] = {"features": per.get(rules.ALL, {}), "top_k": top_k,
-                           "computed_by": "data source tasks (featureStats)",
-                           "quantile_sample_size": SAMPLE,
-                           "quantile_rank_error": round(1 / SAMPLE ** 0.5, 4)}
+                           "computed_by": "write tasks (sketches)",
+                           "quantile_rank_error": round(
+                               kll_doubles_sketch.get_normalized_rank_error(kll_k(spec), False),
+                               4),
+                           "distinct_relative_sd": round(1.04 / 2 ** (HLL_LG_K / 2), 4)}
     if split_column:
         out["splits"] = {k: v for k, v in sorted(per.items()) if k != rules.ALL}
     return out
@@ -212,8 +246,15 @@ _SUMMED = ("rows", "nulls", "count", "nan", "pos_inf", "neg_inf", "lengths", "li
 
 
 def _merge(a: dict[str, Any] | None, b: dict[str, Any]) -> dict[str, Any]:
+    """b (a task's accumulator, sketches as bytes) merged into a (sketches live: from
+    b's bytes when a is None, so two groups never share one)."""
     if a is None:
-        return {k: (dict(v) if isinstance(v, dict) else v) for k, v in b.items()}
+        out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in b.items()}
+        if "kll" in out:
+            out["kll"] = kll_doubles_sketch.deserialize(out["kll"])
+        if "hll" in out:
+            out["hll"] = hll_sketch.deserialize(out["hll"])
+        return out
     out = dict(a)
     for key in _SUMMED:
         if key in b:
@@ -232,11 +273,15 @@ def _merge(a: dict[str, Any] | None, b: dict[str, Any]) -> dict[str, Any]:
             if be.get("n"):
                 both.update(_combine(e, be))
             out["elements"] = both
-    if "sample" in b:
-        values = np.concatenate([out.get("sample", np.zeros(0)), b["sample"]])
-        keys = np.concatenate([out.get("keys", np.zeros(0)), b["keys"]])
-        keep = np.argsort(keys)[:SAMPLE]
-        out["sample"], out["keys"] = values[keep], keys[keep]
+    if "kll" in b:
+        sketch = kll_doubles_sketch.deserialize(b["kll"])
+        live: Any = out.get("kll")
+        if live is not None:
+            live.merge(sketch)
+        else:
+            out["kll"] = sketch
+    if "hll" in out or "hll" in b:
+        out["hll"] = _union(out, b)
     if b.get("too_many") or out.get("too_many"):
         out["too_many"] = True
         out.pop("counts", None)
@@ -244,6 +289,19 @@ def _merge(a: dict[str, Any] | None, b: dict[str, Any]) -> dict[str, Any]:
         out["counts"] = _sum_counts(out.get("counts"), b["counts"])
         out["pruned"] = out.get("pruned", False) or b.get("pruned", False)
     return out
+
+
+def _union(a: dict[str, Any], b: dict[str, Any]) -> Any:
+    """The distinct values of both as one HLL sketch: a side still counting exactly goes in
+    by its counted values."""
+    union = hll_union(HLL_LG_K)
+    for side in (a, b):
+        sketch = side.get("hll")
+        if sketch is not None:
+            union.update(hll_sketch.deserialize(sketch) if isinstance(sketch, bytes) else sketch)
+        elif side.get("counts") is not None:
+            _feed(union, side["counts"].column("value"))
+    return union.get_result()
 
 
 def _combine(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
@@ -261,7 +319,16 @@ def _num(x: float) -> Any:
     return json_float(float(x))
 
 
-def _final(f: Feature, acc: dict[str, Any], top_k: int) -> dict[str, Any]:
+def _distinct(acc: dict[str, Any]) -> int | None:
+    """Distinct present values: counted while under the cap, else estimated."""
+    table = acc.get("counts")
+    known = table.num_rows if table is not None else None
+    if acc.get("hll") is not None:  # past the cap somewhere
+        return max(known or 0, round(acc["hll"].get_estimate()))
+    return known
+
+
+def _final(f: Feature, acc: dict[str, Any], top_k: int, ids: bool) -> dict[str, Any]:
     s: dict[str, Any] = {"rows": acc["rows"], "nulls": acc["nulls"]}
     if rules.numeric(f):
         s["count"] = acc.get("count", 0)
@@ -273,9 +340,8 @@ def _final(f: Feature, acc: dict[str, Any], top_k: int) -> dict[str, Any]:
             mean, variance = acc["mean"], acc["m2"] / finite
             s.update(min=_num(acc["min"]), max=_num(acc["max"]), mean=_num(mean),
                      variance=_num(variance))
-            sample = np.sort(acc["sample"])
             s["quantiles"] = {"probabilities": rules.QUANTILES, "values": [
-                _num(v) for v in np.quantile(sample, rules.QUANTILES, method="inverted_cdf")]}
+                _num(v) for v in acc["kll"].get_quantiles(rules.QUANTILES)]}
         model = rules.filled(f, finite, mean, variance, acc["nulls"])
         if model is not None:
             s["filled"] = {k: _num(v) for k, v in model.items()}
@@ -290,18 +356,17 @@ def _final(f: Feature, acc: dict[str, Any], top_k: int) -> dict[str, Any]:
         if e.get("n"):
             s["elements"].update(min=_num(e["min"]), max=_num(e["max"]),
                                  mean=_num(e["mean"]), variance=_num(e["m2"] / e["n"]))
+    distinct = _distinct(acc)
+    if distinct is not None:
+        s["distinct_approx"] = distinct
     table = acc.get("counts")
     if table is not None:
         counts = dict(zip(table.column("value").to_pylist(), table.column("n").to_pylist()))
-        if not acc.get("pruned"):
-            s["distinct_approx"] = len(counts)
         if "max_chars" in acc:
             s["max_chars"] = acc["max_chars"]
         text_ok = acc.get("max_chars", 0) <= rules.MAX_TOKEN_CHARS
         ints_ok = f.dtype == "string" or rules.array(f) or (
             not acc.get("pruned") and len(counts) <= top_k)
-        ids = not rules.array(f) and rules.id_like(
-            s.get("distinct_approx", len(counts)), s.get("rows", 0) - s.get("nulls", 0))
         if text_ok and ints_ok and not ids:
             top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:top_k]
             s["top"] = [[v, c] for v, c in top]

@@ -1,0 +1,101 @@
+"""The write tasks' statistics (stats_partial.py) on Arrow batches, without Spark: what several
+tasks gather merges into the statistics of all their rows, exact where the module says so and
+within the recorded error where it estimates (KLL deciles, HLL distinct counts)."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from tfspark.spec import Feature, FeatureSpec
+from tfspark.store.stats_partial import PartialStats, merge
+
+SPEC = FeatureSpec((
+    Feature("s", ("s",), "fixed", "string", "bytes", "string"),
+    Feature("n", ("n",), "fixed", "int64", "int", "bigint"),
+    Feature("x", ("x",), "fixed", "float32", "float", "double"),
+))
+
+
+def _tasks(columns_per_task, top_k, splits=None):
+    """Each task's result as the commit message carries it (pickled), then merged."""
+    parts = []
+    for t, cols in enumerate(columns_per_task):
+        st = PartialStats(SPEC, top_k)
+        for lo in range(0, len(cols["x"]), 10_000):  # batches, as a task sees them
+            batch = pa.record_batch({k: pa.array(v[lo:lo + 10_000]) for k, v in cols.items()})
+            st.add(splits[t] if splits else None, batch)
+        parts.append(pickle.loads(pickle.dumps(st.result())))
+    return merge(parts, SPEC, top_k, "split" if splits else None)
+
+
+def _columns(rng, n, strings, ints):
+    return {"s": [f"v{int(i)}" for i in rng.integers(0, strings, n)],
+            "n": rng.integers(0, ints, n).tolist(), "x": rng.normal(size=n).tolist()}
+
+
+def test_past_the_cap_distinct_counts_are_estimated_within_the_recorded_error():
+    rng = np.random.default_rng(1)
+    tasks = [_columns(rng, 50_000, 10**9, 10**9) for _ in range(4)]
+    out = _tasks(tasks, top_k=100)  # cap 200 per task: every task prunes both
+    sd = out["distinct_relative_sd"]
+    for name in ("s", "n"):
+        truth = len({v for t in tasks for v in t[name]})
+        got = out["features"][name]["distinct_approx"]
+        assert abs(got - truth) <= 4 * sd * truth, (name, got, truth)
+        assert "top" not in out["features"][name]  # nearly one value per row: ids
+
+
+def test_a_task_that_counted_exactly_joins_one_that_estimated():
+    rng = np.random.default_rng(2)
+    wide = _columns(rng, 40_000, 30_000, 5)
+    narrow = {"s": [f"w{i % 50}" for i in range(40_000)], "n": [7] * 40_000,
+              "x": rng.normal(size=40_000).tolist()}
+    out = _tasks([wide, narrow], top_k=100)
+    s = out["features"]["s"]
+    truth = len(set(wide["s"]) | set(narrow["s"]))
+    assert abs(s["distinct_approx"] - truth) <= 4 * out["distinct_relative_sd"] * truth
+    assert s["top_count_error"] > 0 and len(s["top"]) == 100
+    # the 50 values of the task that never pruned are each 800 times there: all on top, exact
+    assert {v: c for v, c in s["top"] if v.startswith("w")} == {f"w{i}": 800 for i in range(50)}
+    assert out["features"]["n"]["distinct_approx"] == 6  # never past the cap: exact
+    # many values counted exactly by one task (under its cap of 10,000) join the estimate
+    many = {"s": [f"m{i % 9000}" for i in range(36_000)], "n": [1] * 36_000,
+            "x": [0.0] * 36_000}
+    out = _tasks([wide, many], top_k=5000)
+    truth = len(set(wide["s"]) | set(many["s"]))
+    assert abs(out["features"]["s"]["distinct_approx"] - truth) <= \
+        4 * out["distinct_relative_sd"] * truth, truth
+
+
+def test_deciles_within_the_recorded_rank_error_and_splits_apart():
+    rng = np.random.default_rng(3)
+    tasks = [_columns(rng, 200_000, 10, 10) for _ in range(4)]
+    for t in tasks[2:]:  # the test split's values lie above every train value
+        t["x"] = (np.asarray(t["x"]) + 100).tolist()
+    out = _tasks(tasks, top_k=100, splits=["train", "train", "test", "test"])
+    err = out["quantile_rank_error"]
+    assert 0 < err < 0.01
+    for group, values in ((out["features"], tasks), (out["splits"]["train"], tasks[:2]),
+                          (out["splits"]["test"], tasks[2:])):
+        xs = np.sort(np.concatenate([t["x"] for t in values]))
+        x = group["x"]
+        assert x["count"] == len(xs) and x["min"] == xs[0] and x["max"] == xs[-1]
+        for p, v in zip(x["quantiles"]["probabilities"], x["quantiles"]["values"]):
+            rank = np.searchsorted(xs, v, side="right") / len(xs)
+            assert abs(rank - p) <= 2 * err, (p, v, rank)
+    assert out["features"]["s"]["distinct_approx"] == 10  # exact: under the cap
+    assert sum(c for _, c in out["features"]["s"]["top"]) == 800_000
+
+
+@pytest.mark.parametrize("rows", [0, 1])
+def test_a_task_with_no_rows_or_one_row(rows):
+    out = _tasks([{"s": ["a"] * rows, "n": [3] * rows, "x": [0.5] * rows}], top_k=10)
+    x = out["features"].get("x", {"count": 0})
+    assert x["count"] == rows
+    if rows:
+        assert x["quantiles"]["values"] == [0.5] * 9
+        assert out["features"]["s"]["distinct_approx"] == 1
