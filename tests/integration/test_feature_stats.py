@@ -458,9 +458,9 @@ def test_impute_and_indicate_a_nullable_number(spark, tmp_path):
     assert type(plain).__name__ == "Normalization"
 
 
-def _write_beside(df, out, statistics):
+def _write_beside(df, out, statistics, rows=None):
     """write_through_tasks of df to a new path `out`, with `statistics` (a Meanwhile) running
-    beside it, as write_tfrecords runs its statistics."""
+    beside it, as write_tfrecords runs its statistics (rows: the rows it should report)."""
     from tfspark.spark.tasks import write_through_tasks
     from tfspark.spark.write_plan import Workflow
     from tfspark.store.commit import StartedFrom, new_write_id
@@ -468,7 +468,21 @@ def _write_beside(df, out, statistics):
 
     return write_through_tasks(df, WriteOptions.from_arguments(str(out)), Workflow(
         "errorifexists", StartedFrom(None), new_write_id(), tfspark.infer_spec(df.schema)),
-        statistics)
+        statistics, rows=rows)
+
+
+def test_task_reports_that_do_not_add_up_commit_nothing(spark, tmp_path):
+    """The tasks' reports come back through a collect, which PySpark cut short without an
+    error when the driver's JVM ran out of heap serving it (50 MiB values on the loopback
+    cluster): written rows must add up to the staged rows before anything is committed."""
+    df = spark.range(300).selectExpr("id", "id * 2 AS v").repartition(3)
+    out = tmp_path / "short"
+    with pytest.raises(tfspark.CountMismatchError, match=r"reported 300 rows written of the "
+                                                         r"301 staged \(3 task reports"):
+        _write_beside(df, out, None, rows=301)
+    left = [p for p in out.rglob("*") if p.is_file()] if out.exists() else []
+    assert left == [], left
+    assert _write_beside(df, tmp_path / "whole", None, rows=300).files
 
 
 def test_the_commit_takes_the_statistics_computed_meanwhile_and_nothing_when_they_fail(

@@ -99,3 +99,20 @@ def test_a_task_with_no_rows_or_one_row(rows):
     if rows:
         assert x["quantiles"]["values"] == [0.5] * 9
         assert out["features"]["s"]["distinct_approx"] == 1
+
+
+def test_text_longer_than_a_token_is_not_counted_or_carried():
+    """A string feature with a value past MAX_TOKEN_CHARS is text, not a vocabulary: its
+    values are neither kept for top values nor carried in the commit message (a table of
+    50 MiB strings once filled the driver's heap); its distinct count is estimated."""
+    short = [f"t{i % 40}" for i in range(5000)]
+    long = [("x" * 10_000) + str(i) for i in range(1000)]
+    st = PartialStats(SPEC, 100)
+    st.add(None, pa.record_batch({"s": short, "n": [1] * 5000, "x": [0.0] * 5000}))
+    st.add(None, pa.record_batch({"s": long, "n": [1] * 1000, "x": [0.0] * 1000}))
+    st.add(None, pa.record_batch({"s": short[:10], "n": [1] * 10, "x": [0.0] * 10}))
+    message = pickle.dumps(st.result())
+    assert len(message) < 100_000
+    s = merge([pickle.loads(message)], SPEC, 100, None)["features"]["s"]
+    assert "top" not in s and s["max_chars"] == 10_003 and s["rows"] == 6010
+    assert abs(s["distinct_approx"] - 1040) <= 1040 * 0.05

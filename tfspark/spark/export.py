@@ -371,7 +371,7 @@ def _write(spark: Any, backup_df: DataFrame, backup_rows: int, footers: tuple | 
             statistics = Meanwhile(spark, compute, "tfspark-statistics")
         return write_through_tasks(
             out_df, replace(opts, max_bytes_per_file=opts.target_file_bytes),
-            replace(workflow, split_column=split_col), statistics, what)
+            replace(workflow, split_column=split_col), statistics, what, backup_rows)
 
 
 def _result(path: str, spec: FeatureSpec, manifest: mf.Manifest, write_id: str, backup: str,

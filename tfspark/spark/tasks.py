@@ -19,6 +19,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from tfspark import progress
+from tfspark.errors import CountMismatchError
 from tfspark.spark.meanwhile import Meanwhile
 from tfspark.spark.write_plan import Workflow, plan_write
 from tfspark.store.manifest import FileEntry, Manifest
@@ -27,13 +28,14 @@ from tfspark.store.options import WriteOptions
 
 def write_through_tasks(df: DataFrame, opts: WriteOptions, workflow: Workflow,
                         statistics: Meanwhile[dict[str, Any]] | None = None,
-                        files: str = "") -> Manifest:
+                        files: str = "", rows: int | None = None) -> Manifest:
     """Write df as the data source would with these options, as write_tfrecords' `workflow`
     says (WriteConflictError if another write committed since it began); returns the committed
     manifest. statistics: waited for once the tasks are done; what it returns joins the
     manifest's statistics, and when it fails nothing is committed (when the tasks fail, its
     jobs are cancelled). The tasks and the commit are progress stages ("TFRecords", saying
-    `files`, and "commit")."""
+    `files`, and "commit"). rows: the rows df holds; when the tasks' reports add up to
+    another number (a report lost on its way back), nothing is committed."""
     writer = plan_write(opts, df.schema, workflow.mode == "overwrite", workflow)
 
     names = df.columns
@@ -47,11 +49,16 @@ def write_through_tasks(df: DataFrame, opts: WriteOptions, workflow: Workflow,
     plain = df.toDF(*[f"_{i}" for i in range(len(names))])
     try:
         with progress.stage("TFRecords", files) as done:
-            rows = plain.mapInArrow(task, "commit binary").collect()
-            messages: list[Any] = [pickle.loads(r["commit"]) for r in rows]
+            reports = plain.mapInArrow(task, "commit binary").collect()
+            messages: list[Any] = [pickle.loads(r["commit"]) for r in reports]
             written = [FileEntry(**f) for m in messages for f in m.files]
             done.rows = sum(f.row_count for f in written)
             done.detail = f"{len(written)} files, {sum(f.bytes for f in written) / 2**20:,.1f} MiB"
+            if rows is not None and done.rows != rows:  # e.g. a collect cut short
+                raise CountMismatchError(
+                    f"the TFRecord tasks reported {done.rows} rows written of the {rows} "
+                    f"staged ({len(messages)} task reports came back); nothing was committed: "
+                    f"run the write again")
         if statistics is not None:
             writer.manifest_stats = {**(writer.manifest_stats or {}), **statistics.result()}
     except BaseException:

@@ -95,13 +95,11 @@ def _add(acc: dict[str, Any], f: Feature, arr: pa.Array, st: PartialStats) -> No
             else:
                 _count(acc, ints, st.cap)
                 if acc.get("pruned"):  # more distinct ints than the cap: a number, not ids
+                # (too_many: counting stopped, for such ints and for text, _strings)
                     acc["too_many"] = True
                     del acc["counts"]
     elif rules.categorical(f):  # strings
-        text = arr.cast(pa.large_string())  # decimals stored as text: their text
-        _count(acc, text, st.cap)
-        chars = pc.max(pc.utf8_length(text)).as_py() or 0
-        acc["max_chars"] = max(acc.get("max_chars", 0), chars)
+        _strings(acc, arr.cast(pa.large_string()), st.cap)  # decimals as text: their text
     elif rules.array(f):
         _array(acc, f, arr, valid, st)
 
@@ -173,6 +171,25 @@ def _prune(acc: dict[str, Any], cap: int) -> None:
     acc["pruned"] = True
 
 
+def _strings(acc: dict[str, Any], text: pa.Array, cap: int) -> None:
+    """Count string values, until one is longer than MAX_TOKEN_CHARS: the feature is text then,
+    not a vocabulary (no top values), so its counting stops (no value of it kept in memory or
+    in the message) and its distinct count goes on in the HLL sketch."""
+    if len(text):
+        chars = pc.max(pc.utf8_length(text)).as_py() or 0
+        acc["max_chars"] = max(acc.get("max_chars", 0), chars)
+    if acc.get("max_chars", 0) <= rules.MAX_TOKEN_CHARS:
+        _count(acc, text, cap)
+        return
+    if "hll" not in acc:
+        acc["hll"] = hll_sketch(HLL_LG_K)
+        if acc.get("counts") is not None:
+            _feed(acc["hll"], acc["counts"].column("value"))
+    acc.pop("counts", None)
+    acc["too_many"] = True
+    _feed(acc["hll"], pc.unique(text.drop_null()))
+
+
 def _feed(sketch: Any, values: pa.Array | pa.ChunkedArray) -> None:
     """Each value into an HLL sketch or union (strings as str, integers as int: one feature's
     values always go in as the same type, so equal values hash alike in every task)."""
@@ -200,11 +217,7 @@ def _array(acc: dict[str, Any], f: Feature, arr: pa.Array, valid: np.ndarray,
         e["count"] = e.get("count", 0) + len(x)
         _moments(e, _count_nonfinite(e, f, x))
     if rules.token_array(f) and f.dtype == "string":
-        text = elements.cast(pa.large_string())
-        _count(acc, text, st.cap)
-        if len(text):
-            acc["max_chars"] = max(acc.get("max_chars", 0), pc.max(pc.utf8_length(text))
-                                   .as_py() or 0)
+        _strings(acc, elements.cast(pa.large_string()), st.cap)
     elif rules.token_array(f):
         _count(acc, elements.cast(pa.int64()), st.cap)
 
@@ -359,11 +372,11 @@ def _final(f: Feature, acc: dict[str, Any], top_k: int, ids: bool) -> dict[str, 
     distinct = _distinct(acc)
     if distinct is not None:
         s["distinct_approx"] = distinct
+    if "max_chars" in acc:
+        s["max_chars"] = acc["max_chars"]
     table = acc.get("counts")
     if table is not None:
         counts = dict(zip(table.column("value").to_pylist(), table.column("n").to_pylist()))
-        if "max_chars" in acc:
-            s["max_chars"] = acc["max_chars"]
         text_ok = acc.get("max_chars", 0) <= rules.MAX_TOKEN_CHARS
         ints_ok = f.dtype == "string" or rules.array(f) or (
             not acc.get("pruned") and len(counts) <= top_k)

@@ -52,7 +52,7 @@ def filled(f: Feature, count: int, mean: float | None, variance: float | None,
 def categorical(f: Feature) -> bool:
     """A scalar string (not binary), integer or boolean: top values and distinct counts."""
     return f.kind == "fixed" and not f.shape and (
-        (f.dtype == "string" and f.source_type != "binary") or f.encoding in ("int", "bool"))
+        (f.dtype == "string" and not binary(f)) or f.encoding in ("int", "bool"))
 
 
 def array(f: Feature) -> bool:
@@ -67,8 +67,12 @@ def number_array(f: Feature) -> bool:
 
 def token_array(f: Feature) -> bool:
     """String (not binary) and integer arrays: their elements get top values."""
-    return array(f) and ((f.dtype == "string" and not f.source_type.endswith("binary>"))
-                         or f.encoding == "int")
+    return array(f) and ((f.dtype == "string" and not binary(f)) or f.encoding == "int")
+
+
+def binary(f: Feature) -> bool:
+    """Raw bytes (a binary column, or arrays of them at any depth): not text."""
+    return f.source_type.rstrip(">").endswith("binary")
 
 
 def id_like(distinct: int, present: int) -> bool:
