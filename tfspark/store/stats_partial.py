@@ -370,8 +370,9 @@ def _final(f: Feature, acc: dict[str, Any], top_k: int, ids: bool) -> dict[str, 
             s["elements"].update(min=_num(e["min"]), max=_num(e["max"]),
                                  mean=_num(e["mean"]), variance=_num(e["m2"] / e["n"]))
     distinct = _distinct(acc)
-    if distinct is not None:
-        s["distinct_approx"] = distinct
+    if distinct is not None:  # an estimate never above the values there are
+        s["distinct_approx"] = distinct if rules.array(f) else \
+            min(distinct, acc["rows"] - acc["nulls"])
     if "max_chars" in acc:
         s["max_chars"] = acc["max_chars"]
     table = acc.get("counts")
