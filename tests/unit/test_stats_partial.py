@@ -116,3 +116,14 @@ def test_text_longer_than_a_token_is_not_counted_or_carried():
     s = merge([pickle.loads(message)], SPEC, 100, None)["features"]["s"]
     assert "top" not in s and s["max_chars"] == 10_003 and s["rows"] == 6010
     assert abs(s["distinct_approx"] - 1040) <= 1040 * 0.05
+
+
+def test_without_datasketches_one_line_says_what_to_install(monkeypatch):
+    import importlib
+    import sys
+
+    monkeypatch.setitem(sys.modules, "datasketches", None)  # as if not installed
+    monkeypatch.delitem(sys.modules, "tfspark.store.stats_partial")
+    with pytest.raises(ImportError, match=r"pip install datasketches \(on a cluster, in every "
+                                          r"executor's Python\), or write with stats=False"):
+        importlib.import_module("tfspark.store.stats_partial")

@@ -142,6 +142,8 @@ def export(df: DataFrame, opts: WriteOptions, filesystem: Any = None) -> WriteRe
     WriteConflictError; what a failure leaves of this write is removed (undo.py)."""
     spark = df.sparkSession
     data_cols, base_spec = _check_columns(df, opts)
+    if opts.stats and not opts.stats_exact:  # the tasks' sketches: missing here, say so now
+        import tfspark.store.stats_partial  # noqa: F401
     loc = locate(opts.path, filesystem)
     # A store Spark's parquet writer cannot reach (a filesystem= object, or pyarrow's URI
     # options): tfspark's tasks write and read the backup through pyarrow (backup_tasks.py).

@@ -25,7 +25,13 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from datasketches import hll_sketch, hll_union, kll_doubles_sketch
+
+try:
+    from datasketches import hll_sketch, hll_union, kll_doubles_sketch
+except ImportError as e:  # a dependency of tfspark, but an executor's Python may lack it
+    raise ImportError("tfspark's feature statistics need the datasketches package, which this "
+                      "Python lacks: pip install datasketches (on a cluster, in every "
+                      "executor's Python), or write with stats=False", name="datasketches") from e
 
 from tfspark.arrow.columns import column_of
 from tfspark.arrow.values import to_int64
