@@ -153,14 +153,16 @@ def _count(acc: dict[str, Any], values: pa.Array, cap: int) -> None:
         if "hll" in acc:  # past the cap: every distinct value goes into the estimate too
             _feed(acc["hll"], vc.field("values"))
         more = pa.table({"value": vc.field("values"), "n": vc.field("counts")})
-        acc["counts"] = _sum_counts(acc.get("counts"), more)
+        acc["counts"] = _sum_counts([acc["counts"], more] if "counts" in acc else [more])
     _prune(acc, cap)
 
 
-def _sum_counts(a: pa.Table | None, b: pa.Table) -> pa.Table:
-    if a is None or a.num_rows == 0:
-        return b
-    both = pa.concat_tables([a, b.cast(a.schema)])
+def _sum_counts(tables: list[pa.Table]) -> pa.Table:
+    """Value counts added up: one table of value, n."""
+    tables = [t for t in tables if t.num_rows] or tables[:1]
+    if len(tables) == 1:
+        return tables[0]
+    both = pa.concat_tables([t.cast(tables[0].schema) for t in tables])
     return both.group_by("value").aggregate([("n", "sum")]).rename_columns(["value", "n"])
 
 
@@ -171,7 +173,13 @@ def _prune(acc: dict[str, Any], cap: int) -> None:
     if "hll" not in acc:  # the estimate begins with every value counted so far
         acc["hll"] = hll_sketch(HLL_LG_K)
         _feed(acc["hll"], counts.column("value"))
-    ranked = counts.sort_by([("n", "descending")])
+    _cut(acc, cap)
+
+
+def _cut(acc: dict[str, Any], cap: int) -> None:
+    """Keep the cap // 2 largest counts; the largest dropped one bounds what each kept count
+    may lack (added to the error)."""
+    ranked = acc["counts"].sort_by([("n", "descending")])
     acc["error"] = acc.get("error", 0) + ranked.column("n")[cap // 2].as_py()
     acc["counts"] = ranked.slice(0, cap // 2)
     acc["pruned"] = True
@@ -234,13 +242,16 @@ def merge(parts: list[dict[str, Any]], spec: FeatureSpec, top_k: int,
           split_column: str | None) -> dict[str, Any]:
     """The tasks' results as stats["features"] / stats["splits"] (the layout of
     stats.compute), with what is estimated and how well recorded."""
-    merged: dict[str, dict[str, dict[str, Any]]] = {}
+    accs: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for part in parts:
         for label, feats in part.items():
             for group in ([label, rules.ALL] if label != rules.ALL else [rules.ALL]):
-                into = merged.setdefault(group, {})
+                into = accs.setdefault(group, {})
                 for name, acc in feats.items():
-                    into[name] = _merge(into.get(name), acc)
+                    into.setdefault(name, []).append(acc)
+    cap = CAP_FACTOR * top_k
+    merged = {label: {name: _merge(each, cap) for name, each in feats.items()}
+              for label, feats in accs.items()}
     kinds = {f.name: f for f in spec.features}
     # ids (no top values) as the whole column says, in every split alike, as stats.compute
     ids = {name for name, acc in merged.get(rules.ALL, {}).items()
@@ -262,19 +273,21 @@ def merge(parts: list[dict[str, Any]], spec: FeatureSpec, top_k: int,
 
 # counters that merge by adding
 _SUMMED = ("rows", "nulls", "count", "nan", "pos_inf", "neg_inf", "lengths", "lists", "error")
+CHUNK = 32  # task count tables summed at once on the driver (time and memory stay linear)
 
 
-def _merge(a: dict[str, Any] | None, b: dict[str, Any]) -> dict[str, Any]:
-    """b (a task's accumulator, sketches as bytes) merged into a (sketches live: from
-    b's bytes when a is None, so two groups never share one)."""
-    if a is None:
-        out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in b.items()}
-        if "kll" in out:
-            out["kll"] = kll_doubles_sketch.deserialize(out["kll"])
-        if "hll" in out:
-            out["hll"] = hll_sketch.deserialize(out["hll"])
-        return out
-    out = dict(a)
+def _merge(accs: list[dict[str, Any]], cap: int) -> dict[str, Any]:
+    """One feature's accumulators from the tasks (sketches as bytes) as one (sketches live,
+    new objects: two groups never share one)."""
+    out: dict[str, Any] = {}
+    for b in accs:
+        _fold(out, b)
+    _merge_counts(out, accs, cap)
+    return out
+
+
+def _fold(out: dict[str, Any], b: dict[str, Any]) -> None:
+    """b's counters, bounds, moments and deciles' sketch into out."""
     for key in _SUMMED:
         if key in b:
             out[key] = out.get(key, 0) + b[key]
@@ -299,28 +312,37 @@ def _merge(a: dict[str, Any] | None, b: dict[str, Any]) -> dict[str, Any]:
             live.merge(sketch)
         else:
             out["kll"] = sketch
-    if "hll" in out or "hll" in b:
-        out["hll"] = _union(out, b)
-    if b.get("too_many") or out.get("too_many"):
+
+
+def _merge_counts(out: dict[str, Any], accs: list[dict[str, Any]], cap: int) -> None:
+    """The tasks' value counts summed CHUNK tables at a time and cut to the cap as a task cuts
+    them; their distinct values as one HLL sketch once any task or the sum went past the cap
+    (every value counted exactly anywhere goes into it too)."""
+    union: Any = None
+    for b in accs:
+        if "hll" in b:
+            union = union or hll_union(HLL_LG_K)
+            union.update(hll_sketch.deserialize(b["hll"]))
+    tables = [b["counts"] for b in accs if b.get("counts") is not None]
+    if any(b.get("too_many") for b in accs):  # counting stopped in a task: nowhere counted
         out["too_many"] = True
-        out.pop("counts", None)
-    elif "counts" in b:
-        out["counts"] = _sum_counts(out.get("counts"), b["counts"])
-        out["pruned"] = out.get("pruned", False) or b.get("pruned", False)
-    return out
-
-
-def _union(a: dict[str, Any], b: dict[str, Any]) -> Any:
-    """The distinct values of both as one HLL sketch: a side still counting exactly goes in
-    by its counted values."""
-    union = hll_union(HLL_LG_K)
-    for side in (a, b):
-        sketch = side.get("hll")
-        if sketch is not None:
-            union.update(hll_sketch.deserialize(sketch) if isinstance(sketch, bytes) else sketch)
-        elif side.get("counts") is not None:
-            _feed(union, side["counts"].column("value"))
-    return union.get_result()
+        for t in tables:
+            _feed(union, t.column("value"))
+    else:
+        out["pruned"] = any(b.get("pruned") for b in accs)
+        for i in range(0, len(tables), CHUNK):
+            chunk = tables[i:i + CHUNK]
+            if union is not None:
+                for t in chunk:
+                    _feed(union, t.column("value"))
+            out["counts"] = _sum_counts(([out["counts"]] if "counts" in out else []) + chunk)
+            if out["counts"].num_rows > cap:
+                if union is None:  # the first cut: every value summed so far goes in
+                    union = hll_union(HLL_LG_K)
+                    _feed(union, out["counts"].column("value"))
+                _cut(out, cap)
+    if union is not None:
+        out["hll"] = union.get_result()
 
 
 def _combine(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
