@@ -523,3 +523,23 @@ def test_failed_tasks_cancel_the_statistics_jobs(spark, tmp_path):
     with pytest.raises(Exception, match="(?i)cancel"):
         long_job.result()
     assert not (out / "_tfspark.json").exists()
+
+
+def test_statistics_whose_task_reports_would_be_too_large_come_from_the_jobs(
+        spark, tmp_path, caplog):
+    """The tasks' statistics come back through the driver: when they could take more than
+    export.REPORTS_BYTES (here: top values of 3,000,000 per array feature, 144 MB of counts
+    a task at most), Spark's jobs gather them instead, and the write says so."""
+    import logging
+
+    df = spark.range(50).selectExpr("id", "array(id % 7, id % 5) AS ids")
+    small, large = str(tmp_path / "small"), str(tmp_path / "large")
+    tfspark.write_tfrecords(df, small)
+    with caplog.at_level(logging.INFO, logger="tfspark"):
+        tfspark.write_tfrecords(df, large, stats_top_k=3_000_000)
+    assert manifest(small)["stats"]["computed_by"] == "write tasks (sketches)"
+    stats = manifest(large)["stats"]
+    assert "computed_by" not in stats and stats["stats_seconds"] > 0
+    assert stats["features"]["ids"]["top"][0] == [0, 18]  # 0 is in 8 + 10 of the rows
+    assert "statistics by Spark's jobs (the 1 write tasks' own could send the driver about " \
+           "137 MB)" in caplog.text

@@ -40,6 +40,7 @@ from tfspark.store.options import WriteOptions, workflow_doc, workflow_signature
 from tfspark.store.placement import check_placement, enclosing_data_set
 
 log = logging.getLogger("tfspark")
+REPORTS_BYTES = 128 * 2**20  # the tasks' statistics the driver takes in at most (about)
 
 
 @dataclass(frozen=True)
@@ -359,7 +360,8 @@ def _write(spark: Any, backup_df: DataFrame, backup_rows: int, footers: tuple | 
                                            opts.seed, opts.shuffle, n_files)
         statistics: Meanwhile[dict[str, Any]] | None = None
         what = f"about {n_files} file(s)"
-        if opts.stats and not opts.stats_exact:  # the tasks sketch them, merged at commit
+        if opts.stats and not opts.stats_exact and \
+                _reports_fit(spec, opts, n_files, math.ceil(backup_rows / n_files)):
             opts, what = replace(opts, task_stats=True), what + " and the feature statistics"
         elif opts.stats:  # jobs that run while the TFRecords are written; the commit waits
             def compute() -> dict[str, Any]:
@@ -374,6 +376,20 @@ def _write(spark: Any, backup_df: DataFrame, backup_rows: int, footers: tuple | 
         return write_through_tasks(
             out_df, replace(opts, max_bytes_per_file=opts.target_file_bytes),
             replace(workflow, split_column=split_col), statistics, what, backup_rows)
+
+
+def _reports_fit(spec: FeatureSpec, opts: WriteOptions, tasks: int, rows: int) -> bool:
+    """Whether the tasks' statistics stay within REPORTS_BYTES in all (they come back through
+    the driver); else Spark's jobs gather them, whose cost hardly grows with the tasks."""
+    from tfspark.store.stats_partial import report_bytes
+
+    groups = max(1, sum(share > 0 for share in dict(opts.split or {}).values()))
+    need = tasks * report_bytes(spec, opts.stats_top_k, groups, rows)
+    if need <= REPORTS_BYTES:
+        return True
+    log.info("tfspark: statistics by Spark's jobs (the %d write tasks' own could send the "
+             "driver about %.0f MB)", tasks, need / 2**20)
+    return False
 
 
 def _result(path: str, spec: FeatureSpec, manifest: mf.Manifest, write_id: str, backup: str,

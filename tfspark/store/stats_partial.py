@@ -72,6 +72,18 @@ def kll_k(spec: FeatureSpec) -> int:
     return KLL_K if sum(rules.numeric(f) for f in spec.features) <= WIDE else KLL_K_WIDE
 
 
+def report_bytes(spec: FeatureSpec, top_k: int, groups: int, rows: int) -> int:
+    """About the most the statistics of a task of `rows` rows in `groups` splits can take in
+    its report: count tables full (at the cap, or a value per row; 24 bytes a value), sketches
+    full. Writes whose tasks would send more than the driver should hold leave the statistics
+    to Spark's jobs (export.py)."""
+    full = groups * CAP_FACTOR * top_k  # values counted at most (a row holds one of a scalar)
+    values = sum(min(full, rows) for f in spec.features if rules.categorical(f)) + \
+        sum(full for f in spec.features if rules.token_array(f))
+    sketches = sum(24 * kll_k(spec) for f in spec.features if rules.numeric(f)) * groups
+    return 24 * values + sketches + 4096 * groups * len(spec.features)
+
+
 def _frozen(acc: dict[str, Any]) -> dict[str, Any]:
     out = dict(acc)
     if "kll" in out:
