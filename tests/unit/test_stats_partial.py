@@ -11,7 +11,8 @@ import pyarrow as pa
 import pytest
 
 from tfspark.spec import Feature, FeatureSpec
-from tfspark.store.stats_partial import PartialStats, merge
+from tfspark.store.stats_merge import merge
+from tfspark.store.stats_partial import PartialStats
 
 SPEC = FeatureSpec((
     Feature("s", ("s",), "fixed", "string", "bytes", "string"),

@@ -181,7 +181,7 @@ class TfrecordWriter(DataSourceArrowWriter):
     def _task_stats(self, messages: list[WriterCommitMessage | None],
                     appended: bool) -> dict[str, Any]:
         """featureStats: the tasks' statistics merged (of this write's rows only)."""
-        from tfspark.store.stats_partial import merge
+        from tfspark.store.stats_merge import merge
 
         assert self.spec is not None
         parts = [m.partial_stats for m in messages
