@@ -167,11 +167,11 @@ class TfrecordWriter(DataSourceArrowWriter):
             manifest = replace(manifest, schema=self.schema)
         if self.opts.description is not None:
             manifest = replace(manifest, description=self.opts.description)
-        if self.manifest_stats is not None:
-            manifest = replace(manifest, stats=dict(self.manifest_stats))
+        stats = self.manifest_stats
         if self.opts.task_stats and self.spec is not None:
-            manifest = replace(manifest, stats={**(self.manifest_stats or {}),
-                                                **self._task_stats(messages, appended)})
+            stats = {**(stats or {}), **self._task_stats(messages, appended)}
+        if stats is not None:
+            manifest = replace(manifest, stats=dict(stats))
         if self.backup_entry is not None:
             manifest = replace(manifest, backup=dict(self.backup_entry))
         elif manifest.backup:  # appended without a backup: it misses rows now

@@ -180,10 +180,16 @@ def _prune(acc: dict[str, Any], cap: int) -> None:
     counts = acc.get("counts")
     if counts is None or counts.num_rows <= cap:
         return
-    if "hll" not in acc:  # the estimate begins with every value counted so far
-        acc["hll"] = hll_sketch(HLL_LG_K)
-        feed(acc["hll"], counts.column("value"))
+    _estimate(acc)
     cut(acc, cap)
+
+
+def _estimate(acc: dict[str, Any]) -> None:
+    """Begin the distinct count's HLL sketch (once) with every value counted so far."""
+    if "hll" not in acc:
+        acc["hll"] = hll_sketch(HLL_LG_K)
+        if acc.get("counts") is not None:
+            feed(acc["hll"], acc["counts"].column("value"))
 
 
 def cut(acc: dict[str, Any], cap: int) -> None:
@@ -205,10 +211,7 @@ def _strings(acc: dict[str, Any], text: pa.Array, cap: int) -> None:
     if acc.get("max_chars", 0) <= rules.MAX_TOKEN_CHARS:
         _count(acc, text, cap)
         return
-    if "hll" not in acc:
-        acc["hll"] = hll_sketch(HLL_LG_K)
-        if acc.get("counts") is not None:
-            feed(acc["hll"], acc["counts"].column("value"))
+    _estimate(acc)
     acc.pop("counts", None)
     acc["too_many"] = True
     feed(acc["hll"], pc.unique(text.drop_null()))
