@@ -251,9 +251,11 @@ def _records(part: Shard, batch_size: int, shuffle_files: bool, seed: int | None
             lambda order: epoch_blocks(source, order, slots, deterministic))
         if check is None:
             return ds.map(lambda f, i, block: block)
+        # in the generator's order, as the native path checks a file's blocks: a file's
+        # first record without a required feature is the one its error names
         return ds.map(lambda f, i, block: check(tf.gather(names_t, f), i, block,
                                                 tf.gather(strides_t, f)),
-                      num_parallel_calls=AUTOTUNE, deterministic=deterministic)
+                      num_parallel_calls=AUTOTUNE, deterministic=True)
     # Blocks of records, not single records, travel on: ~2x faster (cost per element).
     return ds.interleave(read_file, cycle_length=num_parallel_reads, block_length=1,
                          num_parallel_calls=num_parallel_reads, deterministic=deterministic)
