@@ -172,6 +172,53 @@ def test_workflow_every_type_matches_source(spark, F, tf, tmp_path):
     assert stats["null_counts"]["i"] == 8 and stats["rows"] == {"source": 40, "backup": 40}
 
 
+def test_scalar_facts_from_the_backups_footers_equal_spark_counts(spark, F, tmp_path):
+    """Scalars only: the rows and nulls per feature come from the backup's parquet footers
+    (observe.py), struct fields, timestamps (INT96) and decimals among them; they equal a count
+    by Spark, and the facts a job of their own finds (observe.counted)."""
+    from tfspark.spark import observe, sizing
+    from tfspark.spec import infer_spec
+
+    df, _ = _rich_df(spark)
+    df = df.drop("arr", "emb", "rag", "vec").withColumn(
+        "st", F.when(F.col("id") % 3 == 0, None).otherwise(F.col("st")))
+    spec = infer_spec(df.schema, label_cols=["y"])
+    assert observe.footers_suffice(spec)
+    out = str(tmp_path / "scalars")
+    tfspark.write_tfrecords(df, out, label_cols=["y"])
+    got = manifest(out)["stats"]
+    names = {f.name: f.path for f in spec.features}
+    want = df.select([F.sum(F.col(".".join(f"`{p}`" for p in path)).isNull().cast("int"))
+                      .alias(name) for name, path in names.items()]).first().asDict()
+    assert got["null_counts"] == {k: int(v or 0) for k, v in want.items()}
+    assert got["null_counts"]["st.a"] == 19 and got["rows"] == {"source": 40, "backup": 40}
+    counted = observe.counted(df, spec)
+    assert counted["null_counts"] == got["null_counts"] and counted["rows"] == 40
+    backup = [os.path.join(d, n) for d, _, ns in os.walk(os.path.join(out, "_backup"))
+              for n in ns if n.endswith(".parquet")]
+    assert observe.footer_facts(spec, sizing.footers(backup))["null_counts"] == \
+        got["null_counts"]
+
+
+def test_facts_without_null_counts_in_the_footers_are_none(tmp_path):
+    """Parquet written without statistics says no null count: the facts are counted instead."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tfspark.spark import observe, sizing
+    from tfspark.spec import Feature, FeatureSpec
+
+    path = str(tmp_path / "plain.parquet")
+    pq.write_table(pa.table({"x": [1, None, 3]}), path, write_statistics=False)
+    read = sizing.footers([path])
+    assert read is not None and read.rows == 3 and read.nulls == {"x": None}
+    spec = FeatureSpec((Feature("x", ("x",), "fixed", "int64", "int", "bigint"),))
+    assert observe.footer_facts(spec, read) is None
+    pq.write_table(pa.table({"x": [1, None, 3]}), path)
+    assert observe.footer_facts(spec, sizing.footers([path])) == {
+        "rows": 3, "null_counts": {"x": 1}, "shapes": {}}
+
+
 @pytest.mark.tf
 def test_splits_are_reproducible_by_key(spark, F, tf, tmp_path):
     df = spark.range(3000).select("id", (F.col("id") % 7).alias("y"))

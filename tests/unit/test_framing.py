@@ -14,14 +14,13 @@ from hypothesis import strategies as st
 
 from tfspark.errors import CorruptRecordError, OptionError
 from tfspark.wire import tfrecord as framing
+from tfspark.wire.compression import file_suffix, normalize_compression
 from tfspark.wire.stream import RecordWriter, count_records, read_records
 from tfspark.wire.tfrecord import (
-    file_suffix,
     frame_buffer,
     frame_into,
     frame_record,
     masked_crc,
-    normalize_compression,
 )
 
 

@@ -89,20 +89,6 @@ def check_columns(batch: pa.RecordBatch, spec: FeatureSpec) -> None:
         raise EncodeError(f"batch has duplicate column names {have}; rename them")
 
 
-def column_of(batch: pa.RecordBatch, path: tuple[str, ...]) -> pa.Array:
-    """The column at `path` (struct fields flattened, their parents' nulls applied)."""
-    arr = batch.column(path[0])
-    for depth, name in enumerate(path[1:], start=1):
-        if not pa.types.is_struct(arr.type):
-            raise EncodeError(f"column {'.'.join(path[:depth])!r} should be a struct, got Arrow "
-                              f"type {arr.type}")
-        idx = arr.type.get_field_index(name)
-        if idx < 0:
-            raise EncodeError(f"struct column {'.'.join(path[:depth])!r} has no field {name!r}")
-        arr = arr.flatten()[idx]  # flatten() applies the struct's own nulls to its fields
-    return arr
-
-
 def columns_of(f: Feature, arr: pa.Array, policy: str) -> list[Column]:
     """The canonical column(s) of feature f (two for a 2-D ragged one); `policy` for null
     elements inside arrays: "error" or "drop"."""

@@ -15,18 +15,16 @@ from tfspark.arrow.columns import (
     BLOCK_ROWS,
     Column,
     check_columns,
-    column_of,
     columns_of,
     size_column,
     write_column,
 )
-from tfspark.arrow.values import BadRow
+from tfspark.arrow.values import BadRow, column_of
 from tfspark.errors import EncodeError
+from tfspark.spec.kinds import NULL_ELEMENT_POLICIES
 from tfspark.spec.model import FeatureSpec
 from tfspark.wire import example_write
 from tfspark.wire.tfrecord import frame_into
-
-NULL_ELEMENT_POLICIES = ("error", "drop")
 
 
 def encode_batch(batch: pa.RecordBatch | pa.Table, spec: FeatureSpec, *,

@@ -14,8 +14,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from tfspark.arrow.columns import Column, column_of, columns_of
+from tfspark.arrow.columns import Column, columns_of
 from tfspark.arrow.encode import BatchEncoder
+from tfspark.arrow.values import column_of
 from tfspark.spec import layout
 from tfspark.spec.model import Feature, FeatureSpec
 from tfspark.wire.protobuf import BYTES, FLOAT, INT

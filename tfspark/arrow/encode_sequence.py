@@ -17,7 +17,6 @@ import pyarrow as pa
 from tfspark.arrow.columns import (
     BLOCK_ROWS,
     Column,
-    column_of,
     columns_of,
     leaf_column,
     list_parts,
@@ -25,7 +24,7 @@ from tfspark.arrow.columns import (
     size_column,
     write_column,
 )
-from tfspark.arrow.values import BadRow
+from tfspark.arrow.values import BadRow, column_of
 from tfspark.spec.model import Feature
 from tfspark.wire import sequence_write
 from tfspark.wire.protobuf import BYTES, FLOAT, INT

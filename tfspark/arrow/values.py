@@ -131,3 +131,17 @@ def wrong_type(f: Feature, t: pa.DataType) -> None:
     raise EncodeError(f"column {f.name!r} holds Arrow type {t}, which does not match its spec "
                       f"({f.source_type}, stored as {f.dtype}); re-infer the spec from this "
                       f"data or cast the column")
+
+
+def column_of(batch: pa.RecordBatch, path: tuple[str, ...]) -> pa.Array:
+    """The column at `path` (struct fields flattened, their parents' nulls applied)."""
+    arr = batch.column(path[0])
+    for depth, name in enumerate(path[1:], start=1):
+        if not pa.types.is_struct(arr.type):
+            raise EncodeError(f"column {'.'.join(path[:depth])!r} should be a struct, got Arrow "
+                              f"type {arr.type}")
+        idx = arr.type.get_field_index(name)
+        if idx < 0:
+            raise EncodeError(f"struct column {'.'.join(path[:depth])!r} has no field {name!r}")
+        arr = arr.flatten()[idx]  # flatten() applies the struct's own nulls to its fields
+    return arr

@@ -207,7 +207,7 @@ def _count(spark: Any, b: StagedBackup) -> int:
         found = footers([where.child(r) for r in _data_files(where)])
         if found is None:
             raise OptionError(f"cannot read the parquet backup at {b.target}; overwrite it")
-        return found[0]
+        return found.rows
     return int(spark.read.parquet(b.target).count())
 
 

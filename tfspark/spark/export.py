@@ -222,16 +222,23 @@ def _stage_and_write(spark: Any, df: DataFrame, opts: WriteOptions, base_spec: F
     committed manifest)."""
     obs = Observation("tfspark")
     riding = Observed.plan(base_spec, opts)  # the scalars' statistics, while the backup is written
-    watched = (riding.keyed(df) if riding else df).observe(
+    # scalars only: the facts from the backup's footers, no observed aggregate (observe.py)
+    footed = riding is None and not opts.partition_by and observe.footers_suffice(base_spec)
+    watched = df if footed else (riding.keyed(df) if riding else df).observe(
         obs, *observe.metrics(base_spec), *(riding.metrics() if riding else []))
     if riding is not None and riding.split is not None:
         watched = watched.drop(GROUP_COLUMN)
     with progress.stage("backup", f"parquet, to {redact(backup.target)}") as done:
         backup_df = backup.stage(spark, watched)
-        facts = observe.facts(obs.get, base_spec, opts.detect_fixed_lengths)
         files = backup.staged_files(spark)
         read = sizing.footers(files)  # the staged rows and their width, without a Spark job
-        backup_rows = read[0] if read is not None else backup_df.count()
+        if footed:
+            facts = observe.footer_facts(base_spec, read) or \
+                observe.counted(backup_df, base_spec, opts.detect_fixed_lengths)
+        else:
+            facts = observe.facts(obs.get, base_spec, opts.detect_fixed_lengths)
+        backup_rows = read.rows if read is not None else \
+            facts["rows"] if footed else backup_df.count()
         done.rows, done.detail = backup_rows, f"{len(files)} files"
     if facts["rows"] != backup_rows:
         raise CountMismatchError(f"source produced {facts['rows']} rows but the backup "
@@ -339,7 +346,8 @@ def _check_names(columns: list[str], case_sensitive: str | None) -> None:
         seen[key] = name
 
 
-def _write(spark: Any, backup_df: DataFrame, backup_rows: int, footers: tuple | None,
+def _write(spark: Any, backup_df: DataFrame, backup_rows: int,
+           footers: sizing.Footers | None,
            opts: WriteOptions, workflow: Workflow,
            scalar_stats: dict[str, dict[str, Any]] | None = None) -> mf.Manifest:
     """The TFRecords from the backup's rows, as the data source writes them: about as many
@@ -349,8 +357,8 @@ def _write(spark: Any, backup_df: DataFrame, backup_rows: int, footers: tuple | 
     them (scalar_stats: those observed while the backup was written). Returns the committed
     manifest. (An "ignore" write that got here found the path empty.)"""
     spec = workflow.spec
-    wide = footers[1] if footers else None
-    estimate = sizing.tfrecord_bytes(spec, backup_rows, footers[2], opts.compression) \
+    wide = footers.row_bytes if footers else None
+    estimate = sizing.tfrecord_bytes(spec, backup_rows, footers.total_bytes, opts.compression) \
         if footers else opts.target_file_bytes
     n_files = max(1, math.ceil(estimate / opts.target_file_bytes))
     if opts.max_records_per_file:

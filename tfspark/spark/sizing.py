@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -32,12 +32,21 @@ def tfrecord_bytes(spec: FeatureSpec, rows: int, parquet_bytes: int,
     return total // 3 if compression == "gzip" else total
 
 
-def footers(files: Sequence[str | Location]) -> tuple[int, float | None, int] | None:
-    """(rows, largest uncompressed bytes per row of any row group, uncompressed bytes in all)
-    of parquet files, from their footers (no data read); None when they cannot be read here."""
+class Footers(NamedTuple):
+    """What the footers of a backup's parquet files say, read without a Spark job."""
+
+    rows: int
+    row_bytes: float | None  # the largest uncompressed bytes per row of any row group
+    total_bytes: int  # uncompressed, all row groups
+    nulls: dict[str, int | None]  # nulls per leaf column ("a.b"); None: a chunk did not say
+
+
+def footers(files: Sequence[str | Location]) -> Footers | None:
+    """The footers of parquet files (no data read); None when they cannot be read here."""
     import pyarrow.parquet as pq
 
     rows, worst, total = 0, 0.0, 0
+    nulls: dict[str, int | None] = {}
     try:
         for path in files:
             loc = locate(path)
@@ -49,10 +58,17 @@ def footers(files: Sequence[str | Location]) -> tuple[int, float | None, int] | 
                 total += group.total_byte_size
                 if group.num_rows:
                     worst = max(worst, group.total_byte_size / group.num_rows)
+                for j in range(group.num_columns):
+                    chunk = group.column(j)
+                    stats, key = chunk.statistics, chunk.path_in_schema
+                    known = stats is not None and stats.has_null_count
+                    before = nulls.get(key, 0)
+                    nulls[key] = before + stats.null_count if known and before is not None \
+                        else None
     except Exception as e:  # noqa: BLE001 - the caller counts with Spark instead
         log.info("tfspark: could not read the backup's footers (%s)", e)
         return None
-    return rows, worst or None, total
+    return Footers(rows, worst or None, total, nulls)
 
 
 @contextlib.contextmanager

@@ -22,6 +22,7 @@ DType = Literal["int64", "float32", "string"]
 Encoding = Literal["bool", "int", "float", "decimal", "decimal_string", "bytes", "date",
                    "timestamp", "vector"]
 DECIMAL_AS = ("float32", "string")  # infer_spec's decimal_as: float32 storage or exact text
+NULL_ELEMENT_POLICIES = ("error", "drop")  # the encoders' null_elements: a null in an array
 
 # Example: one Features map per record. SequenceExample: a context map (every kind but
 # sequence) and a feature_lists map (the sequence features).

@@ -20,15 +20,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfspark.arrow.encode import NULL_ELEMENT_POLICIES
 from tfspark.errors import OptionError
-from tfspark.spec.kinds import DECIMAL_AS
+from tfspark.spec.kinds import DECIMAL_AS, NULL_ELEMENT_POLICIES
 from tfspark.spec.kinds import STORED_RECORD_TYPES as RECORD_TYPES
 from tfspark.spec.layout import MAX_ROWS_PER_RECORD
 from tfspark.store import settings as s
 from tfspark.store.fs import absolute
 from tfspark.store.settings import WRITE_MODES, Setting, Where
-from tfspark.wire.tfrecord import GZIP_LEVELS, normalize_compression
+from tfspark.wire.compression import GZIP_LEVELS, normalize_compression
 
 __all__ = ["WRITE_MODES", "ReadOptions", "WriteOptions", "known_options", "write_settings"]
 

@@ -18,8 +18,9 @@ from tfspark.arrow.values import bytes_buffers
 from tfspark.errors import EncodeError
 from tfspark.store import partitions
 from tfspark.store.fs import Location
+from tfspark.wire.compression import file_suffix
 from tfspark.wire.stream import RecordWriter
-from tfspark.wire.tfrecord import OVERHEAD, file_suffix, frame_buffer
+from tfspark.wire.tfrecord import OVERHEAD, frame_buffer
 
 
 @dataclass

@@ -33,8 +33,7 @@ except ImportError as e:  # a dependency of tfspark, but an executor's Python ma
                       "Python lacks: pip install datasketches (on a cluster, in every "
                       "executor's Python), or write with stats=False", name="datasketches") from e
 
-from tfspark.arrow.columns import column_of
-from tfspark.arrow.values import to_int64
+from tfspark.arrow.values import column_of, to_int64
 from tfspark.spec import Feature, FeatureSpec
 from tfspark.store import stats_rules as rules
 

@@ -16,13 +16,12 @@ from typing import IO, Any
 import numpy as np
 
 from tfspark.errors import CorruptRecordError, OptionError
+from tfspark.wire.compression import GZIP_LEVELS, GZIP_MAGIC, normalize_compression
 from tfspark.wire.tfrecord import (
     _CRC,
     _LENGTH,
     END,
     FIX,
-    GZIP_LEVELS,
-    GZIP_MAGIC,
     HEADER_BYTES,
     LIMIT,
     OVERHEAD,
@@ -33,7 +32,6 @@ from tfspark.wire.tfrecord import (
     frame_error,
     frame_record,
     masked_crc,
-    normalize_compression,
     scan_frames,
 )
 

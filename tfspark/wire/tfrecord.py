@@ -8,7 +8,8 @@ masked_crc(x) = ((c >> 15) | (c << 17)) + 0xa282ead8 mod 2**32 where c is the CR
 record. A GZIP file is the whole framed stream gzip-compressed, which is what
 ``tf.data.TFRecordDataset(path, compression_type="GZIP")`` reads.
 
-This module defines the sizes, the CRC and the compression names once; the kernels frame whole
+This module defines the sizes and the CRC once (the compression names: compression.py, free of
+numba, which the driver's planning imports); the kernels frame whole
 buffers of records (writing) and walk them checking both CRCs (reading). Streams are in
 stream.py.
 """
@@ -19,7 +20,7 @@ import struct
 
 import numpy as np
 
-from tfspark.errors import CorruptRecordError, OptionError
+from tfspark.errors import CorruptRecordError
 from tfspark.wire.crc import TABLES, crc32c, masked, masked_crc
 from tfspark.wire.jit import njit
 
@@ -27,8 +28,6 @@ HEADER_BYTES = 12  # uint64 length + uint32 masked crc of the length
 TRAILER_BYTES = 4  # uint32 masked crc of the data
 OVERHEAD = HEADER_BYTES + TRAILER_BYTES
 MAX_RECORD = 1 << 31  # protobuf messages are < 2 GiB; a bigger length is corruption
-GZIP_MAGIC = b"\x1f\x8b"
-GZIP_LEVELS = range(1, 10)  # zlib's 1 (fastest) .. 9 (smallest); TensorFlow's default is 6
 
 _LENGTH = struct.Struct("<Q")
 _CRC = struct.Struct("<I")
@@ -41,29 +40,6 @@ _STOPS = {LENGTH_CRC: "length CRC mismatch (length field reads {n})",
           DATA_CRC: "data CRC mismatch (record length {n})",
           BAD_LENGTH: "implausible record length {n}",
           PARTIAL: "truncated record: the data ends inside it"}
-
-
-# ---------------------------------------------------------------- compression names
-
-def normalize_compression(value: str | None) -> str | None:
-    """None, "", "none" (any case) -> None; "gzip" (any case) -> "gzip"; else OptionError."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        low = value.lower()
-        if low in ("", "none"):
-            return None
-        if low == "gzip":
-            return "gzip"
-    raise OptionError(
-        f"option 'compression' got {value!r}; allowed values are None, '', 'none' "
-        "(no compression) and 'gzip' (any case)"
-    )
-
-
-def file_suffix(compression: str | None) -> str:
-    """The file name suffix for a compression setting: ".tfrecord" or ".tfrecord.gz"."""
-    return ".tfrecord.gz" if normalize_compression(compression) == "gzip" else ".tfrecord"
 
 
 # ---------------------------------------------------------------- CRC-32C (crc.py)
