@@ -201,8 +201,8 @@ def race(args: argparse.Namespace) -> int:
 def data_source_writers() -> list[int]:
     """Python task workers of this driver running the data source's write(): forked by the
     `pyspark.daemon pyspark.worker` daemon (not the driver-side planner/commit daemons) and
-    with tfspark's framing loaded (its crc32c extension in /proc/PID/maps), which the UDF's
-    workers never import. Workers are not reused (spark.python.worker.reuse=false below), so
+    with tfspark's kernels loaded (numba's llvmlite library in /proc/PID/maps), which the
+    UDF's workers never import. Workers are not reused (spark.python.worker.reuse=false below), so
     no idle worker of an earlier task qualifies."""
     found = []
     for pid in descendants(os.getpid()):
@@ -211,7 +211,7 @@ def data_source_writers() -> list[int]:
             maps = Path(f"/proc/{pid}/maps").read_text()
         except OSError:
             continue
-        if "pyspark.worker" in cmd and "data_source" not in cmd and "crc32c" in maps:
+        if "pyspark.worker" in cmd and "data_source" not in cmd and "llvmlite" in maps:
             found.append(pid)
     return found
 

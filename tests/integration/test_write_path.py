@@ -172,10 +172,17 @@ def test_workflow_every_type_matches_source(spark, F, tf, tmp_path):
     assert stats["null_counts"]["i"] == 8 and stats["rows"] == {"source": 40, "backup": 40}
 
 
+def _null_counts(F, df, spec):
+    """Spark's own count of each feature's null rows."""
+    return {k: int(v or 0) for k, v in df.select([
+        F.sum(F.col(".".join(f"`{p}`" for p in f.path)).isNull().cast("int")).alias(f.name)
+        for f in spec.features]).first().asDict().items()}
+
+
 def test_scalar_facts_from_the_backups_footers_equal_spark_counts(spark, F, tmp_path):
     """Scalars only: the rows and nulls per feature come from the backup's parquet footers
     (observe.py), struct fields, timestamps (INT96) and decimals among them; they equal a count
-    by Spark, and the facts a job of their own finds (observe.counted)."""
+    by Spark."""
     from tfspark.spark import observe, sizing
     from tfspark.spec import infer_spec
 
@@ -187,21 +194,53 @@ def test_scalar_facts_from_the_backups_footers_equal_spark_counts(spark, F, tmp_
     out = str(tmp_path / "scalars")
     tfspark.write_tfrecords(df, out, label_cols=["y"])
     got = manifest(out)["stats"]
-    names = {f.name: f.path for f in spec.features}
-    want = df.select([F.sum(F.col(".".join(f"`{p}`" for p in path)).isNull().cast("int"))
-                      .alias(name) for name, path in names.items()]).first().asDict()
-    assert got["null_counts"] == {k: int(v or 0) for k, v in want.items()}
+    assert got["null_counts"] == _null_counts(F, df, spec)
     assert got["null_counts"]["st.a"] == 19 and got["rows"] == {"source": 40, "backup": 40}
-    counted = observe.counted(df, spec)
-    assert counted["null_counts"] == got["null_counts"] and counted["rows"] == 40
     backup = [os.path.join(d, n) for d, _, ns in os.walk(os.path.join(out, "_backup"))
               for n in ns if n.endswith(".parquet")]
-    assert observe.footer_facts(spec, sizing.footers(backup))["null_counts"] == \
-        got["null_counts"]
+    facts, unknown = observe.footer_facts(spec, sizing.footers(backup))
+    assert facts["null_counts"] == got["null_counts"] and unknown == []
 
 
-def test_facts_without_null_counts_in_the_footers_are_none(tmp_path):
-    """Parquet written without statistics says no null count: the facts are counted instead."""
+def test_nulls_the_footers_do_not_say_are_counted_by_the_tasks(spark, F, tmp_path):
+    """Parquet keeps no statistics of a chunk holding a value over 4 KB: the TFRecord tasks
+    count that feature's nulls. An append with nulls in such a column that the data set stores
+    as not nullable (no early check by the facts then) is refused by the encoder, naming the
+    row, and leaves the data set as it was."""
+    from tfspark.spark import observe, sizing
+    from tfspark.spec import infer_spec
+
+    i = F.col("id")
+    long_text = F.repeat(F.lit("t"), F.lit(5000) + i)
+    df = spark.range(0, 30, numPartitions=2).select(
+        "id", F.when(i % 4 == 0, None).otherwise(long_text).alias("text"),
+        F.when(i % 5 == 0, None).otherwise(i * 2).alias("n"))
+    out = str(tmp_path / "long")
+    tfspark.write_tfrecords(df, out)
+    got = manifest(out)["stats"]["null_counts"]
+    spec = infer_spec(df.schema)
+    assert got == _null_counts(F, df, spec) == {"id": 0, "text": 8, "n": 6}
+    backup = [os.path.join(d, n) for d, _, ns in os.walk(os.path.join(out, "_backup"))
+              for n in ns if n.endswith(".parquet")]
+    assert observe.footer_facts(spec, sizing.footers(backup))[1] == ["text"]  # not said
+
+    strict = str(tmp_path / "strict")
+    kept = df.na.fill({"text": "x" * 5000})
+    kept = spark.createDataFrame(kept.rdd, kept.schema.fromJson({**kept.schema.jsonValue(),
+        "fields": [{**f, "nullable": f["name"] != "text"} for f in kept.schema.jsonValue()[
+            "fields"]]}))
+    tfspark.write_tfrecords(kept, strict)
+    before = manifest(strict)
+    with pytest.raises(Exception, match=r"column 'text' is not nullable in the spec but row \d+ "
+                                        r"is null"):
+        tfspark.write_tfrecords(df, strict, mode="append")
+    assert manifest(strict) == before
+    assert len(part_files(strict)) == len(before["files"])
+
+
+def test_facts_the_footers_do_not_say(tmp_path):
+    """Parquet written without statistics says no null count: the feature is left to the
+    write's tasks to count."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -213,10 +252,13 @@ def test_facts_without_null_counts_in_the_footers_are_none(tmp_path):
     read = sizing.footers([path])
     assert read is not None and read.rows == 3 and read.nulls == {"x": None}
     spec = FeatureSpec((Feature("x", ("x",), "fixed", "int64", "int", "bigint"),))
-    assert observe.footer_facts(spec, read) is None
+    assert observe.footer_facts(spec, read) == ({"rows": 3, "null_counts": {}, "shapes": {}},
+                                                ["x"])
     pq.write_table(pa.table({"x": [1, None, 3]}), path)
-    assert observe.footer_facts(spec, sizing.footers([path])) == {
-        "rows": 3, "null_counts": {"x": 1}, "shapes": {}}
+    assert observe.footer_facts(spec, sizing.footers([path])) == (
+        {"rows": 3, "null_counts": {"x": 1}, "shapes": {}}, [])
+    assert observe.footer_facts(spec, None) == (
+        {"rows": None, "null_counts": {}, "shapes": {}}, ["x"])
 
 
 @pytest.mark.tf

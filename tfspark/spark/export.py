@@ -22,7 +22,7 @@ from pyspark.sql import DataFrame, Observation
 
 from tfspark import progress
 from tfspark.errors import CountMismatchError, OptionError
-from tfspark.spark import observe, sizing
+from tfspark.spark import columns, observe, sizing
 from tfspark.spark import stats as spark_stats
 from tfspark.spark.backup import StagedBackup, publish, roll_forward, sweep_dead
 from tfspark.spark.meanwhile import Meanwhile
@@ -31,7 +31,7 @@ from tfspark.spark.stats_observed import GROUP_COLUMN, Observed
 from tfspark.spark.tasks import write_through_tasks
 from tfspark.spark.undo import undo_on_failure
 from tfspark.spark.versions import HAS_DATA_SOURCE, check_supported
-from tfspark.spark.write_plan import PARTITION_TYPES, Workflow, refuse_label_partitions
+from tfspark.spark.write_plan import Workflow
 from tfspark.spec import FeatureSpec, infer_spec
 from tfspark.store import manifest as mf
 from tfspark.store.commit import StartedFrom, existing_manifest, last_write, new_write_id
@@ -142,7 +142,7 @@ def export(df: DataFrame, opts: WriteOptions, filesystem: Any = None) -> WriteRe
     commits against the version of the path it found when it began, or fails with
     WriteConflictError; what a failure leaves of this write is removed (undo.py)."""
     spark = df.sparkSession
-    data_cols, base_spec = _check_columns(df, opts)
+    data_cols, base_spec = columns.check_columns(df, opts)
     if opts.stats and not opts.stats_exact:  # the tasks' sketches: missing here, say so now
         import tfspark.store.stats_partial  # noqa: F401
     loc = locate(opts.path, filesystem)
@@ -232,20 +232,21 @@ def _stage_and_write(spark: Any, df: DataFrame, opts: WriteOptions, base_spec: F
         backup_df = backup.stage(spark, watched)
         files = backup.staged_files(spark)
         read = sizing.footers(files)  # the staged rows and their width, without a Spark job
+        unknown: list[str] = []  # features whose nulls the TFRecord tasks count
         if footed:
-            facts = observe.footer_facts(base_spec, read) or \
-                observe.counted(backup_df, base_spec, opts.detect_fixed_lengths)
+            facts, unknown = observe.footer_facts(base_spec, read)
         else:
             facts = observe.facts(obs.get, base_spec, opts.detect_fixed_lengths)
-        backup_rows = read.rows if read is not None else \
-            facts["rows"] if footed else backup_df.count()
+        backup_rows = read.rows if read is not None else backup_df.count()
+        if facts["rows"] is None:
+            facts["rows"] = backup_rows
         done.rows, done.detail = backup_rows, f"{len(files)} files"
     if facts["rows"] != backup_rows:
         raise CountMismatchError(f"source produced {facts['rows']} rows but the backup "
                                  f"{backup.target} holds {backup_rows}; nothing was exported")
     if previous is not None and previous.spec is not None:
-        _check_append_facts(redact(opts.path), previous.spec, facts)
-    spec = infer_spec(_fields(df, data_cols),
+        observe.check_append(redact(opts.path), previous.spec, facts)
+    spec = infer_spec(columns.fields(df, data_cols),
                       label_cols=opts.label_cols,
                       shapes={**facts["shapes"], **dict(opts.shapes or {})},
                       defaults=opts.defaults, decimal_as=opts.decimal_as,
@@ -260,28 +261,9 @@ def _stage_and_write(spark: Any, df: DataFrame, opts: WriteOptions, base_spec: F
     entry = backup.entry(spark, backup_rows, previous)
     manifest = _write(spark, backup_df, backup_rows, read, opts, replace(
         begun, mode="errorifexists" if opts.mode == "ignore" else str(opts.mode), spec=spec,
-        manifest_stats=manifest_stats, backup_entry=entry, splits=tuple(opts.split or ())),
-        scalar_stats)
+        manifest_stats=manifest_stats, backup_entry=entry, splits=tuple(opts.split or ()),
+        count_nulls=tuple(unknown)), scalar_stats)
     return spec, facts, backup_rows, backup_done, manifest
-
-
-def _check_append_facts(path: str, stored: FeatureSpec, facts: dict[str, Any]) -> None:
-    """Before an append is written: the rows fit the stored spec's nullability and fixed
-    lengths (what the data source would refuse row by row), else how to proceed."""
-    for f in stored.features:
-        nulls = facts["null_counts"].get(f.name, 0)
-        if not f.nullable and nulls:
-            raise OptionError(f"cannot append to {path!r}: column {f.name!r} has {nulls} null "
-                              f"row(s) but the data set stores it as not nullable; fill the "
-                              f"nulls (fillna/coalesce), or overwrite the data set")
-        if f.kind == "fixed" and f.shape and nulls < facts["rows"] and \
-                facts["shapes"].get(f.name) != list(f.shape):
-            raise OptionError(f"cannot append to {path!r}: column {f.name!r} has {f.shape[0]} "
-                              f"values in every row of the data set (found when it was "
-                              f"written), but not in every row of this DataFrame; append rows "
-                              f"of {f.shape[0]} values, or overwrite it with "
-                              f"detect_fixed_lengths=False to store the column as "
-                              f"variable-length")
 
 
 def _discard_unless_committed(spark: Any, loc: Location, backup: StagedBackup) -> None:
@@ -295,55 +277,6 @@ def _discard_unless_committed(spark: Any, loc: Location, backup: StagedBackup) -
         backup.discard(spark)
     except Exception as e:  # noqa: BLE001 - report the write's own error
         log.warning("tfspark: could not remove the staged backup %s: %s", backup.staging, e)
-
-
-def _check_columns(df: DataFrame, opts: WriteOptions) -> tuple[list[str], FeatureSpec]:
-    """(data columns, spec from the schema alone): names Spark cannot tell apart, partition,
-    split and label columns, and unsupported types, refused before anything is written."""
-    _check_names(df.columns, df.sparkSession.conf.get("spark.sql.caseSensitive", "false"))
-    refuse_label_partitions(opts.partition_by, opts.label_cols, "partition_by", "label_cols")
-    for col in opts.partition_by:
-        if col not in df.columns:
-            raise OptionError(f"partition_by column {col!r} is not in the DataFrame; columns "
-                              f"are {df.columns}")
-        tname = df.schema[col].dataType.simpleString()
-        if tname not in PARTITION_TYPES:
-            raise OptionError(f"cannot partition by column {col!r} of type {tname}; use a "
-                              f"string, integer, boolean or date column")
-    if opts.split_key is not None and opts.split_key not in df.columns:
-        raise OptionError(f"split_key column {opts.split_key!r} is not in the DataFrame; "
-                          f"columns are {df.columns}")
-    data_cols = [c for c in df.columns if c not in opts.partition_by]
-    spec = infer_spec(_fields(df, data_cols),
-                      label_cols=opts.label_cols, shapes=opts.shapes, defaults=opts.defaults,
-                      decimal_as=opts.decimal_as,
-                      record_type=opts.record_type)
-    return data_cols, spec
-
-
-def _fields(df: DataFrame, names: list[str]) -> Any:
-    """The schema of these columns of df (no Spark call per column: wide tables)."""
-    from pyspark.sql.types import StructType
-
-    schema = df.schema
-    return StructType([schema[name] for name in names])
-
-
-def _check_names(columns: list[str], case_sensitive: str | None) -> None:
-    """Columns the parquet backup and Spark's column lookups cannot tell apart."""
-    seen: dict[str, str] = {}
-    fold = str(case_sensitive).lower() != "true"
-    for name in columns:
-        key = name.lower() if fold else name
-        if key in seen:
-            same = seen[key] == name
-            raise OptionError(
-                f"the DataFrame has two columns named {name!r}; rename one (alias or "
-                f"withColumnRenamed)" if same else
-                f"columns {seen[key]!r} and {name!r} differ only in case, which Spark "
-                f"(spark.sql.caseSensitive=false) and the parquet backup cannot tell apart; "
-                f"rename one (alias or withColumnRenamed)")
-        seen[key] = name
 
 
 def _write(spark: Any, backup_df: DataFrame, backup_rows: int,

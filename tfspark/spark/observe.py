@@ -1,9 +1,10 @@
 """Facts about a DataFrame gathered while it is written (Spark's observe), never a second pass:
 row count, nulls per feature, and array/vector lengths that decide FixedLen versus VarLen.
 
-When every feature is a scalar, the backup's parquet footers hold all of them (rows, and nulls
-per column), and write_tfrecords reads them there instead: Spark's observed aggregate cost a
-first write in a fresh session about 0.45 s (docs/benchmarks.md)."""
+When every feature is a scalar, the backup's parquet footers hold them (rows, and nulls per
+column), and write_tfrecords reads them there instead, the write's tasks counting the nulls the
+footers do not say: Spark's observed aggregate cost a first write in a fresh session about
+0.45 s (docs/benchmarks.md)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from tfspark.errors import OptionError
 from tfspark.spark.sizing import Footers
 from tfspark.spec import FeatureSpec
 
@@ -81,21 +83,36 @@ def footers_suffice(spec: FeatureSpec) -> bool:
                and not any("." in p for p in f.path) for f in spec.features)
 
 
-def footer_facts(spec: FeatureSpec, read: Footers | None) -> dict[str, Any] | None:
-    """The facts of `facts` from the footers (footers_suffice(spec)); None where they do not
-    say (then count with `counted`)."""
-    if read is None:
-        return None
+def footer_facts(spec: FeatureSpec, read: Footers | None) -> tuple[dict[str, Any], list[str]]:
+    """The facts of `facts` from the footers (footers_suffice(spec)), and the features whose
+    nulls they do not say (parquet keeps no statistics of a chunk with a value over 4 KB, say):
+    the write's tasks count those. rows is None when the footers could not be read."""
     nulls: dict[str, int] = {}
+    unknown = []
     for f in spec.features:
-        n = read.nulls.get(".".join(f.path))
+        n = read.nulls.get(".".join(f.path)) if read is not None else None
         if n is None:
-            return None
-        nulls[f.name] = n
-    return {"rows": read.rows, "null_counts": nulls, "shapes": {}}
+            unknown.append(f.name)
+        else:
+            nulls[f.name] = n
+    return {"rows": read.rows if read is not None else None, "null_counts": nulls,
+            "shapes": {}}, unknown
 
 
-def counted(df: Any, spec: FeatureSpec, detect_fixed_lengths: bool = True) -> dict[str, Any]:
-    """The facts of df by a job of their own (where neither observe nor footers gave them)."""
-    row = df.select(*metrics(spec)).first()
-    return facts(row.asDict() if row is not None else {}, spec, detect_fixed_lengths)
+def check_append(path: str, stored: FeatureSpec, facts: dict[str, Any]) -> None:
+    """Before an append is written: the rows fit the stored spec's nullability and fixed
+    lengths (what the data source would refuse row by row), else how to proceed."""
+    for f in stored.features:
+        nulls = facts["null_counts"].get(f.name, 0)
+        if not f.nullable and nulls:
+            raise OptionError(f"cannot append to {path!r}: column {f.name!r} has {nulls} null "
+                              f"row(s) but the data set stores it as not nullable; fill the "
+                              f"nulls (fillna/coalesce), or overwrite the data set")
+        if f.kind == "fixed" and f.shape and nulls < facts["rows"] and \
+                facts["shapes"].get(f.name) != list(f.shape):
+            raise OptionError(f"cannot append to {path!r}: column {f.name!r} has {f.shape[0]} "
+                              f"values in every row of the data set (found when it was "
+                              f"written), but not in every row of this DataFrame; append rows "
+                              f"of {f.shape[0]} values, or overwrite it with "
+                              f"detect_fixed_lengths=False to store the column as "
+                              f"variable-length")

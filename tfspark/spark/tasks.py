@@ -35,7 +35,8 @@ def write_through_tasks(df: DataFrame, opts: WriteOptions, workflow: Workflow,
     manifest's statistics, and when it fails nothing is committed (when the tasks fail, its
     jobs are cancelled). The tasks and the commit are progress stages ("TFRecords", saying
     `files`, and "commit"). rows: the rows df holds; when the tasks' reports add up to
-    another number (a report lost on its way back), nothing is committed."""
+    another number (a report lost on its way back), nothing is committed. The nulls the tasks
+    counted (workflow.count_nulls) join the manifest's null counts."""
     writer = plan_write(opts, df.schema, workflow.mode == "overwrite", workflow)
 
     names = df.columns
@@ -59,6 +60,8 @@ def write_through_tasks(df: DataFrame, opts: WriteOptions, workflow: Workflow,
                     f"the TFRecord tasks reported {done.rows} rows written of the {rows} "
                     f"staged ({len(messages)} task reports came back); nothing was committed: "
                     f"run the write again")
+        if workflow.count_nulls:
+            _join_nulls(writer, messages)
         if statistics is not None:
             writer.manifest_stats = {**(writer.manifest_stats or {}), **statistics.result()}
     except BaseException:
@@ -70,3 +73,16 @@ def write_through_tasks(df: DataFrame, opts: WriteOptions, workflow: Workflow,
         manifest = writer.commit_manifest(messages)
     assert manifest is not None  # only mode 'ignore' on an existing path commits nothing
     return manifest
+
+
+def _join_nulls(writer: Any, messages: list[Any]) -> None:
+    """The tasks' null counts (summed) into the manifest's, in the spec's order. (A null in a
+    feature stored as not nullable the encoder has refused already, naming its row.)"""
+    counted = dict.fromkeys(writer.count_nulls, 0)
+    for m in messages:
+        for name, n in m.nulls.items():
+            counted[name] += n
+    stats = dict(writer.manifest_stats or {})
+    known = {**stats.get("null_counts", {}), **counted}
+    stats["null_counts"] = {f.name: known[f.name] for f in writer.spec.features if f.name in known}
+    writer.manifest_stats = stats

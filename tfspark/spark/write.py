@@ -45,6 +45,7 @@ class TaskCommit(WriterCommitMessage):
     task: str
     files: list[dict[str, Any]] = field(default_factory=list)
     partial_stats: dict[str, Any] | None = None  # featureStats: this task's (stats_partial)
+    nulls: dict[str, int] = field(default_factory=dict)  # of the writer's count_nulls features
 
 
 @dataclass
@@ -67,6 +68,8 @@ class TfrecordWriter(DataSourceArrowWriter):
     splits: list[str] = field(default_factory=list)  # declared: a manifest each, rows or not
     manifest_stats: dict[str, Any] | None = None  # write_tfrecords: the manifest's "stats"
     backup_entry: dict[str, Any] | None = None  # write_tfrecords: the manifest's "backup"
+    # write_tfrecords: features whose null rows the tasks count (their backup's footers did not)
+    count_nulls: list[str] = field(default_factory=list)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskCommit:
         """On an executor: encode and frame one task's Arrow batches into its own part files.
@@ -78,6 +81,7 @@ class TfrecordWriter(DataSourceArrowWriter):
 
         from tfspark.arrow.encode import BatchEncoder
         from tfspark.arrow.encode_block import BlockEncoder
+        from tfspark.arrow.values import column_of
         from tfspark.store.part_files import TaskFiles, batches_by_group
 
         ctx = TaskContext.get()
@@ -101,6 +105,9 @@ class TfrecordWriter(DataSourceArrowWriter):
             from tfspark.store.stats_partial import PartialStats
 
             partial = PartialStats(self.spec, self.opts.stats_top_k)
+        counting = [f for f in self.spec.features if f.name in self.count_nulls] \
+            if self.spec is not None else []
+        nulls = dict.fromkeys((f.name for f in counting), 0)
         try:
             guard.start()
             for split, part, batch, numbers in batches_by_group(
@@ -108,11 +115,13 @@ class TfrecordWriter(DataSourceArrowWriter):
                 files.write_group(split, part, batch, numbers)
                 if partial is not None:
                     partial.add(split, batch)
+                for f in counting:
+                    nulls[f.name] += column_of(batch, f.path).null_count
                 guard.check()
             done = files.close()
             guard.finish()
             return TaskCommit(self.write_id, task, done,
-                              partial.result() if partial is not None else None)
+                              partial.result() if partial is not None else None, nulls)
         except BaseException:
             files.discard()  # before deregistering: abort waits on the registration
             guard.release()

@@ -49,6 +49,7 @@ class Workflow:
     splits: tuple[str, ...] = ()
     manifest_stats: dict[str, Any] | None = None
     backup_entry: dict[str, Any] | None = None
+    count_nulls: tuple[str, ...] = ()  # features whose nulls the tasks count (see TaskCommit)
     home: Location | None = None  # the output, on its filesystem (write_tfrecords'
     # filesystem=); None: located from the path
 
@@ -121,7 +122,7 @@ def plan_write(opts: WriteOptions, schema: StructType, overwrite: bool,
                           schema=written, created=created and not skip, replaces=replaces,
                           split_column=split_column, splits=list(given.splits),
                           manifest_stats=given.manifest_stats,
-                          backup_entry=given.backup_entry)
+                          backup_entry=given.backup_entry, count_nulls=list(given.count_nulls))
 
 
 def refuse_label_partitions(partition_cols: Any, label_cols: Any, partition_name: str,
