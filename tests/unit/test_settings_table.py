@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import inspect
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -81,3 +83,13 @@ def test_one_entry_makes_a_setting_on_every_surface():
     assert opts.description == "clicks, v2"
     with pytest.raises(OptionError, match="description"):
         WriteOptions.from_arguments("/x", description=3)
+
+
+def test_the_drivers_write_and_read_planning_import_no_kernels():
+    """write_tfrecords' driver side (options, plan, commit, statistics' merge) and the read
+    planner import neither numba (0.2 s of a first write) nor crc32c: the kernels load in the
+    tasks and readers that run them."""
+    code = ("import sys, tfspark.spark.export, tfspark.store.read_plan, tfspark.store.stats_merge;"
+            "bad = [m for m in ('numba', 'crc32c', 'tensorflow') if m in sys.modules];"
+            "assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

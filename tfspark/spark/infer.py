@@ -227,7 +227,8 @@ def infer_schema(loc: Any, files: list[Any], opts: Any,
                  record_type: str = "Example") -> tuple[T.StructType, FeatureSpec]:
     """(schema, spec) for files (read.FileEntry) under loc, from the first records of every
     file (up to opts.sample_files files, spread over the list; see module doc)."""
-    from tfspark.wire.stream import sniff_gzip, stream_framed
+    from tfspark.wire.compression import sniff_gzip
+    from tfspark.wire.stream import stream_framed
 
     if not files:
         raise SchemaError(f"no TFRecord files in {loc.uri!r} (names containing '.tfrecord', "

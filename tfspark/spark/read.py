@@ -28,7 +28,8 @@ from tfspark.store import manifest as mf
 from tfspark.store.fs import Location
 from tfspark.store.options import ReadOptions
 from tfspark.store.read_plan import SNIFF, plan_read
-from tfspark.wire.stream import sniff_gzip, stream_framed
+from tfspark.wire.compression import sniff_gzip
+from tfspark.wire.stream import stream_framed
 
 # ---------------------------------------------------------------- what a path holds
 

@@ -22,8 +22,7 @@ from tfspark.store import manifest as mf
 from tfspark.store.commit import write_id_of
 from tfspark.store.fs import Location, locate
 from tfspark.store.read_spec import check_spec_keys, load_spec
-from tfspark.wire.compression import normalize_compression
-from tfspark.wire.stream import sniff_gzip
+from tfspark.wire.compression import normalize_compression, sniff_gzip
 
 AUTOTUNE = -1  # the value of tf.data.AUTOTUNE, without importing TensorFlow
 SNIFF = "auto"  # a file's compression, found from its first bytes when it is opened

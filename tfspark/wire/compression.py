@@ -1,7 +1,10 @@
-"""TFRecord compression names, apart from the framing kernels (tfrecord.py): write options and
-read plans on the driver check them without importing numba (about 0.2 s of a first write)."""
+"""TFRecord compression: its names and the sniffing of gzip, apart from the framing kernels
+(tfrecord.py), so write options and read plans on the driver use them without importing numba
+(about 0.2 s of a first write)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from tfspark.errors import OptionError
 
@@ -28,3 +31,13 @@ def normalize_compression(value: str | None) -> str | None:
 def file_suffix(compression: str | None) -> str:
     """The file name suffix for a compression setting: ".tfrecord" or ".tfrecord.gz"."""
     return ".tfrecord.gz" if normalize_compression(compression) == "gzip" else ".tfrecord"
+
+
+def sniff_gzip(raw: Any) -> bool:
+    """Whether a seekable binary file starts with the gzip magic bytes (it is rewound).
+
+    Every reader decides compression this way when no manifest says: the content, not the
+    file name, tells (a gzip file named .tfrecord is still gzip)."""
+    head = raw.read(2)
+    raw.seek(0)
+    return bytes(head) == GZIP_MAGIC

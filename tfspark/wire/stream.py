@@ -16,7 +16,7 @@ from typing import IO, Any
 import numpy as np
 
 from tfspark.errors import CorruptRecordError, OptionError
-from tfspark.wire.compression import GZIP_LEVELS, GZIP_MAGIC, normalize_compression
+from tfspark.wire.compression import GZIP_LEVELS, normalize_compression, sniff_gzip
 from tfspark.wire.tfrecord import (
     _CRC,
     _LENGTH,
@@ -38,16 +38,6 @@ from tfspark.wire.tfrecord import (
 _READ_CHUNK = 1 << 24  # never ask a stream for more than this at once: a bad length is no OOM
 CHUNK_BYTES = 32 << 20  # stream_framed reads this much at a time; a bigger record grows it
 BATCH_RECORDS = 10_000  # stream_framed hands on at most this many records at once
-
-
-def sniff_gzip(raw: Any) -> bool:
-    """Whether a seekable binary file starts with the gzip magic bytes (it is rewound).
-
-    Every reader decides compression this way when no manifest says: the content, not the
-    file name, tells (a gzip file named .tfrecord is still gzip)."""
-    head = raw.read(2)
-    raw.seek(0)
-    return bytes(head) == GZIP_MAGIC
 
 
 # ---------------------------------------------------------------- writing
