@@ -42,6 +42,7 @@ KLL_K_WIDE = 200  # with more than WIDE numeric features: about 1.3%, ~5 KB (mes
 WIDE = 64
 HLL_LG_K = 12  # distinct counts past the cap: relative standard error 1.04 / 2**6, 1.6%
 CAP_FACTOR = 2  # distinct values counted exactly per task: CAP_FACTOR * top_k
+_MORE = "_more"  # an accumulator's value counts not yet summed into its "counts" (_count)
 
 class PartialStats:
     """One task's statistics, per split; `add` each group's batch, `result` for the message."""
@@ -83,6 +84,7 @@ def report_bytes(spec: FeatureSpec, top_k: int, groups: int, rows: int) -> int:
 
 
 def _frozen(acc: dict[str, Any]) -> dict[str, Any]:
+    _settle(acc)
     out = dict(acc)
     if "kll" in out:
         out["kll"] = out["kll"].serialize()
@@ -161,9 +163,23 @@ def _count(acc: dict[str, Any], values: pa.Array, cap: int) -> None:
         vc = pc.value_counts(values)
         if "hll" in acc:  # past the cap: every distinct value goes into the estimate too
             feed(acc["hll"], vc.field("values"))
-        more = pa.table({"value": vc.field("values"), "n": vc.field("counts")})
-        acc["counts"] = sum_counts([acc["counts"], more] if "counts" in acc else [more])
+        acc.setdefault(_MORE, []).append(pa.table({"value": vc.field("values"),
+                                                   "n": vc.field("counts")}))
+        # Summed later while the tables together hold at most `cap` values: then their sum
+        # holds no more, and nothing would have been cut (an Arrow group-by a batch cost
+        # about 1 ms each, most of the statistics of a low-cardinality feature).
+        have = acc["counts"].num_rows if "counts" in acc else 0
+        if have + sum(t.num_rows for t in acc[_MORE]) <= cap:
+            return
+    _settle(acc)
     _prune(acc, cap)
+
+
+def _settle(acc: dict[str, Any]) -> None:
+    """The value counts not yet summed (_count) summed into acc["counts"]."""
+    more = acc.pop(_MORE, None)
+    if more:
+        acc["counts"] = sum_counts(([acc["counts"]] if "counts" in acc else []) + more)
 
 
 def sum_counts(tables: list[pa.Table]) -> pa.Table:
@@ -185,6 +201,7 @@ def _prune(acc: dict[str, Any], cap: int) -> None:
 
 def _estimate(acc: dict[str, Any]) -> None:
     """Begin the distinct count's HLL sketch (once) with every value counted so far."""
+    _settle(acc)
     if "hll" not in acc:
         acc["hll"] = hll_sketch(HLL_LG_K)
         if acc.get("counts") is not None:
