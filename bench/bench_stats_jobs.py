@@ -7,7 +7,10 @@ PYTHONPATH (a git worktree of the older commit):
 
     tfspark export --output /tmp/sample_ds --split train=0.8,test=0.2 --label-cols label
     python bench/bench_stats_jobs.py /tmp/sample_ds
-    PYTHONPATH=/tmp/old python bench/bench_stats_jobs.py /tmp/sample_ds
+    cd /tmp && PYTHONPATH=/tmp/old python /path/to/repo/bench/bench_stats_jobs.py /tmp/sample_ds
+
+(from outside the repository: Spark's Python workers put the driver's working directory first
+on their path, so from its root they import the repository's tfspark, not PYTHONPATH's)
 """
 
 from __future__ import annotations

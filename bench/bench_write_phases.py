@@ -4,10 +4,12 @@
 The table of bench_first_write.py (--rows rows x 4 columns: long, double, string, long), in a
 fresh local[*] session; `--writer parquet` times df.write.parquet instead. To compare two
 versions of tfspark side by side, alternate runs with each on PYTHONPATH (a git worktree of
-the older commit):
+the older commit). Run it from outside the repository: Spark's Python workers start in the
+driver's working directory and put it first on their path, so from the repository root they
+import its tfspark whatever PYTHONPATH says:
 
-    python bench/bench_write_phases.py --rows 100000
-    PYTHONPATH=/tmp/old python bench/bench_write_phases.py --rows 100000
+    cd /tmp && python /path/to/repo/bench/bench_write_phases.py --rows 100000
+    cd /tmp && PYTHONPATH=/tmp/old python /path/to/repo/bench/bench_write_phases.py --rows 100000
 """
 
 from __future__ import annotations
