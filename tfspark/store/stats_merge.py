@@ -12,6 +12,7 @@ from tfspark.spec.kinds import json_float
 from tfspark.store import stats_rules as rules
 from tfspark.store.stats_partial import (  # datasketches through it: it says what is missing
     CAP_FACTOR,
+    CHUNK,
     HLL_LG_K,
     cut,
     feed,
@@ -58,7 +59,6 @@ def merge(parts: list[dict[str, Any]], spec: FeatureSpec, top_k: int,
 
 # counters that merge by adding
 _SUMMED = ("rows", "nulls", "count", "nan", "pos_inf", "neg_inf", "lengths", "lists", "error")
-CHUNK = 32  # task count tables summed at once on the driver (time and memory stay linear)
 
 
 def _merge(accs: list[dict[str, Any]], cap: int) -> dict[str, Any]:

@@ -43,6 +43,7 @@ WIDE = 64
 HLL_LG_K = 12  # distinct counts past the cap: relative standard error 1.04 / 2**6, 1.6%
 CAP_FACTOR = 2  # distinct values counted exactly per task: CAP_FACTOR * top_k
 _MORE = "_more"  # an accumulator's value counts not yet summed into its "counts" (_count)
+CHUNK = 32  # count tables summed at once: a task's unsummed ones, the driver's from the tasks
 
 class PartialStats:
     """One task's statistics, per split; `add` each group's batch, `result` for the message."""
@@ -167,9 +168,10 @@ def _count(acc: dict[str, Any], values: pa.Array, cap: int) -> None:
                                                    "n": vc.field("counts")}))
         # Summed later while the tables together hold at most `cap` values: then their sum
         # holds no more, and nothing would have been cut (an Arrow group-by a batch cost
-        # about 1 ms each, most of the statistics of a low-cardinality feature).
+        # about 1 ms each, most of the statistics of a low-cardinality feature); at most
+        # CHUNK of them wait, so a feature of a few values in a long task keeps few.
         have = acc["counts"].num_rows if "counts" in acc else 0
-        if have + sum(t.num_rows for t in acc[_MORE]) <= cap:
+        if len(acc[_MORE]) < CHUNK and have + sum(t.num_rows for t in acc[_MORE]) <= cap:
             return
     _settle(acc)
     _prune(acc, cap)
