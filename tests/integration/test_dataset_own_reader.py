@@ -31,8 +31,14 @@ def both(path: str, batch_size: int, **kw) -> tuple[list[int], list[int]]:
     return native, own
 
 
+@pytest.mark.parametrize("one_by_one", [False, True])
 @pytest.mark.parametrize("block", [1, 16])
-def test_the_same_batches_as_the_native_reader(tmp_path, block):
+def test_the_same_batches_as_the_native_reader(tmp_path, monkeypatch, block, one_by_one):
+    # Records travel into TensorFlow one object each when they are large on average (blocks
+    # of real rows), else as one string cut there: both ways for both layouts.
+    from tfspark.tf import records
+
+    monkeypatch.setattr(records, "ONE_BY_ONE_FROM", 1 if one_by_one else 10**9)
     batch, spec = _ids_table(1000)
     path = write_dir(str(tmp_path / "d"), batch, spec, block, files=5, compression="gzip")
     ordered = dict(shuffle_buffer=0, shuffle_files=False, deterministic=True)

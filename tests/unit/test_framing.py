@@ -358,3 +358,35 @@ def test_bad_compression_fails_before_reading_or_writing(tmp_path):
         RecordWriter(io.BytesIO(), compression="zstd")
     with pytest.raises(OptionError):
         file_suffix("lz4")
+
+
+# Records of BIG_RECORD bytes or more have their data CRC checked by the crc32c package after
+# the compiled scan: sizes on both sides of the bound, each record damaged in turn.
+BIG_SIZES = [100, framing.BIG_RECORD - 1, framing.BIG_RECORD, 3 * framing.BIG_RECORD + 5, 7]
+
+
+@pytest.mark.parametrize("bad", range(len(BIG_SIZES)))
+@pytest.mark.parametrize("where", ["data", "stored crc"])
+def test_big_and_small_records_have_their_data_crc_checked(bad, where):
+    from tfspark.wire.stream import stream_framed
+
+    rng = np.random.default_rng(bad)
+    records = [rng.integers(0, 256, n, dtype=np.uint8).tobytes() for n in BIG_SIZES]
+    clean = b"".join(map(frame_record, records))
+    assert len(framing.frame_offsets(np.frombuffer(clean, np.uint8))) == len(records) + 1
+    starts = np.cumsum([0] + [n + framing.OVERHEAD for n in BIG_SIZES])
+    data = bytearray(clean)
+    pos = int(starts[bad]) + framing.HEADER_BYTES + (BIG_SIZES[bad] // 2 if where == "data"
+                                                     else BIG_SIZES[bad] + 1)
+    data[pos] ^= 0x10
+    with pytest.raises(CorruptRecordError, match="data CRC mismatch") as info:
+        framing.frame_offsets(np.frombuffer(bytes(data), np.uint8), path="f")
+    assert info.value.offset == starts[bad]
+    handed: list[int] = []
+    with pytest.raises(CorruptRecordError, match=f"record length {BIG_SIZES[bad]}\\)") as info:
+        for n in stream_framed(io.BytesIO(bytes(data)), "f", True,
+                               lambda buf, off, base: len(off) - 1):
+            handed.append(n)
+    assert sum(handed) == bad and info.value.offset == starts[bad]  # the good ones came out
+    assert sum(stream_framed(io.BytesIO(bytes(data)), "f", False,
+                             lambda buf, off, base: len(off) - 1)) == len(records)

@@ -5,27 +5,31 @@ A local file is opened as it is. A remote file (S3, GCS, ADLS, HDFS, fsspec) is 
 one request, read in ranges of `range_bytes` up to `ahead` ranges ahead of its reader, by a
 pool of `io_threads` threads shared by every file being read: I/O concurrency (many files at
 once) is its own setting, not the number of threads that decode. Memory is bounded by
-ahead * range_bytes per open file. A file's size comes from the manifest when it knows it, so
-opening a file costs no request of its own.
+ahead * range_bytes per open file; ranges read whole are kept for the next (Spares). A file's
+size comes from the manifest when it knows it, so opening a file costs no request of its own.
 
-With a FileCache, a remote file read to its end (every byte, checked by the reader) is kept in
-a local directory; later reads of the same file of the same write come from there.
+With a FileCache (cache.py), a remote file read to its end (every byte, checked by the reader)
+is kept in a local directory; later reads of the same file of the same write come from there.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import queue
 import threading
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+import numpy as np
 
 from tfspark.errors import CorruptRecordError
 from tfspark.store.fs import Location
 from tfspark.wire.stream import first_damage
+
+if TYPE_CHECKING:
+    from tfspark.store.cache import FileCache
 
 RANGE_BYTES = 8 * 2**20  # one read of a file's stream into the buffer
 FIRST_BYTES = 2**20  # the first read: smaller, so decoding starts sooner
@@ -42,6 +46,7 @@ class Fetcher:
                  ahead: int = AHEAD, cache: FileCache | None = None):
         self.range_bytes, self.ahead, self.cache = range_bytes, ahead, cache
         self._io_threads = io_threads
+        self._spares = SPARES if range_bytes == RANGE_BYTES else Spares(range_bytes, 2 * ahead)
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
 
@@ -64,7 +69,7 @@ class Fetcher:
             size = loc.size()
         stream = RangeStream(loc, size if end is None else end, self._executor(),
                              min(self.range_bytes, size if end is None else end - start),
-                             self.ahead, start)
+                             self.ahead, start, self._spares)
         if self.cache is not None and key is not None and not start and end is None:
             return self.cache.filling(stream, loc, key, size)
         return stream
@@ -89,6 +94,36 @@ class Fetcher:
         self.close()
 
 
+class Spares:
+    """Range buffers read whole, kept (at most `keep`) for the next ranges of any file: a fresh
+    buffer per range cost a page fault per 4 KiB, a third of the own reader's system time on
+    blocks (docs/benchmarks.md). The default ranges' pool (SPARES) is the process's, so a
+    reader made anew (a dataset per epoch, a validation set) finds them too: 64 MiB at most."""
+
+    def __init__(self, size: int, keep: int):
+        self.size, self.keep = size, keep
+        self._free: list[np.ndarray] = []
+        self._lock = threading.Lock()
+
+    def take(self, want: int) -> np.ndarray:
+        """A buffer of at least `want` bytes (uninitialized)."""
+        if want <= self.size:
+            with self._lock:
+                if self._free:
+                    return self._free.pop()
+        return np.empty(max(want, self.size), np.uint8)
+
+    def give(self, buf: np.ndarray) -> None:
+        """buf is read whole: keep it for a next range."""
+        if buf.size == self.size:
+            with self._lock:
+                if len(self._free) < self.keep:
+                    self._free.append(buf)
+
+
+SPARES = Spares(RANGE_BYTES, 2 * AHEAD)
+
+
 class RangeStream:
     """A remote file read front to back through one streaming request, `ahead` ranges of it
     buffered ahead of the reader by a task of the shared pool: readinto/read as a file object,
@@ -99,11 +134,13 @@ class RangeStream:
     8 files of 2 MB behind 50 ms took 0.58 s by read_at and 0.10 s by streams)."""
 
     def __init__(self, loc: Location, size: int, pool: ThreadPoolExecutor, range_bytes: int,
-                 ahead: int, start: int = 0):
+                 ahead: int, start: int, spares: Spares):
         self.loc, self.size, self._pool, self._start = loc, size - start, pool, start
         self._range, self._ahead = max(1, range_bytes), max(1, ahead)
         self._cond = threading.Condition()
-        self._chunks: deque[bytes] = deque()
+        self._chunks: deque[memoryview] = deque()
+        self._spares = spares
+        self._held: np.ndarray | None = None  # the buffer self._buf is a view of
         self._file: Any = None
         self._eof = False
         self._error: BaseException | None = None
@@ -130,11 +167,12 @@ class RangeStream:
                     first = self._read == 0
                 want = min(FIRST_BYTES, self._range) if first else self._range
                 want = min(want, self.size - self._read)  # a span ends before the file
-                data = self._file.read(want) if want > 0 else b""
-                self._read += len(data)  # (the network wait above holds no lock)
+                spare = self._spares.take(want)
+                got = self._file.readinto(spare.data[:want]) if want > 0 else 0
+                self._read += got  # (the network wait above holds no lock)
                 with self._cond:
-                    if data:
-                        self._chunks.append(data)
+                    if got:
+                        self._chunks.append(spare.data[:got])
                     else:
                         self._eof = True
                     self._cond.notify_all()
@@ -145,7 +183,7 @@ class RangeStream:
         if self.closed and self._file is not None:  # closed while this read was in flight
             self._file.close()
 
-    def _next_chunk(self) -> bytes | None:
+    def _next_chunk(self) -> memoryview | None:
         """The next buffered range (waiting for it), None at the end of the file."""
         with self._cond:
             while not self._chunks and not self._eof and self._error is None \
@@ -169,10 +207,13 @@ class RangeStream:
         done = 0
         while done < len(view):
             if not self._buf:
+                if self._held is not None:  # read whole: its buffer takes a next range
+                    self._spares.give(self._held)
+                    self._held = None
                 data = self._next_chunk()
                 if data is None:
                     break
-                self._buf = memoryview(data)
+                self._buf, self._held = data, cast(np.ndarray, data.obj)
             n = min(len(view) - done, len(self._buf))
             view[done:done + n] = self._buf[:n]
             self._buf = self._buf[n:]
@@ -253,87 +294,6 @@ class Bounded:
         self.close()
 
 
-class FileCache:
-    """Remote files kept in a local directory, per write: <dir>/<key>/<host and path>. An entry
-    is written to a temporary name and renamed into place only once the whole file was read
-    (the reader checked every CRC and the count), so a partial entry is never used; a new write
-    of the data set has another key, so its files are fetched anew."""
-
-    def __init__(self, directory: str):
-        self.directory = os.path.abspath(directory)
-
-    def path(self, loc: Location, key: str) -> str:
-        """Where loc's file of write `key` is (or would be) kept."""
-        return os.path.join(self.directory, key, loc.uri.split("://", 1)[-1].lstrip("/"))
-
-    def get(self, loc: Location, key: str) -> Any:
-        """The cached file, open for reading, or None."""
-        target = self.path(loc, key)
-        return open(target, "rb") if os.path.isfile(target) else None  # noqa: SIM115
-
-    def filling(self, stream: Any, loc: Location, key: str, size: int) -> Any:
-        """stream, copying what is read into the cache; kept when read to its end."""
-        return _Filling(stream, self.path(loc, key), size)
-
-
-class _Filling:
-    """A stream that tees what is read into a temporary file, renamed into place at its end."""
-
-    def __init__(self, stream: Any, target: str, size: int):
-        self._stream, self._target, self._size = stream, target, size
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        self._tmp = f"{target}.tmp-{os.getpid()}-{threading.get_ident()}"
-        self._out: Any = open(self._tmp, "wb")  # noqa: SIM115 - closed in close()
-        self._seen = 0
-        self.closed = False
-
-    def readinto(self, out: Any) -> int:
-        """Read into out, and into the cache file."""
-        n = self._stream.readinto(out)
-        if self._out is not None and n:
-            self._out.write(memoryview(out).cast("B")[:n])
-            self._seen += n
-        return int(n)
-
-    def read(self, n: int = -1) -> bytes:
-        """Up to n bytes (all that is left for n < 0)."""
-        data = self._stream.read(n)
-        if self._out is not None and data:
-            self._out.write(data)
-            self._seen += len(data)
-        return bytes(data)
-
-    def readable(self) -> bool:
-        """A stream for reading."""
-        return True
-
-    def complete(self) -> None:
-        """The reader read and checked the whole file: keep the copy (when it is whole)."""
-        if self._out is None:
-            return
-        self._out.close()
-        self._out = None
-        if self._seen == self._size:
-            os.replace(self._tmp, self._target)
-        else:
-            os.unlink(self._tmp)
-
-    def close(self) -> None:
-        """Close the stream; a copy not completed is dropped."""
-        if self._out is not None:
-            self._out.close()
-            self._out = None
-            os.unlink(self._tmp)
-        self._stream.close()
-        self.closed = True
-
-    def __enter__(self) -> _Filling:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-
 @contextlib.contextmanager
 def reading(loc: Location, name: str, gz: bool) -> Iterator[None]:
     """The errors of reading data file `loc` (named `name`) as every reader reports them: a
@@ -362,3 +322,4 @@ def hand_over(to: queue.Queue, item: Any, stop: threading.Event) -> bool:
         except queue.Full:
             continue
     return False
+

@@ -6,8 +6,11 @@ ahead in concurrent ranges (store/fetch.py) and optionally kept in a local cache
 make_dataset keeps TensorFlow's native TFRecordDataset for local files of the block layout,
 which it reads faster; this is what it reads every other file with, local files of the row
 layout included (1.2-1.3x TensorFlow's reader there: docs/benchmarks.md). The records travel as
-blocks (one string tensor of up to `per_read` records) and are parsed by the same batched
-tf.io.parse_example as the native path's.
+blocks of up to `per_read` records and are parsed by the same batched tf.io.parse_example as
+the native path's: small records (the row layout) as one string cut by tf.strings.substr (a
+Python object per record would cost more than the cut), large ones (blocks of rows) as one
+bytes object each (no copy of the whole block into one string and out again: 0.2 CPU-s less
+per epoch of 2,000,000 rows in blocks, half of it page faults; docs/benchmarks.md).
 
 One epoch is one generator fed by threads of our own (RecordSource.epoch), not a generator per
 file under tf.data's interleave (where several of TensorFlow's threads ran Python at once): the
@@ -26,23 +29,36 @@ import numpy as np
 import pyarrow as pa
 
 from tfspark.errors import CorruptRecordError
-from tfspark.store.fetch import Fetcher, FileCache, hand_over, reading
+from tfspark.store.cache import FileCache
+from tfspark.store.fetch import Fetcher, hand_over, reading
 from tfspark.store.shards import Shard
 from tfspark.wire.stream import stream_framed
 from tfspark.wire.tfrecord import HEADER_BYTES, TRAILER_BYTES
 
 QUEUED = 4  # blocks read ahead per thread
+ONE_BY_ONE_FROM = 4096  # mean record bytes from which records travel as one object each
 _DONE = object()  # a thread's last item: its files are read
 
 
 class Records(NamedTuple):
-    """Records of one read, as TensorFlow takes them with one conversion: their bytes in one
-    string (framing included), and where each starts and how long it is. Handed on as one
-    scalar string and cut by tf.strings.substr: no Python object per record, one copy."""
+    """Records of one read, as TensorFlow takes them with one conversion: either their bytes
+    in one string (framing included) with where each starts and how long it is (cut by
+    tf.strings.substr: no Python object per record), or (starts and sizes None) an object
+    array of one bytes object per record."""
 
-    data: bytes
-    starts: np.ndarray
-    sizes: np.ndarray
+    data: bytes | np.ndarray
+    starts: np.ndarray | None
+    sizes: np.ndarray | None
+
+    def __len__(self) -> int:
+        return len(self.data) if self.starts is None else len(self.starts)
+
+    def head(self, n: int) -> Records:
+        """The first n records."""
+        if self.starts is None:
+            return Records(self.data[:n], None, None)
+        assert self.sizes is not None
+        return Records(self.data, self.starts[:n], self.sizes[:n])
 
 
 class RecordSource:
@@ -52,6 +68,8 @@ class RecordSource:
     def __init__(self, part: Shard, counts: list[int], per_read: int, io_threads: int,
                  cache_dir: str | None):
         self.part, self.counts, self.per_read = part, counts, per_read
+        records, size = sum(part.records or ()), sum(part.sizes or ())  # (0: not known)
+        self.one_by_one = bool(records and size >= ONE_BY_ONE_FROM * records)
         self._fetcher = Fetcher(io_threads, cache=FileCache(cache_dir) if cache_dir else None)
 
     def _open(self, f: int) -> Any:
@@ -61,9 +79,9 @@ class RecordSource:
                                   part.versions[f] if part.versions else None)
 
     def epoch(self, order: Any, slots: int, deterministic: bool
-              ) -> Iterator[tuple[int, int, bytes, np.ndarray, np.ndarray]]:
+              ) -> Iterator[tuple[int, int, Records]]:
         """Every block of the files in `order` (file indices) as (file, block index in the
-        file, data, starts, sizes). Thread k reads files order[k::slots] one after another,
+        file, Records). Thread k reads files order[k::slots] one after another,
         the next one opened ahead; deterministic: the threads take turns, a block each (so the
         order is fixed by `order` and `slots`), else whichever block is ready comes first."""
         files = [int(f) for f in order]
@@ -111,8 +129,7 @@ class RecordSource:
                     continue
                 if isinstance(item, BaseException):
                     raise item
-                f, i, block = item
-                yield f, i, block.data, block.starts, block.sizes
+                yield item
                 if deterministic:
                     k = (k + 1) % slots
         finally:
@@ -133,6 +150,8 @@ class RecordSource:
         gz = part.compressions[f] == "gzip"
         seen = taken = 0
 
+        one_by_one = self.one_by_one
+
         def pick(buf: np.ndarray, offsets: np.ndarray, base: int) -> Records:
             nonlocal seen
             idx = np.arange(seen, seen + len(offsets) - 1)
@@ -140,12 +159,16 @@ class RecordSource:
             if n > 1 or start:
                 idx = idx[(idx >= start) & ((idx - start) % n == 0)]
             rel = idx - (seen - (len(offsets) - 1))
-            if n > 1 and len(rel):  # a stride: only its records are kept (blocks span n x)
+            if one_by_one or (n > 1 and len(rel)):  # (a stride: only its records are kept)
                 begin = offsets[rel] + HEADER_BYTES
                 size = offsets[rel + 1] - TRAILER_BYTES - begin
                 view = buf.data  # a memoryview: slices without copies
-                data = b"".join(view[b:b + k] for b, k in zip(begin.tolist(), size.tolist()))
-                return Records(data, np.cumsum(size) - size, size)
+                pieces = [view[b:b + k] for b, k in zip(begin.tolist(), size.tolist())]
+                if one_by_one:
+                    records = np.empty(len(pieces), object)
+                    records[:] = [bytes(p) for p in pieces]
+                    return Records(records, None, None)
+                return Records(b"".join(pieces), np.cumsum(size) - size, size)
             first = int(offsets[0])
             lo = offsets[rel] + HEADER_BYTES - first
             size = offsets[rel + 1] - TRAILER_BYTES - first - lo
@@ -160,12 +183,11 @@ class RecordSource:
                 # batches them after its shard (the same blocks, the same interleaved order)
                 for block in stream_framed(raw, name, True, pick, gz,
                                            batch_records=self.per_read * n):
-                    if limit is not None and taken + len(block.starts) >= limit:
-                        cut = limit - taken
-                        yield Records(block.data, block.starts[:cut], block.sizes[:cut])
+                    if limit is not None and taken + len(block) >= limit:
+                        yield block.head(limit - taken)
                         return  # even shards: the rest of the file is cut (not read)
-                    taken += len(block.starts)
-                    if len(block.starts):
+                    taken += len(block)
+                    if len(block):
                         yield block
                 if want >= 0 and taken != want:
                     mine = " for this reader" if n > 1 or start else ""  # a stride of it
@@ -184,14 +206,16 @@ def epoch_blocks(source: RecordSource, order: Any, slots: int, deterministic: bo
 
     def blocks(files: Any) -> Any:
         try:
-            yield from source.epoch(files, slots, deterministic)
+            for f, i, block in source.epoch(files, slots, deterministic):
+                yield (f, i, *_parts(block))
         except CorruptRecordError as e:  # TensorFlow makes a ValueError InvalidArgumentError
             raise ValueError(str(e)) from e
 
+    ids = (tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.int64))
     reads = tf.data.Dataset.from_generator(blocks, args=(order,),
-        output_signature=(tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.int64),
-                          tf.TensorSpec([], tf.string), tf.TensorSpec([None], tf.int64),
-                          tf.TensorSpec([None], tf.int64)))
+                                           output_signature=(*ids, *_signature(source)))
+    if source.one_by_one:
+        return reads
     return reads.map(lambda f, i, data, starts, sizes: (f, i, tf.strings.substr(data, starts,
                                                                                  sizes)),
                      num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
@@ -201,8 +225,27 @@ def file_blocks(source: RecordSource, f: Any) -> Any:
     """A tf.data.Dataset of file f's record blocks (1-D tf.string), f a scalar int tensor."""
     import tensorflow as tf
 
-    reads = tf.data.Dataset.from_generator(
-        source.blocks, args=(f,), output_signature=(tf.TensorSpec([], tf.string),
-                                                    tf.TensorSpec([None], tf.int64),
-                                                    tf.TensorSpec([None], tf.int64)))
+    def blocks(f: Any) -> Any:
+        for block in source.blocks(f):
+            yield _parts(block)
+
+    reads = tf.data.Dataset.from_generator(blocks, args=(f,),
+                                           output_signature=_signature(source))
+    if source.one_by_one:
+        return reads
     return reads.map(lambda data, starts, sizes: tf.strings.substr(data, starts, sizes))
+
+
+def _parts(block: Records) -> tuple[Any, ...]:
+    """What from_generator hands TensorFlow of a block (_signature)."""
+    return (block.data,) if block.starts is None else tuple(block)
+
+
+def _signature(source: RecordSource) -> tuple[Any, ...]:
+    """The TensorSpecs of a source's blocks: records one by one, or one string cut later."""
+    import tensorflow as tf
+
+    if source.one_by_one:
+        return (tf.TensorSpec([None], tf.string),)
+    return (tf.TensorSpec([], tf.string), tf.TensorSpec([None], tf.int64),
+            tf.TensorSpec([None], tf.int64))

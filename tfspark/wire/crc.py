@@ -25,11 +25,11 @@ def masked(c):
 
 def masked_crc(data: bytes | memoryview) -> int:
     """Masked CRC-32C of data, as TFRecord stores it."""
-    return int(masked(_crc32c_lib().crc32c(data)))
+    return int(masked(crc32c_lib().crc32c(data)))
 
 
 @functools.cache
-def _crc32c_lib() -> Any:
+def crc32c_lib() -> Any:
     """The crc32c package, imported at first use: its import looks its own version up in the
     installed distributions, 0.03-0.2 s that a write task (whose kernels frame and check the
     records) never needs."""

@@ -26,7 +26,6 @@ from tfspark.wire.tfrecord import (
     LIMIT,
     OVERHEAD,
     PARTIAL,
-    TABLES,
     TRAILER_BYTES,
     count_framed,
     frame_error,
@@ -252,7 +251,7 @@ def stream_framed(stream: Any, name: str, verify: bool,
         while True:
             limit = batch_records if first_record is None else \
                 batch_records - seen % batch_records
-            count, stop, pos, info = scan_frames(view, start, limit, verify, TABLES, offsets)
+            count, stop, pos, info = scan_frames(view, start, limit, verify, offsets)
             if count:
                 seen += count
                 yield to_batch(view, offsets[:count + 1], base)
