@@ -8,7 +8,10 @@ each place, reader and layout, one epoch at batch 1024 without shuffling:
 
   read_batches   tfspark.read_batches(path, 1024, shuffle_buffer=0, filesystem=fs)
                  (default threads: the cores, and io_threads=16 requests in flight)
-  make_dataset   tfspark.make_dataset(path, 1024, shuffle_buffer=0, filesystem=fs)
+  make_dataset   tfspark.make_dataset(path, 1024, shuffle_buffer=0, filesystem=fs), each batch
+                 taken into NumPy by a Python loop
+  make_dataset_graph  the same read in a graph (Dataset.reduce), as Keras fit consumes it:
+                 no Python per batch (the first batch timed by tf.timestamp)
 
 rows/s (best of --repeat, places alternating): steady (the rows after the first batch over the
 time after it) and over the whole epoch, and the time to the first batch (from the call, so
@@ -47,11 +50,18 @@ DELAYS = (0.0, 0.02, 0.05, 0.1)
 
 def timed(make) -> tuple[int, float, float, float]:
     """(rows, seconds to the first batch, seconds in all, steady rows/s: the rows after the
-    first batch over the time after it) of one epoch."""
-    t = time.perf_counter()
+    first batch over the time after it) of one epoch. A reader that reads in a graph returns
+    (rows, rows of its first batch, when that batch came by time.time()) instead of batches."""
+    t, wall = time.perf_counter(), time.time()
+    got = make()
+    if isinstance(got, tuple):
+        total = time.perf_counter() - t
+        rows, first_rows, came = got
+        first = came - wall
+        return rows, first, total, (rows - first_rows) / (total - first)
     first = None
     rows = 0
-    for batch in make():
+    for batch in got:
         if first is None:
             first = time.perf_counter() - t
             first_rows = len(batch["f0"])
@@ -70,7 +80,26 @@ def readers(path: str, fs) -> dict:
         "make_dataset": lambda: (
             {k: v.numpy() for k, v in b.items()} for b in tfspark.make_dataset(
                 path, BATCH, shuffle_buffer=0, label_cols=[], filesystem=fs)),
+        "make_dataset_graph": lambda: in_graph(tfspark.make_dataset(
+            path, BATCH, shuffle_buffer=0, label_cols=[], filesystem=fs)),
     }
+
+
+def in_graph(ds) -> tuple[int, int, float]:
+    """One epoch read in a graph (Dataset.reduce), as Keras fit consumes a dataset, no Python
+    per batch: (rows, rows of the first batch, when it came: tf.timestamp, as time.time())."""
+    import tensorflow as tf
+
+    def step(state, batch):
+        rows, first_rows, came = state
+        n = tf.shape(batch["f0"], out_type=tf.int64)[0]
+        first = tf.equal(rows, 0)
+        return (rows + n, tf.where(first, n, first_rows),
+                tf.where(first, tf.timestamp(), came))
+
+    zero = tf.constant(0, tf.int64)
+    rows, first_rows, came = ds.reduce((zero, zero, tf.constant(0.0, tf.float64)), step)
+    return int(rows), int(first_rows), float(came)
 
 
 def seed_experiment(gcs, rows: int) -> dict:
@@ -132,7 +161,8 @@ def on_gcs(rows: int, layouts: dict[str, int]) -> Iterator[tuple[Any, dict[str, 
 
 
 def run(rows: int, repeat: int, small_rows: int, layouts: tuple[str, ...] = ("rows", "blocks"),
-        kinds: tuple[str, ...] = ("read_batches", "make_dataset")) -> dict:
+        kinds: tuple[str, ...] = ("read_batches", "make_dataset", "make_dataset_graph")
+        ) -> dict:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     started = machine()
     with on_gcs(rows, {k: v for k, v in {"rows": 1, "blocks": 1024}.items()
@@ -180,7 +210,7 @@ def main() -> None:
     ap = rows_args(__doc__, repeat=2)
     ap.add_argument("--small-rows", type=int, default=20_000)
     ap.add_argument("--layouts", default="rows,blocks")
-    ap.add_argument("--readers", default="read_batches,make_dataset")
+    ap.add_argument("--readers", default="read_batches,make_dataset,make_dataset_graph")
     args = ap.parse_args()
     doc = run(args.rows, args.repeat, args.small_rows, tuple(args.layouts.split(",")),
               tuple(args.readers.split(",")))
