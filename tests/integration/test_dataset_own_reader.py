@@ -68,6 +68,25 @@ def test_the_same_batches_as_the_native_reader(tmp_path, monkeypatch, block, one
         assert sorted(seen) == list(range(1000)) or even
 
 
+@pytest.mark.parametrize("one_by_one", [False, True])
+def test_even_shards_cut_through_a_block_as_the_native_reader_does(tmp_path, monkeypatch,
+                                                                  one_by_one):
+    # 3 files of 333-334 rows in blocks of 16, 3 workers: each keeps 332 rows, so a cut goes
+    # through a block of each file; the own reader reads that block apart (file_blocks).
+    from tfspark.tf import records
+
+    monkeypatch.setattr(records, "ONE_BY_ONE_FROM", 1 if one_by_one else 10**9)
+    batch, spec = _ids_table(1000)
+    path = write_dir(str(tmp_path / "d"), batch, spec, 16, files=3)
+    seen = []
+    for k in range(3):
+        native, own = both(path, 50, shard=(3, k), shuffle_buffer=0, shuffle_files=False,
+                           deterministic=True, num_parallel_reads=1)
+        assert native == own and len(own) == 332
+        seen += own
+    assert len(set(seen)) == len(seen)
+
+
 def test_damage_and_a_missing_feature_are_named(tmp_path, tf, holey):  # noqa: F811
     batch, spec = _ids_table(300)
     path = write_dir(str(tmp_path / "d"), batch, spec, 1, files=3)

@@ -96,7 +96,7 @@ class Fetcher:
 
 class Spares:
     """Range buffers read whole, kept (at most `keep`) for the next ranges of any file: a fresh
-    buffer per range cost a page fault per 4 KiB, a third of the own reader's system time on
+    buffer per range cost a page fault per 4 KiB, 29% of the own reader's page faults on
     blocks (docs/benchmarks.md). The default ranges' pool (SPARES) is the process's, so a
     reader made anew (a dataset per epoch, a validation set) finds them too: 64 MiB at most."""
 
@@ -322,4 +322,3 @@ def hand_over(to: queue.Queue, item: Any, stop: threading.Event) -> bool:
         except queue.Full:
             continue
     return False
-

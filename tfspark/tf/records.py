@@ -9,8 +9,8 @@ layout included (1.2-1.3x TensorFlow's reader there: docs/benchmarks.md). The re
 blocks of up to `per_read` records and are parsed by the same batched tf.io.parse_example as
 the native path's: small records (the row layout) as one string cut by tf.strings.substr (a
 Python object per record would cost more than the cut), large ones (blocks of rows) as one
-bytes object each (no copy of the whole block into one string and out again: 0.2 CPU-s less
-per epoch of 2,000,000 rows in blocks, half of it page faults; docs/benchmarks.md).
+bytes object each: one copy fewer, and no block-sized allocations, which page-faulted
+(docs/benchmarks.md).
 
 One epoch is one generator fed by threads of our own (RecordSource.epoch), not a generator per
 file under tf.data's interleave (where several of TensorFlow's threads ran Python at once): the
@@ -225,14 +225,11 @@ def file_blocks(source: RecordSource, f: Any) -> Any:
     """A tf.data.Dataset of file f's record blocks (1-D tf.string), f a scalar int tensor."""
     import tensorflow as tf
 
-    def blocks(f: Any) -> Any:
-        for block in source.blocks(f):
-            yield _parts(block)
-
-    reads = tf.data.Dataset.from_generator(blocks, args=(f,),
-                                           output_signature=_signature(source))
     if source.one_by_one:
-        return reads
+        return tf.data.Dataset.from_generator(lambda f: (b.data for b in source.blocks(f)),
+                                              args=(f,), output_signature=_signature(source)[0])
+    reads = tf.data.Dataset.from_generator(lambda f: map(tuple, source.blocks(f)), args=(f,),
+                                           output_signature=_signature(source))
     return reads.map(lambda data, starts, sizes: tf.strings.substr(data, starts, sizes))
 
 
