@@ -6,6 +6,7 @@ ranged path runs; ranges are made tiny so that each file spans many of them."""
 
 from __future__ import annotations
 
+import os
 import threading
 
 import numpy as np
@@ -80,3 +81,18 @@ def test_spares_are_taken_again_and_bounded():
     assert spares.take(101).size == 101 and spares.take(10).size == 100  # a fresh one each
     spares.give(np.empty(7, np.uint8))  # not of the pool's size: not kept
     assert spares.take(7).size == 100
+
+
+def test_a_forked_child_has_a_pool_of_its_own():
+    from tfspark.store.fetch import SPARES
+
+    SPARES.give(SPARES.take(1))
+    with SPARES._lock:  # held by this process at the fork, as a reading thread might hold it
+        pid = os.fork()
+        if pid == 0:  # the child: its pool is empty and its lock free (not the parent's)
+            if not SPARES._lock.acquire(timeout=5):
+                os._exit(2)
+            SPARES._lock.release()
+            os._exit(0 if not SPARES._free else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

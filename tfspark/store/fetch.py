@@ -15,6 +15,7 @@ is kept in a local directory; later reads of the same file of the same write com
 from __future__ import annotations
 
 import contextlib
+import os
 import queue
 import threading
 from collections import deque
@@ -105,6 +106,11 @@ class Spares:
         self._free: list[np.ndarray] = []
         self._lock = threading.Lock()
 
+    def reset(self) -> None:
+        """Empty, with a new lock: a forked child (DataLoader workers) starts with its own, not
+        with a copy of the parent's lock that a parent's thread may have held at the fork."""
+        self._free, self._lock = [], threading.Lock()
+
     def take(self, want: int) -> np.ndarray:
         """A buffer of at least `want` bytes (uninitialized)."""
         if want <= self.size:
@@ -122,6 +128,7 @@ class Spares:
 
 
 SPARES = Spares(RANGE_BYTES, 2 * AHEAD)
+os.register_at_fork(after_in_child=SPARES.reset)
 
 
 class RangeStream:
