@@ -87,6 +87,27 @@ def test_even_shards_cut_through_a_block_as_the_native_reader_does(tmp_path, mon
     assert len(set(seen)) == len(seen)
 
 
+def test_the_hand_over_form_is_the_files_whatever_the_shard(tmp_path, monkeypatch):
+    # The mean record size decides it; a shard reading every n-th record of fewer files than
+    # workers counts 1/n of their records, against the files' whole bytes.
+    from tfspark.store.read_plan import plan_read
+    from tfspark.store.shards import shard
+    from tfspark.tf import records
+
+    batch, spec = _ids_table(1000)
+    path = write_dir(str(tmp_path / "d"), batch, spec, 16, files=2).lstrip("/")
+    plan = plan_read(path, filesystem=OWN)
+    mean = sum(plan.sizes) / sum(plan.records)
+    monkeypatch.setattr(records, "ONE_BY_ONE_FROM", 2 * mean)  # between the mean and 8x it
+    forms = {records.RecordSource(shard(plan, part), [-1] * 2, 1, 1, None).one_by_one
+             for part in [None, *((8, k) for k in range(8))]}
+    assert forms == {False}
+    monkeypatch.setattr(records, "ONE_BY_ONE_FROM", mean / 2)
+    forms = {records.RecordSource(shard(plan, part), [-1] * 2, 1, 1, None).one_by_one
+             for part in [None, *((8, k) for k in range(8))]}
+    assert forms == {True}
+
+
 def test_damage_and_a_missing_feature_are_named(tmp_path, tf, holey):  # noqa: F811
     batch, spec = _ids_table(300)
     path = write_dir(str(tmp_path / "d"), batch, spec, 1, files=3)

@@ -68,7 +68,9 @@ class RecordSource:
     def __init__(self, part: Shard, counts: list[int], per_read: int, io_threads: int,
                  cache_dir: str | None):
         self.part, self.counts, self.per_read = part, counts, per_read
-        records, size = sum(part.records or ()), sum(part.sizes or ())  # (0: not known)
+        # the files' records, about (a stride shard counts 1/n of them), against their bytes
+        records = sum(c * part.stride(f)[0] for f, c in enumerate(part.records or ()))
+        size = sum(part.sizes or ())  # (either 0: not known)
         self.one_by_one = bool(records and size >= ONE_BY_ONE_FROM * records)
         self._fetcher = Fetcher(io_threads, cache=FileCache(cache_dir) if cache_dir else None)
 
