@@ -87,6 +87,27 @@ def test_even_shards_cut_through_a_block_as_the_native_reader_does(tmp_path, mon
     assert len(set(seen)) == len(seen)
 
 
+@pytest.mark.parametrize("compression", [None, "gzip"])
+def test_blocks_do_not_depend_on_where_reads_end(tmp_path, monkeypatch, compression):
+    # Files read in parallel, in turns of a block each: the order is the native reader's only
+    # when every block holds its full count of records. Reads of 3,000 bytes end inside most
+    # blocks (as a remote file's 32 MiB reads end inside some): the order stays the same.
+    from tfspark.wire import stream
+
+    batch, spec = _ids_table(3000)
+    ordered = dict(shuffle_buffer=0, shuffle_files=False, deterministic=True,
+                   num_parallel_reads=3)
+    rows = write_dir(str(tmp_path / "rows"), batch, spec, 1, files=3, compression=compression)
+    blocks = write_dir(str(tmp_path / "blocks"), batch, spec, 16, files=3,
+                       compression=compression)
+    before = both(rows, 64, **ordered)[1]  # (local files of rows: the own reader both times)
+    native = both(blocks, 64, **ordered)[0]
+    monkeypatch.setattr(stream, "CHUNK_BYTES", 3000)
+    assert both(rows, 64, **ordered) == (before, before)
+    assert both(blocks, 64, **ordered) == (native, native)
+    assert sorted(before) == sorted(native) == list(range(3000)) and before != native
+
+
 def test_the_hand_over_form_is_the_files_whatever_the_shard(tmp_path, monkeypatch):
     # The mean record size decides it; a shard reading every n-th record of fewer files than
     # workers counts 1/n of their records, against the files' whole bytes.

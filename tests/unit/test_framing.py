@@ -390,3 +390,29 @@ def test_big_and_small_records_have_their_data_crc_checked(bad, where):
     assert sum(handed) == bad and info.value.offset == starts[bad]  # the good ones came out
     assert sum(stream_framed(io.BytesIO(bytes(data)), "f", False,
                              lambda buf, off, base: len(off) - 1)) == len(records)
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes=st.lists(st.integers(0, 300), min_size=1, max_size=60),
+       chunk=st.integers(1, 700), batch=st.integers(1, 9))
+def test_whole_batches_do_not_depend_on_where_reads_end(sizes, chunk, batch):
+    # whole=True: every batch but the last holds `batch` records, the same records however
+    # small the reads (records larger than a read included), every record once, in order.
+    from tfspark.wire import stream
+
+    records = [bytes([i % 251]) * n for i, n in enumerate(sizes)]
+    data = b"".join(map(frame_record, records))
+
+    def batches() -> list[list[bytes]]:
+        return list(stream.stream_framed(
+            io.BytesIO(data), "f", True,
+            lambda buf, off, base: [buf[a + framing.HEADER_BYTES:b - framing.TRAILER_BYTES]
+                                    .tobytes() for a, b in zip(off[:-1], off[1:])],
+            batch_records=batch, whole=True))
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(stream, "CHUNK_BYTES", chunk)
+        small = batches()
+    assert small == batches()
+    assert [r for b in small for r in b] == records
+    assert all(len(b) == batch for b in small[:-1]) and 0 < len(small[-1]) <= batch

@@ -184,7 +184,7 @@ class RecordSource:
                 # per_read records of this reader's stride a block, as TensorFlow's reader
                 # batches them after its shard (the same blocks, the same interleaved order)
                 for block in stream_framed(raw, name, True, pick, gz,
-                                           batch_records=self.per_read * n):
+                                           batch_records=self.per_read * n, whole=True):
                     if limit is not None and taken + len(block) >= limit:
                         yield block.head(limit - taken)
                         return  # even shards: the rest of the file is cut (not read)
