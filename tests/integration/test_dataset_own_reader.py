@@ -7,6 +7,8 @@ required feature and a reader stopped early included."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 
 import pyarrow.fs as pafs
@@ -164,3 +166,18 @@ def test_a_reader_stopped_early_leaves_no_thread(tmp_path):
             break
         time.sleep(0.2)
     assert not left - before, left
+
+
+def test_no_autograph_warning_for_the_own_reader(tmp_path):
+    # TensorFlow's AutoGraph warned on every dataset of the own reader that it could not
+    # convert the epoch's generator; a fresh process (it warns once per process).
+    batch, spec = _ids_table(100)
+    path = write_dir(str(tmp_path / "d"), batch, spec, 16, files=2).lstrip("/")
+    code = ("import pyarrow.fs as pafs, tfspark\n"
+            "fs = pafs.SubTreeFileSystem('/', pafs.LocalFileSystem())\n"
+            f"ds = tfspark.make_dataset({path!r}, 10, filesystem=fs)\n"
+            "print(sum(len(y) for _, y in ds))\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, cwd="/")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split() == ["100"] and "AutoGraph" not in run.stderr, run.stderr[-2000:]

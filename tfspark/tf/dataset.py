@@ -247,8 +247,10 @@ def _records(part: Shard, batch_size: int, shuffle_files: bool, seed: int | None
         ds = ds.shuffle(len(part.files), seed=seed, reshuffle_each_iteration=True)
     if source is not None:  # the epoch's file order -> one generator fed by our threads
         slots = num_parallel_reads if num_parallel_reads > 0 else max(2, os.cpu_count() or 1)
-        ds = ds.map(lambda f, *_: f).batch(max(1, len(names))).flat_map(  # (no files: none)
-            lambda order: epoch_blocks(source, order, slots, deterministic))
+        # (no files: none; do_not_convert: AutoGraph would warn about the generator inside)
+        ds = ds.map(lambda f, *_: f).batch(max(1, len(names))).flat_map(
+            tf.autograph.experimental.do_not_convert(
+                lambda order: epoch_blocks(source, order, slots, deterministic)))
         if check is None:
             return ds.map(lambda f, i, block: block)
         # in the generator's order, as the native path checks a file's blocks: a file's
