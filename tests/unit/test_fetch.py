@@ -96,3 +96,59 @@ def test_a_forked_child_has_a_pool_of_its_own():
             os._exit(0 if not SPARES._free else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+@pytest.mark.parametrize("headroom", [16, 2**20])
+def test_records_framed_where_the_ranges_were_read(tmp_path, monkeypatch, headroom):
+    # stream_framed takes a remote file's ranges as they were read (next_span), the partial
+    # record of one put in the room before the next: records larger than a range and than the
+    # room included (then copied), many files at once over the same buffers, again and again;
+    # a truncated file still fails naming its offset.
+    from tfspark.errors import CorruptRecordError
+    from tfspark.store import fetch
+    from tfspark.wire.stream import stream_framed
+    from tfspark.wire.tfrecord import HEADER_BYTES, TRAILER_BYTES, frame_record
+
+    monkeypatch.setattr(fetch, "HEADROOM", headroom)
+    rng = np.random.default_rng(3)
+    store = pafs.SubTreeFileSystem(str(tmp_path), pafs.LocalFileSystem())
+    files = []
+    for k in range(6):
+        records = [rng.integers(0, 256, int(n), dtype=np.uint8).tobytes()
+                   for n in rng.integers(0, 3000, 40 + k)]
+        (tmp_path / f"r{k}").write_bytes(b"".join(map(frame_record, records)))
+        files.append((locate(f"r{k}", filesystem=store), records))
+
+    def records_of(stream, name):
+        return [r for batch in stream_framed(
+            stream, name, True, lambda buf, off, base: [
+                buf[a + HEADER_BYTES:b - TRAILER_BYTES].tobytes()
+                for a, b in zip(off[:-1].tolist(), off[1:].tolist())], batch_records=7)
+            for r in batch]
+
+    errors: list[BaseException] = []
+    with Fetcher(io_threads=3, range_bytes=1500, ahead=2) as fetcher:
+        def run(k: int) -> None:
+            try:
+                for _ in range(3):
+                    for loc, records in files[k % 3::3]:
+                        with fetcher.open(loc, os.path.getsize(tmp_path / loc.base)) as s:
+                            assert hasattr(s, "next_span")
+                            assert records_of(s, loc.uri) == records, loc.uri
+            except BaseException as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=run, args=(k,)) for k in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors[0]
+        loc, records = files[0]
+        whole = (tmp_path / "r0").read_bytes()
+        (tmp_path / "cut").write_bytes(whole[:-5])
+        cut = locate("cut", filesystem=store)
+        with pytest.raises(CorruptRecordError, match="truncated record") as info:
+            with fetcher.open(cut, len(whole) - 5) as s:
+                records_of(s, "cut")
+        assert info.value.offset == len(whole) - len(frame_record(records[-1]))

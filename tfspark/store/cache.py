@@ -52,6 +52,14 @@ class _Filling:
             self._seen += n
         return int(n)
 
+    def next_span(self, carry: Any) -> Any:
+        """The stream's next span (RangeStream.next_span); its new bytes go into the cache."""
+        span = self._stream.next_span(carry)
+        if span is not None and self._out is not None and len(span) > len(carry):
+            self._out.write(memoryview(span[len(carry):]))
+            self._seen += len(span) - len(carry)
+        return span
+
     def read(self, n: int = -1) -> bytes:
         """Up to n bytes (all that is left for n < 0)."""
         data = self._stream.read(n)

@@ -35,6 +35,10 @@ if TYPE_CHECKING:
 RANGE_BYTES = 8 * 2**20  # one read of a file's stream into the buffer
 FIRST_BYTES = 2**20  # the first read: smaller, so decoding starts sooner
 AHEAD = 4  # ranges of one file buffered ahead of its reader
+# Room left before each range in its buffer: the reader's unused end of the range before (a
+# partial record) is put there, so records are framed in the buffer the range was read into
+# (RangeStream.next_span): no copy of the range.
+HEADROOM = 2**20
 IO_THREADS = 16  # requests in flight at once, over all files (remote reads)
 
 
@@ -47,7 +51,8 @@ class Fetcher:
                  ahead: int = AHEAD, cache: FileCache | None = None):
         self.range_bytes, self.ahead, self.cache = range_bytes, ahead, cache
         self._io_threads = io_threads
-        self._spares = SPARES if range_bytes == RANGE_BYTES else Spares(range_bytes, 2 * ahead)
+        self._spares = SPARES if range_bytes == RANGE_BYTES else \
+            Spares(HEADROOM + range_bytes, 2 * ahead)
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
 
@@ -127,14 +132,14 @@ class Spares:
                     self._free.append(buf)
 
 
-SPARES = Spares(RANGE_BYTES, 2 * AHEAD)
+SPARES = Spares(HEADROOM + RANGE_BYTES, 2 * AHEAD)
 os.register_at_fork(after_in_child=SPARES.reset)
 
 
 class RangeStream:
     """A remote file read front to back through one streaming request, `ahead` ranges of it
-    buffered ahead of the reader by a task of the shared pool: readinto/read as a file object,
-    for stream_framed and pyarrow's decompression.
+    buffered ahead of the reader by a task of the shared pool: readinto/read as a file object
+    (for pyarrow's decompression), or next_span: the ranges themselves (for stream_framed).
 
     One stream, not ranged reads (read_at): pyarrow's GCS files serve read_at one request at
     a time and with two requests each, where streams of many files run in parallel (measured:
@@ -174,12 +179,13 @@ class RangeStream:
                     first = self._read == 0
                 want = min(FIRST_BYTES, self._range) if first else self._range
                 want = min(want, self.size - self._read)  # a span ends before the file
-                spare = self._spares.take(want)
-                got = self._file.readinto(spare.data[:want]) if want > 0 else 0
+                spare = self._spares.take(HEADROOM + want)
+                got = self._file.readinto(spare.data[HEADROOM:HEADROOM + want]) if want > 0 \
+                    else 0
                 self._read += got  # (the network wait above holds no lock)
                 with self._cond:
                     if got:
-                        self._chunks.append(spare.data[:got])
+                        self._chunks.append(spare.data[HEADROOM:HEADROOM + got])
                     else:
                         self._eof = True
                     self._cond.notify_all()
@@ -227,6 +233,34 @@ class RangeStream:
             done += n
         return done
 
+    def next_span(self, carry: np.ndarray) -> np.ndarray | None:
+        """The file's next bytes with `carry` (the unused end of the span before) in front, as
+        one array: the next range's own buffer when carry fits in the room before it (the
+        range is not copied). None at the end of the file. The span before is not to be used
+        once this returns: its buffer takes other ranges."""
+        held, self._held = self._held, None
+        if self._buf:  # what readinto left of a range: after carry, in a copy
+            left, self._buf = np.frombuffer(self._buf, np.uint8), memoryview(b"")
+            span = np.concatenate([carry, left])
+        else:
+            data = self._next_chunk()
+            if data is None:
+                self._held = held  # carry may be a view of it: given back at close
+                return None
+            buf = cast(np.ndarray, data.obj)
+            c, n = len(carry), len(data)
+            if c <= HEADROOM:
+                buf[HEADROOM - c:HEADROOM] = carry
+                span, self._held = buf[HEADROOM - c:HEADROOM + n], buf
+            else:
+                span = np.empty(c + n, np.uint8)
+                span[:c] = carry
+                span[c:] = np.frombuffer(data, np.uint8)
+                self._spares.give(buf)
+        if held is not None:
+            self._spares.give(held)
+        return span
+
     def read(self, n: int = -1) -> bytes:
         """Up to n bytes (all that is left for n < 0)."""
         if n is None or n < 0:
@@ -244,6 +278,9 @@ class RangeStream:
         with self._cond:
             self.closed = True
             self._chunks.clear()
+            if self._held is not None:
+                self._spares.give(self._held)
+                self._held = None
             busy = self._pumping
             self._cond.notify_all()
         if not busy and self._file is not None:

@@ -225,7 +225,8 @@ def stream_framed(stream: Any, name: str, verify: bool,
                   size: int | None = None, whole: bool = False) -> Iterator[Any]:
     """to_batch(buf, framed offsets, byte offset of buf[0]) for every <= batch_records records
     (default BATCH_RECORDS) of a framed stream, reading CHUNK_BYTES at a time and carrying
-    partial records over.
+    partial records over; from a stream with next_span (a remote file's RangeStream), its
+    ranges are framed where they were read, with the partial record put in front.
 
     first_record: the number of the stream's first record in its file; given, batches end at
     multiples of batch_records in that numbering, whatever the reads (so the same records
@@ -236,21 +237,28 @@ def stream_framed(stream: Any, name: str, verify: bool,
     scanned again with the next bytes; its records then never depend on how the file was
     read (make_dataset's blocks, whose order follows them)."""
     batch_records = batch_records or BATCH_RECORDS
-    buf = np.empty(CHUNK_BYTES if size is None else max(1, min(CHUNK_BYTES, size + 1)), np.uint8)
+    spans = getattr(stream, "next_span", None)
+    buf = view = np.empty(0 if spans else CHUNK_BYTES if size is None
+                          else max(1, min(CHUNK_BYTES, size + 1)), np.uint8)
     offsets = np.empty(batch_records + 1, np.int64)
     filled = start = need = 0
     seen = first_record or 0  # records handed on, numbered as in the file
     where = " of the uncompressed stream" if gz else ""
     while True:
         try:
-            got = _read_into(stream, buf, filled)
+            if spans:
+                span = spans(view[start:])  # (view[start:]: the partial record)
+                base += start
+                view, start, eof = (view[start:], 0, True) if span is None else (span, 0, False)
+            else:
+                filled += _read_into(stream, buf, filled)
+                eof = filled < buf.size
+                view = buf[:filled]
         except OSError as e:  # bad or truncated gzip data, or a failing file system
             what = "bad or truncated gzip data" if gz else "read error"
-            raise CorruptRecordError(f"{name}: {what} after byte offset {base + filled}{where} "
-                                     f"({e})", path=name, offset=base + filled) from e
-        filled += got
-        eof = filled < buf.size
-        view = buf[:filled]
+            at = base + (len(view) if spans else filled)
+            raise CorruptRecordError(f"{name}: {what} after byte offset {at}{where} ({e})",
+                                     path=name, offset=at) from e
         while True:
             limit = batch_records if first_record is None else \
                 batch_records - seen % batch_records
@@ -273,6 +281,8 @@ def stream_framed(stream: Any, name: str, verify: bool,
             break
         if eof:
             return
+        if spans:
+            continue
         keep = filled - start  # carry the partial record to the front (growing if needed)
         if need > buf.size:
             grown = np.empty(max(need, 2 * buf.size), np.uint8)
