@@ -5,8 +5,10 @@ A local file is opened as it is. A remote file (S3, GCS, ADLS, HDFS, fsspec) is 
 one request, read in ranges of `range_bytes` up to `ahead` ranges ahead of its reader, by a
 pool of `io_threads` threads shared by every file being read: I/O concurrency (many files at
 once) is its own setting, not the number of threads that decode. Memory is bounded by
-ahead * range_bytes per open file; ranges read whole are kept for the next (Spares). A file's
-size comes from the manifest when it knows it, so opening a file costs no request of its own.
+ahead * (HEADROOM + range_bytes) per open file; ranges read whole are kept for the next
+(Spares). stream_framed frames records in the ranges' own buffers (RangeStream.next_span). A
+file's size comes from the manifest when it knows it, so opening a file costs no request of
+its own.
 
 With a FileCache (cache.py), a remote file read to its end (every byte, checked by the reader)
 is kept in a local directory; later reads of the same file of the same write come from there.
@@ -104,7 +106,7 @@ class Spares:
     """Range buffers read whole, kept (at most `keep`) for the next ranges of any file: a fresh
     buffer per range cost a page fault per 4 KiB, 29% of the own reader's page faults on
     blocks (docs/benchmarks.md). The default ranges' pool (SPARES) is the process's, so a
-    reader made anew (a dataset per epoch, a validation set) finds them too: 64 MiB at most."""
+    reader made anew (a dataset per epoch, a validation set) finds them too: 72 MiB at most."""
 
     def __init__(self, size: int, keep: int):
         self.size, self.keep = size, keep
