@@ -43,25 +43,34 @@ def _read(stream, rng) -> bytes:
         got += buf[:n]
 
 
-def test_many_files_at_once_in_uneven_reads(files):
+def in_threads(run, n: int) -> None:
+    """run(k) in n threads at once; the first error any raised is raised here."""
     errors: list[BaseException] = []
+
+    def guarded(k: int) -> None:
+        try:
+            run(k)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=guarded, args=(k,)) for k in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+
+
+def test_many_files_at_once_in_uneven_reads(files):
     with Fetcher(io_threads=3, range_bytes=4099, ahead=2) as fetcher:
         def run(k: int) -> None:
-            try:
-                rng = np.random.default_rng(k)
-                for _ in range(3):  # again and again: the buffers go round
-                    for loc, data in files[k % 2::2]:
-                        with fetcher.open(loc, len(data)) as stream:
-                            assert _read(stream, rng) == data, loc.uri
-            except BaseException as e:  # noqa: BLE001 - reported below
-                errors.append(e)
+            rng = np.random.default_rng(k)
+            for _ in range(3):  # again and again: the buffers go round
+                for loc, data in files[k % 2::2]:
+                    with fetcher.open(loc, len(data)) as stream:
+                        assert _read(stream, rng) == data, loc.uri
 
-        threads = [threading.Thread(target=run, args=(k,)) for k in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    assert not errors, errors[0]
+        in_threads(run, 4)
 
 
 def test_a_span_of_a_file(files):
@@ -126,24 +135,15 @@ def test_records_framed_where_the_ranges_were_read(tmp_path, monkeypatch, headro
                 for a, b in zip(off[:-1].tolist(), off[1:].tolist())], batch_records=7)
             for r in batch]
 
-    errors: list[BaseException] = []
     with Fetcher(io_threads=3, range_bytes=1500, ahead=2) as fetcher:
         def run(k: int) -> None:
-            try:
-                for _ in range(3):
-                    for loc, records in files[k % 3::3]:
-                        with fetcher.open(loc, os.path.getsize(tmp_path / loc.base)) as s:
-                            assert hasattr(s, "next_span")
-                            assert records_of(s, loc.uri) == records, loc.uri
-            except BaseException as e:  # noqa: BLE001 - reported below
-                errors.append(e)
+            for _ in range(3):
+                for loc, records in files[k % 3::3]:
+                    with fetcher.open(loc, os.path.getsize(tmp_path / loc.base)) as s:
+                        assert hasattr(s, "next_span")
+                        assert records_of(s, loc.uri) == records, loc.uri
 
-        threads = [threading.Thread(target=run, args=(k,)) for k in range(3)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert not errors, errors[0]
+        in_threads(run, 3)
         loc, records = files[0]
         whole = (tmp_path / "r0").read_bytes()
         (tmp_path / "cut").write_bytes(whole[:-5])
