@@ -107,12 +107,14 @@ def test_a_forked_child_has_a_pool_of_its_own():
     assert os.waitstatus_to_exitcode(status) == 0
 
 
+@pytest.mark.parametrize("whole", [False, True])
 @pytest.mark.parametrize("headroom", [16, 2**20])
-def test_records_framed_where_the_ranges_were_read(tmp_path, monkeypatch, headroom):
+def test_records_framed_where_the_ranges_were_read(tmp_path, monkeypatch, headroom, whole):
     # stream_framed takes a remote file's ranges as they were read (next_span), the partial
     # record of one put in the room before the next: records larger than a range and than the
-    # room included (then copied), many files at once over the same buffers, again and again;
-    # a truncated file still fails naming its offset.
+    # room included (then gathered apart), and whole batches (up to 7 records: many ranges
+    # each), many files at once over the same buffers, again and again; a truncated file
+    # still fails naming its offset.
     from tfspark.errors import CorruptRecordError
     from tfspark.store import fetch
     from tfspark.wire.stream import stream_framed
@@ -129,11 +131,13 @@ def test_records_framed_where_the_ranges_were_read(tmp_path, monkeypatch, headro
         files.append((locate(f"r{k}", filesystem=store), records))
 
     def records_of(stream, name):
-        return [r for batch in stream_framed(
+        batches = list(stream_framed(
             stream, name, True, lambda buf, off, base: [
                 buf[a + HEADER_BYTES:b - TRAILER_BYTES].tobytes()
-                for a, b in zip(off[:-1].tolist(), off[1:].tolist())], batch_records=7)
-            for r in batch]
+                for a, b in zip(off[:-1].tolist(), off[1:].tolist())], batch_records=7,
+            whole=whole))
+        assert not whole or all(len(b) == 7 for b in batches[:-1])
+        return [r for batch in batches for r in batch]
 
     with Fetcher(io_threads=3, range_bytes=1500, ahead=2) as fetcher:
         def run(k: int) -> None:

@@ -155,6 +155,8 @@ class RangeStream:
         self._chunks: deque[memoryview] = deque()
         self._spares = spares
         self._held: np.ndarray | None = None  # the buffer self._buf is a view of
+        self._big: np.ndarray | None = None  # where spans longer than the room gather
+        self._big_end = 0  # (its bytes in use end there)
         self._file: Any = None
         self._eof = False
         self._error: BaseException | None = None
@@ -253,15 +255,29 @@ class RangeStream:
             c, n = len(carry), len(data)
             if c <= HEADROOM:
                 buf[HEADROOM - c:HEADROOM] = carry
-                span, self._held = buf[HEADROOM - c:HEADROOM + n], buf
+                span, self._held, self._big = buf[HEADROOM - c:HEADROOM + n], buf, None
             else:
-                span = np.empty(c + n, np.uint8)
-                span[:c] = carry
-                span[c:] = np.frombuffer(data, np.uint8)
+                span = self._grow(carry, np.frombuffer(data, np.uint8))
                 self._spares.give(buf)
         if held is not None:
             self._spares.give(held)
         return span
+
+    def _grow(self, carry: np.ndarray, data: np.ndarray) -> np.ndarray:
+        """carry + data in one array for a carry longer than the room (a record or a block of
+        records longer than a range): appended after carry where the span before was gathered
+        and left room, else in a new array twice as long, so each byte is copied about once."""
+        big, c, n = self._big, len(carry), len(data)
+        at_end = big is not None and c and \
+            carry.ctypes.data + c == big.ctypes.data + self._big_end
+        if big is None or not at_end or self._big_end + n > big.size:
+            big = self._big = np.empty(2 * (c + n), np.uint8)
+            big[:c] = carry
+            self._big_end = c
+        start = self._big_end - c
+        big[self._big_end:self._big_end + n] = data
+        self._big_end += n
+        return big[start:self._big_end]
 
     def read(self, n: int = -1) -> bytes:
         """Up to n bytes (all that is left for n < 0)."""
