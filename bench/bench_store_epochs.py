@@ -19,17 +19,15 @@ from __future__ import annotations
 
 import os
 import shutil
-import statistics
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "integration"))
 
 from bench_block import write_files  # noqa: E402
-from common import machine, rows_args, save_json  # noqa: E402
+from common import machine, median_of, rows_args, save_json  # noqa: E402
 
 BATCH = 1024
 
@@ -68,12 +66,7 @@ def main() -> None:
                             {k: v.numpy() for k, v in b.items()}
 
                 epoch()
-                times = []
-                for _ in range(args.repeat):
-                    t = time.perf_counter()
-                    epoch()
-                    times.append(time.perf_counter() - t)
-                seconds[f"{mode}.{name}"] = statistics.median(times)
+                seconds[f"{mode}.{name}"] = median_of(epoch, args.repeat)
     finally:
         gcs.close()
         shutil.rmtree(tmp, ignore_errors=True)

@@ -20,17 +20,15 @@ from __future__ import annotations
 
 import os
 import shutil
-import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from bench_block import write_files  # noqa: E402
-from common import machine, rows_args, save_json  # noqa: E402
+from common import machine, median_of, rows_args, save_json  # noqa: E402
 
 BATCH = 1024
 PER_READ = 64
@@ -38,12 +36,7 @@ PER_READ = 64
 
 def median_s(f: Callable[[], object], repeat: int) -> float:
     f()  # warm up
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+    return median_of(f, repeat)
 
 
 def per_element_ms(item: object, spec: object, repeat: int, n: int = 31) -> float:

@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
 import time
 from collections.abc import Callable
@@ -38,13 +39,22 @@ def spark_schema():
         + [T.StructField(f"s{i}", T.StringType()) for i in range(2)])
 
 
-def best_of(fn: Callable[[], object], repeat: int) -> float:
+def times_of(fn: Callable[[], object], repeat: int) -> list[float]:
+    """Seconds of each of `repeat` calls of fn."""
     times = []
     for _ in range(repeat):
         t = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t)
-    return min(times)
+    return times
+
+
+def best_of(fn: Callable[[], object], repeat: int) -> float:
+    return min(times_of(fn, repeat))
+
+
+def median_of(fn: Callable[[], object], repeat: int) -> float:
+    return statistics.median(times_of(fn, repeat))
 
 
 def pin_one_core() -> str:

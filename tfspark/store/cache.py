@@ -47,25 +47,26 @@ class _Filling:
     def readinto(self, out: Any) -> int:
         """Read into out, and into the cache file."""
         n = self._stream.readinto(out)
-        if self._out is not None and n:
-            self._out.write(memoryview(out).cast("B")[:n])
-            self._seen += n
+        self._keep(memoryview(out).cast("B")[:n])
         return int(n)
 
     def next_span(self, carry: Any) -> Any:
         """The stream's next span (RangeStream.next_span); its new bytes go into the cache."""
         span = self._stream.next_span(carry)
-        if span is not None and self._out is not None and len(span) > len(carry):
-            self._out.write(memoryview(span[len(carry):]))
-            self._seen += len(span) - len(carry)
+        if span is not None:
+            self._keep(memoryview(span[len(carry):]))
         return span
+
+    def _keep(self, data: Any) -> None:
+        """Write bytes just read into the cache file (while it is being filled)."""
+        if self._out is not None and len(data):
+            self._out.write(data)
+            self._seen += len(data)
 
     def read(self, n: int = -1) -> bytes:
         """Up to n bytes (all that is left for n < 0)."""
         data = self._stream.read(n)
-        if self._out is not None and data:
-            self._out.write(data)
-            self._seen += len(data)
+        self._keep(data)
         return bytes(data)
 
     def readable(self) -> bool:
