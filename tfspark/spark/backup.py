@@ -123,9 +123,8 @@ class StagedBackup:
             spark.sql(f"DROP TABLE IF EXISTS {self.staging}")
             return
         self._staging().delete_all()
-        target = self._target()
-        if self.created and target.exists() and not target.list_files():
-            target.delete_all()
+        if self.created:  # unless another write's staging is in it meanwhile
+            self._target().remove_if_empty()
 
     def entry(self, spark: Any, write_rows: int, previous: mf.Manifest | None) -> dict:
         """The manifest's "backup" entry at the commit: pending until published."""

@@ -21,7 +21,7 @@ from typing import Any
 from pyspark.sql import DataFrame, Observation
 
 from tfspark import progress
-from tfspark.errors import CountMismatchError, OptionError
+from tfspark.errors import CountMismatchError, OptionError, TfsparkError
 from tfspark.spark import columns, observe, sizing
 from tfspark.spark import stats as spark_stats
 from tfspark.spark.backup import StagedBackup, publish, roll_forward, sweep_dead
@@ -183,7 +183,14 @@ def export(df: DataFrame, opts: WriteOptions, filesystem: Any = None) -> WriteRe
         except BaseException:
             _discard_unless_committed(spark, loc, backup)
             raise
-        publish(spark, loc, write_id)
+        try:
+            publish(spark, loc, write_id)
+        except Exception as e:  # the TFRecords are committed: say so, so no one writes twice
+            raise TfsparkError(
+                f"write_tfrecords committed this write's {facts['rows']:,} rows to {loc.uri!r}, "
+                f"but moving its parquet backup into place failed ({e}); the rows are in the "
+                f"data set, do not write them again: the next write_tfrecords to this path "
+                f"(any mode) finishes the move first") from e
         result = _result(loc.uri, spec, manifest, write_id, backup.target, facts["rows"],
                          backup_rows, opts.compression)
     result = replace(result, seconds={"backup": round(backup_done - started, 2),

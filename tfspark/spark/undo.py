@@ -64,9 +64,9 @@ class _Before:
         dirs = [loc.child(rel) for rel, is_dir in new if is_dir]
         if not self.existed:
             dirs.append(loc)
-        for d in sorted(dirs, key=lambda d: d.base.count("/"), reverse=True):  # deepest first
-            if d.is_dir() and not d.entries():
-                d.delete_all()
+        # Deepest first; only when empty: another write to the path may be filling them
+        for d in sorted(dirs, key=lambda d: d.base.count("/"), reverse=True):
+            d.remove_if_empty()
 
 
 def _committed(loc: Location, write_id: str) -> bool:

@@ -16,12 +16,15 @@ import os
 import posixpath
 import urllib.parse
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow.fs as pafs
 
 from tfspark.errors import OptionError
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -110,8 +113,8 @@ class Location:
     def open_output(self, rel: str) -> Any:
         """base/rel for writing (its directory made first), written as is."""
         target = self.join(rel)
-        self.fs.create_dir(posixpath.dirname(target), recursive=True)
-        return self.fs.open_output_stream(target, compression=None)
+        return self._in_dir(target, lambda: self.fs.open_output_stream(target,
+                                                                       compression=None))
 
     def make_dir(self, rel: str = "") -> None:
         """Create base (or base/rel) and its parents."""
@@ -127,12 +130,23 @@ class Location:
     def move(self, rel: str, to: Location, to_rel: str) -> None:
         """Move base/rel to to/to_rel (the same store), making its directory."""
         target = to.join(to_rel)
-        to.fs.create_dir(posixpath.dirname(target), recursive=True)
         try:
-            self.fs.move(self.join(rel), target)
+            to._in_dir(target, lambda: self.fs.move(self.join(rel), target))
         except NotImplementedError:  # e.g. Azure blob storage without hierarchical namespace
             self.fs.copy_file(self.join(rel), target)
             self.fs.delete_file(self.join(rel))
+
+    def _in_dir(self, target: str, make: Callable[[], T]) -> T:
+        """make() once target's directory is made; made again and retried when a failed
+        write's clean-up of the same path (undo.py) removed it, still empty, in between."""
+        for attempt in range(3):
+            self.fs.create_dir(posixpath.dirname(target), recursive=True)
+            try:
+                return make()
+            except FileNotFoundError:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
     def delete_dir(self, rel: str) -> None:
         """Delete the directory base/rel and everything under it."""
@@ -167,13 +181,13 @@ class Location:
         """Readers see the old or the new content, never a part: temp file + rename locally;
         object stores publish a whole object on close."""
         target = self.join(rel)
-        self.fs.create_dir(posixpath.dirname(target), recursive=True)
         if not self.is_local:
-            with self.fs.open_output_stream(target, compression=None) as f:
+            with self._in_dir(target, lambda: self.fs.open_output_stream(
+                    target, compression=None)) as f:
                 f.write(data)
             return
         tmp = f"{target}.tmp-{uuid.uuid4().hex}"
-        with self.fs.open_output_stream(tmp, compression=None) as f:
+        with self._in_dir(tmp, lambda: self.fs.open_output_stream(tmp, compression=None)) as f:
             f.write(data)
         self.fs.move(tmp, target)
 
@@ -186,10 +200,10 @@ class Location:
         two callers within one request's latency can both win.
         """
         target = self.join(rel)
-        self.fs.create_dir(posixpath.dirname(target), recursive=True)
         if self.is_local:
             try:
-                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                fd = self._in_dir(target, lambda: os.open(
+                    target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
             except FileExistsError:
                 return False
             with os.fdopen(fd, "wb") as f:
@@ -197,7 +211,8 @@ class Location:
             return True
         if self.exists(rel):
             return False
-        with self.fs.open_output_stream(target, compression=None) as f:
+        with self._in_dir(target, lambda: self.fs.open_output_stream(
+                target, compression=None)) as f:
             f.write(data)
         try:
             return self.read_bytes(rel) == data
@@ -224,9 +239,25 @@ class Location:
             pass
 
     def delete_all(self) -> None:
-        """Delete base and everything under it, if it exists."""
+        """Delete base and everything under it, if it exists (another process may remove it
+        at the same moment: a write's publish and a failed write's clean-up both do)."""
         if self.exists():
-            self.fs.delete_dir(self.base)
+            try:
+                self.fs.delete_dir(self.base)
+            except FileNotFoundError:
+                pass
+
+    def remove_if_empty(self) -> None:
+        """Remove the directory base if it is empty, and never anything in it: another write
+        may be putting a file there at this moment. Local disk only (rmdir checks and removes
+        at once); on an object store a directory is a marker, and deleting it deletes every
+        key under it, so it stays (an empty directory there is harmless)."""
+        if not self.is_local:
+            return
+        try:
+            os.rmdir(self.base)
+        except OSError:  # not empty, gone, or not a directory
+            pass
 
 
 def uri_to_path(uri: str) -> str:
