@@ -13,12 +13,13 @@ each place, reader and layout, one epoch at batch 1024 without shuffling:
   make_dataset_graph  the same read in a graph (Dataset.reduce), as Keras fit consumes it:
                  no Python per batch (the first batch timed by tf.timestamp)
 
-rows/s (best of --repeat, places alternating): steady (the rows after the first batch over the
-time after it), over the second half of the epoch (the rows after the batch that passes half
-of them over the time after it: a pipeline that ran ahead before its first batch, as a
-local one does, gains nothing there) and over the whole epoch, and the time to the first
-batch (from the call, so the manifest read and planning count). Targets on this 2-core
-machine: >= 0.9x local at 50 ms and >= 0.8x at 100 ms, first batch within 1 s.
+rows/s (best of --repeat, places alternating; --each prints every epoch's too): steady (the
+rows after the first batch over the time after it), over the second half of the epoch (the
+rows after the batch that passes half of them over the time after it: a pipeline that ran
+ahead before its first batch, as a local one does, gains nothing there) and over the whole
+epoch, and the time to the first batch (from the call, so the manifest read and planning
+count). Targets on this 2-core machine: >= 0.9x local at 50 ms and >= 0.8x at 100 ms, first
+batch within 1 s.
 
 The seed experiment: --small-rows rows of the same table as one small object per row (each a
 serialized tf.train.Example, as the per-row loaders stored them) read one after another, vs
@@ -172,8 +173,8 @@ def on_gcs(rows: int, layouts: dict[str, int]) -> Iterator[tuple[Any, dict[str, 
 
 
 def run(rows: int, repeat: int, small_rows: int, layouts: tuple[str, ...] = ("rows", "blocks"),
-        kinds: tuple[str, ...] = ("read_batches", "make_dataset", "make_dataset_graph")
-        ) -> dict:
+        kinds: tuple[str, ...] = ("read_batches", "make_dataset", "make_dataset_graph"),
+        each: bool = False) -> dict:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     started = machine()
     with on_gcs(rows, {k: v for k, v in {"rows": 1, "blocks": 1024}.items()
@@ -201,6 +202,10 @@ def run(rows: int, repeat: int, small_rows: int, layouts: tuple[str, ...] = ("ro
                             readers(path, fs, rows // 2)[reader], rows // 2)
                         if n != rows:
                             raise SystemExit(f"{layout} {reader} {place}: {n} rows, not {rows}")
+                        if each:
+                            print(f"  {layout}.{reader}.{place}: epoch {secs:.3f} s, first "
+                                  f"batch {first:.3f} s, steady {steady:,.0f}, second half "
+                                  f"{second:,.0f} rows/s", flush=True)
                         r = results[f"{layout}.{reader}.{place}"]
                         r["rows_s"] = max(r["rows_s"], n / secs)
                         r["steady_rows_s"] = max(r["steady_rows_s"], steady)
@@ -226,9 +231,10 @@ def main() -> None:
     ap.add_argument("--small-rows", type=int, default=20_000)
     ap.add_argument("--layouts", default="rows,blocks")
     ap.add_argument("--readers", default="read_batches,make_dataset,make_dataset_graph")
+    ap.add_argument("--each", action="store_true", help="print every epoch's figures too")
     args = ap.parse_args()
     doc = run(args.rows, args.repeat, args.small_rows, tuple(args.layouts.split(",")),
-              tuple(args.readers.split(",")))
+              tuple(args.readers.split(",")), args.each)
     for key, r in doc["results"].items():
         ratio = doc["ratios_vs_local"].get(key)
         epoch = doc["ratios_vs_local"].get(key + ".epoch")
