@@ -451,3 +451,20 @@ def test_train_job_on_two_spark_workers_adapting_on_a_sample(data, spark, tmp_pa
         assert len(chosen[-1]) == 7, text[-3000:]
     assert chosen[0] and chosen[0] == chosen[1], chosen
     assert not list((tmp_path / "model.checkpoints").glob("epoch-*"))
+
+
+@pytest.mark.parametrize("cores,autotune", [(1, False), (2, False), (4, None)])
+def test_the_autotuner_is_off_on_small_machines_and_a_caller_can_turn_it_on(
+        tf, data, monkeypatch, cores, autotune):
+    from tfspark.tf import dataset as ds_module
+
+    path, _, result = data
+    monkeypatch.setattr(ds_module, "_cores", lambda: cores)
+    ds = make_dataset(path, 32, split="train", epochs=1)
+    assert ds.options().autotune.enabled is autotune
+    on = tf.data.Options()
+    on.autotune.enabled = True
+    again = ds.with_options(on)
+    assert again.options().autotune.enabled is True
+    assert sorted(_ids(ds)) == sorted(_ids(again)) and \
+        len(_ids(ds)) == result.splits["train"]["rows"]

@@ -40,6 +40,8 @@ _UNSHUFFLED_ROWS = 65536  # the same without a shuffle: 1.2x either reader (benc
 # is the faster; many small records (the row layout) go 1.2-1.3x faster through tfspark's
 # (docs/benchmarks.md; bench_rows_reader.py and bench_own_reader.py set 1 to compare).
 NATIVE_FROM_ROWS = 2
+# Up to this many CPU cores tf.data's autotuner is off (measured on 2: docs/benchmarks.md)
+_NO_AUTOTUNE_UP_TO_CORES = 2
 
 
 def make_dataset(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
@@ -71,7 +73,9 @@ def make_dataset(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
     epochs: passes over the data; None repeats forever (use steps_per_epoch in model.fit).
     cache: True caches the serialized records in memory after the first pass; a str, in a file.
     deterministic: keep a reproducible order; False (default) lets parallel reads and parses
-      deliver whatever is ready first, which is faster.
+      deliver whatever is ready first, which is faster. On a machine of 2 cores or fewer
+      tf.data's autotuner is off (it ran some epochs at a third of the rate there; options
+      with autotune.enabled = True given to the dataset's with_options turn it on again).
     num_parallel_reads: files read at once (AUTOTUNE: one per CPU core; files tfspark's
       reader reads, all but local files of the block layout, by that many threads of it, at
       least 2).
@@ -191,9 +195,21 @@ def build_pipeline(plan: ReadPlan, batch_size: int, *, shuffle_buffer: int | Non
     ds = ds.prefetch(AUTOTUNE)
     options = tf.data.Options()
     options.deterministic = deterministic
+    if _cores() <= _NO_AUTOTUNE_UP_TO_CORES:
+        # On 2 cores tf.data's autotuner ran some epochs at a third of the rate; without it,
+        # AUTOTUNE means one call per core (docs/benchmarks.md). A caller's with_options wins.
+        options.autotune.enabled = False
     options.experimental_distribute.auto_shard_policy = _auto_shard_policy(
         len(part.files), explicit=shard is not None)
     return ds.with_options(options)
+
+
+def _cores() -> int:
+    """The CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def _steps(records: int | None, batch_size: int, drop_remainder: bool) -> int | None:
