@@ -14,6 +14,8 @@ import sys
 import threading
 import time
 
+import pytest
+
 from tfspark.spark.undo import _Before
 from tfspark.store.fs import locate
 
@@ -42,13 +44,19 @@ def _run(*jobs) -> list[BaseException]:
     return errors
 
 
-def test_two_removals_of_one_directory_both_succeed(tmp_path):
-    """A publish and a failed write's clean-up both removing an emptied staging directory."""
+@pytest.mark.parametrize("how", ["delete_all", "delete_dir"])
+def test_two_removals_of_one_directory_both_succeed(tmp_path, how):
+    """A publish and a failed write's clean-up both removing an emptied staging directory
+    (delete_all); two writes starting at once both sweeping a dead write's staging
+    (delete_dir)."""
+    root = locate(str(tmp_path))
     for k in range(ROUNDS):
         d = tmp_path / f"staging-{k}"
         (d / "sub").mkdir(parents=True)
         (d / "sub" / "f").write_bytes(b"x")
-        errors = _run(locate(str(d)).delete_all, locate(str(d)).delete_all)
+        remove = (locate(str(d)).delete_all if how == "delete_all"
+                  else lambda name=d.name: root.delete_dir(name))
+        errors = _run(remove, remove)
         assert not errors, f"round {k}: {errors[0]!r}"
         assert not d.exists()
 

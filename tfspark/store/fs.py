@@ -149,8 +149,12 @@ class Location:
         raise AssertionError("unreachable")
 
     def delete_dir(self, rel: str) -> None:
-        """Delete the directory base/rel and everything under it."""
-        self.fs.delete_dir(self.join(rel))
+        """Delete the directory base/rel and everything under it; one already gone is fine
+        (two writes starting at once both sweep a dead write's staging)."""
+        try:
+            self.fs.delete_dir(self.join(rel))
+        except FileNotFoundError:
+            pass
 
     def is_empty(self) -> bool:
         """True when base does not exist or is an empty directory (a file is not empty)."""
