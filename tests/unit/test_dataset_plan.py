@@ -102,6 +102,35 @@ def test_missing_file_is_named(ds_dir):
         plan_read(str(ds_dir), split="train")
 
 
+def test_a_store_lists_beside_the_manifest_read_and_looks_again_before_refusing(tmp_path):
+    """On an object store (here the local disk behind a SubTreeFileSystem, which tfspark
+    treats as one) the listing that checks the files starts beside the manifest read. A listing
+    taken before a write committed new files is looked at again before a file is called
+    missing; a file really gone is still named."""
+    from concurrent.futures import Future
+
+    import pyarrow.fs as pafs
+
+    from tfspark.store.read_plan import _check_exist
+
+    _write(tmp_path / "ds", {"part-0.tfrecord": (None, 5), "part-1.tfrecord": (None, 7)},
+           splits=False)
+    store = pafs.SubTreeFileSystem(str(tmp_path), pafs.LocalFileSystem())
+    plan = plan_read("ds", filesystem=store)
+    assert plan.records == (5, 7)
+    root = locate("ds", store)
+    assert not root.is_local
+    files, rels = [root.child(r) for r in plan.rels], list(plan.rels)
+    stale: Future[list[str]] = Future()
+    stale.set_result(["_tfspark.json", "part-0.tfrecord"])  # before part-1 was committed
+    _check_exist(files, root, rels, (root, stale))  # no error: part-1 is there now
+    (tmp_path / "ds" / "part-1.tfrecord").unlink()
+    with pytest.raises(FileNotFoundError, match="part-1.tfrecord"):
+        plan_read("ds", filesystem=store)
+    with pytest.raises(FileNotFoundError, match="part-1.tfrecord"):
+        _check_exist(files, root, rels, (root, stale))
+
+
 def test_missing_manifest(tmp_path):
     with pytest.raises(mf.ManifestError, match="no _tfspark.json in"):
         plan_read(str(tmp_path))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -127,6 +128,7 @@ def _plan(path_or_files: Any, split: str | None, spec: Any, label_cols: Any,
           compression: str | None, check_files: bool, filesystem: Any) -> ReadPlan:
     if isinstance(path_or_files, (str, os.PathLike, Location)):
         loc = locate(path_or_files, filesystem)
+        ahead = _listing_ahead(loc, split, check_files)
         # The manifest first: the common case costs no existence check (a round trip).
         try:
             top = mf.find_manifest(loc) if split is None else None
@@ -147,7 +149,7 @@ def _plan(path_or_files: Any, split: str | None, spec: Any, label_cols: Any,
                               f"given is for {feature_spec.record_type} records; leave spec= "
                               f"out or give one of this data set's record type")
         if check_files:
-            _check_exist(list(plan.locations), root, list(plan.rels))
+            _check_exist(list(plan.locations), root, list(plan.rels), ahead)
         return replace(plan, spec=feature_spec, labels=_labels(feature_spec, label_cols))
     if isinstance(path_or_files, (bytes, dict)) or not isinstance(path_or_files, Iterable):
         raise OptionError(f"make_dataset needs a directory or a list of TFRecord files, got "
@@ -289,11 +291,30 @@ def _safe_rel(rel: str, where: str) -> str:
     return rel
 
 
+def _listing_ahead(loc: Location, split: str | None, check_files: bool
+                   ) -> tuple[Location, Future[list[str]]] | None:
+    """On an object store: the listing _check_exist will want, started now so that it runs
+    beside the manifest read (one round trip before the first read instead of two)."""
+    if not check_files or loc.is_local:
+        return None
+    where = loc if split is None else loc.child(split)
+    pool = ThreadPoolExecutor(1, thread_name_prefix="tfspark-list")
+    try:
+        return where, pool.submit(where.list_files)
+    finally:
+        pool.shutdown(wait=False)
+
+
 def _check_exist(files: list[Location], root: Location | None,
-                 rels: list[str] | None = None) -> None:
+                 rels: list[str] | None = None,
+                 ahead: tuple[Location, Future[list[str]]] | None = None) -> None:
     if root is not None and not root.is_local and rels is not None:  # one listing, not a
-        present = set(root.list_files())                               # request per file
+        early = ahead is not None and ahead[0].base == root.base        # request per file
+        present = set(ahead[1].result() if ahead is not None and early else root.list_files())
         missing = [f.uri for f, r in zip(files, rels) if r not in present]
+        if missing and early:  # listed before the manifest was read: a write may have
+            present = set(root.list_files())  # committed in between, so look again
+            missing = [f.uri for f, r in zip(files, rels) if r not in present]
     else:
         missing = [f.uri for f in files if f.kind() != "file"]
     if missing:
