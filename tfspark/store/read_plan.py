@@ -309,12 +309,14 @@ def _check_exist(files: list[Location], root: Location | None,
                  rels: list[str] | None = None,
                  ahead: tuple[Location, Future[list[str]]] | None = None) -> None:
     if root is not None and not root.is_local and rels is not None:  # one listing, not a
-        early = ahead is not None and ahead[0].base == root.base        # request per file
-        present = set(ahead[1].result() if ahead is not None and early else root.list_files())
-        missing = [f.uri for f, r in zip(files, rels) if r not in present]
-        if missing and early:  # listed before the manifest was read: a write may have
-            present = set(root.list_files())  # committed in between, so look again
-            missing = [f.uri for f, r in zip(files, rels) if r not in present]
+        def absent(listed: list[str]) -> list[str]:                   # request per file
+            present = set(listed)
+            return [f.uri for f, r in zip(files, rels) if r not in present]
+
+        early = ahead[1].result() if ahead is not None and ahead[0].base == root.base else None
+        missing = absent(early) if early is not None else []
+        if early is None or missing:  # none, or listed before the manifest was read: a write
+            missing = absent(root.list_files())  # may have committed in between, so again
     else:
         missing = [f.uri for f in files if f.kind() != "file"]
     if missing:
