@@ -168,6 +168,38 @@ def test_a_reader_stopped_early_leaves_no_thread(tmp_path):
     assert not left - before, left
 
 
+def test_files_opened_ahead_are_closed_when_the_reader_stops(tmp_path, monkeypatch):
+    # 8 small files in 2 lanes: each lane opens the rest of its files ahead once its first
+    # file flows (the lanes take turns: by the third batch, the first lane has opened all 4 of
+    # its files and the second at least 2); a consumer that stops then leaves none open.
+    from tfspark.tf import records
+
+    batch, spec = _ids_table(4000)
+    path = write_dir(str(tmp_path / "d"), batch, spec, 1, files=8)
+    streams = []
+    real = records.RecordSource._open
+
+    def tracked(self, f):
+        streams.append(real(self, f))
+        return streams[-1]
+
+    monkeypatch.setattr(records.RecordSource, "_open", tracked)
+    ds = tfspark.make_dataset(path.lstrip("/"), 10, filesystem=OWN, shuffle_buffer=0,
+                              num_parallel_reads=2, deterministic=True)
+    for _ in ds.take(3):
+        pass
+    del ds
+    import gc
+    import time
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not all(s.closed for s in streams):
+        gc.collect()
+        time.sleep(0.2)
+    assert len(streams) >= 6  # (one file ahead, as before, opened 4 at most)
+    assert all(s.closed for s in streams), [s.loc.uri for s in streams if not s.closed]
+
+
 def test_no_autograph_warning_for_the_own_reader(tmp_path):
     # TensorFlow's AutoGraph warned on every dataset of the own reader that it could not
     # convert the epoch's generator; a fresh process (it warns once per process).

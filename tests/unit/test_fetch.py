@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow.fs as pafs
 import pytest
 
-from tfspark.store.fetch import Fetcher, Spares
+from tfspark.store.fetch import Fetcher, Spares, files_ahead
 from tfspark.store.fs import locate
 
 SIZES = [0, 1, 999, 4096, 4097, 50_000, 123_457]
@@ -90,6 +90,17 @@ def test_spares_are_taken_again_and_bounded():
     assert spares.take(101).size == 101 and spares.take(10).size == 100  # a fresh one each
     spares.give(np.empty(7, np.uint8))  # not of the pool's size: not kept
     assert spares.take(7).size == 100
+
+
+def test_smaller_files_are_opened_further_ahead():
+    mib = 2**20
+    # 16 requests in flight shared by 2 reading threads: 8 each; a file of the block layout's
+    # bench (12.7 MiB: 2 ranges) is 4 files, a file of 4 ranges or more (or of unknown size) 2
+    assert files_ahead(16, 2, [int(12.7 * mib)] * 8) == 4
+    assert files_ahead(16, 2, [300 * mib, 900 * mib]) == 2
+    assert files_ahead(16, 2, None) == files_ahead(16, 2, []) == 2
+    assert files_ahead(16, 2, [1000, 0]) == 8  # tiny (or empty) files: one range each
+    assert files_ahead(1, 4, [10]) == 1  # never none
 
 
 def test_a_forked_child_has_a_pool_of_its_own():

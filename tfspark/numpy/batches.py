@@ -37,7 +37,7 @@ from tfspark.numpy.stacking import Stack, plan_stacks
 from tfspark.numpy.units import Span
 from tfspark.spec.model import FeatureSpec
 from tfspark.store.cache import FileCache
-from tfspark.store.fetch import AHEAD, IO_THREADS, Fetcher
+from tfspark.store.fetch import IO_THREADS, Fetcher, files_ahead
 from tfspark.store.read_plan import ReadPlan, check_io_args, check_read_args, plan_read
 from tfspark.store.shards import Shard, split_shard
 from tfspark.store.shards import shard as shard_plan
@@ -351,7 +351,7 @@ class BatchReader:
         # it reads one, so one file's latency hides behind another's decoding.
         remote = not all(loc.is_local for loc in self.part.files)
         chunks = FileChunks(self.part, decoder, fetcher, self._chunk_records(),
-                            max(1, self.io_threads // AHEAD // slots) if remote else 0)
+                            files_ahead(self.io_threads, slots, self.part.sizes) if remote else 0)
         at, turn = resume.at() if resume is not None else (None, 0)
         turns = Interleave(chunks, [spans[i] for i in order], slots, at, turn)
         w = resume.window if resume is not None else 0
