@@ -1,6 +1,11 @@
 """Object-store reads (issue 24): the same data sets read from local disk and from a GCS
 emulator (fake-gcs-server on loopback) with 0, 20, 50 and 100 ms added to every request by a
-TCP proxy (tests/integration/stores.py: this kernel has no netem), side by side in one run.
+TCP proxy (tests/integration/stores.py: this kernel has no netem), side by side in one run;
+and the local files read through the store's code path (local-as-store: a pyarrow
+SubTreeFileSystem over the local disk, so tfspark's own remote reader runs with no server and
+no network). local -> local-as-store is the cost of the reader, local-as-store -> gcs+0ms that
+of the transport (the emulator's CPU on the same cores included, which a real store's is not),
+gcs+0ms -> gcs+Nms that of the latency.
 
 The standard 10-column table (5 double, 3 long, 2 short strings), --rows rows, written once per
 layout (rows; blocks of 1024) into 8 files with tfspark's encoders, copied into a bucket. For
@@ -51,6 +56,7 @@ from common import machine, rows_args, save_json  # noqa: E402
 
 BATCH = 1024
 DELAYS = (0.0, 0.02, 0.05, 0.1)
+STORE_PATH = "local-as-store"  # local disk read through a pyarrow filesystem, as a store is
 
 
 def timed(make, half: int) -> tuple[int, float, float, float, float]:
@@ -177,17 +183,23 @@ def on_gcs(rows: int, layouts: dict[str, int]) -> Iterator[tuple[Any, dict[str, 
 def run(rows: int, repeat: int, small_rows: int, layouts: tuple[str, ...] = ("rows", "blocks"),
         kinds: tuple[str, ...] = ("read_batches", "make_dataset", "make_dataset_graph"),
         each: bool = False) -> dict:
+    import pyarrow.fs as pafs
+
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     started = machine()
     with on_gcs(rows, {k: v for k, v in {"rows": 1, "blocks": 1024}.items()
                        if k in layouts}) as (gcs, local, bucket):
-        places = {"local": (None, None)}
+        # the store's code path on local disk (no server, no network): what is left between
+        # it and gcs+0ms is the transport, the emulator's CPU on these cores included
+        root = os.path.dirname(next(iter(local.values())))
+        places = {"local": (None, None),
+                  STORE_PATH: (pafs.SubTreeFileSystem(root, pafs.LocalFileSystem()), "")}
         for delay in DELAYS:
             places[f"gcs+{int(delay * 1000)}ms"] = (gcs.filesystem(delay), bucket)
         results: dict[str, dict] = {}
         for layout in local:
             for place, (fs, bucket_name) in places.items():
-                path = local[layout] if fs is None else f"{bucket_name}/{layout}"
+                path = local[layout] if fs is None else f"{bucket_name}/{layout}".lstrip("/")
                 for reader, make in readers(path, fs, rows // 2).items():
                     if reader not in kinds:
                         continue
@@ -200,7 +212,8 @@ def run(rows: int, repeat: int, small_rows: int, layouts: tuple[str, ...] = ("ro
             for layout in local:
                 for reader in kinds:
                     for place, (fs, bucket_name) in places.items():
-                        path = local[layout] if fs is None else f"{bucket_name}/{layout}"
+                        path = local[layout] if fs is None else \
+                            f"{bucket_name}/{layout}".lstrip("/")
                         n, first, secs, steady, second = timed(
                             readers(path, fs, rows // 2)[reader], rows // 2)
                         if n != rows:
@@ -219,8 +232,10 @@ def run(rows: int, repeat: int, small_rows: int, layouts: tuple[str, ...] = ("ro
         for layout in local:
             for reader in kinds:
                 base = results[f"{layout}.{reader}.local"]
-                for delay in DELAYS:
-                    key = f"{layout}.{reader}.gcs+{int(delay * 1000)}ms"
+                for place in places:
+                    if place == "local":
+                        continue
+                    key = f"{layout}.{reader}.{place}"
                     ratios[key] = results[key]["steady_rows_s"] / base["steady_rows_s"]
                     ratios[key + ".epoch"] = results[key]["rows_s"] / base["rows_s"]
                     ratios[key + ".second_half"] = (results[key]["second_half_rows_s"]

@@ -459,7 +459,7 @@ def test_the_autotuner_is_off_on_small_machines_and_a_caller_can_turn_it_on(
     from tfspark.tf import dataset as ds_module
 
     path, _, result = data
-    monkeypatch.setattr(ds_module, "_cores", lambda: cores)
+    monkeypatch.setattr(ds_module, "cores", lambda: cores)
     ds = make_dataset(path, 32, split="train", epochs=1)
     assert ds.options().autotune.enabled is autotune
     on = tf.data.Options()

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow.fs as pafs
 import pytest
 
-from tfspark.store.fetch import Fetcher, Spares, files_ahead
+from tfspark.store.fetch import Fetcher, Spares, cores, files_ahead
 from tfspark.store.fs import locate
 
 SIZES = [0, 1, 999, 4096, 4097, 50_000, 123_457]
@@ -101,6 +101,22 @@ def test_smaller_files_are_opened_further_ahead():
     assert files_ahead(16, 2, None) == files_ahead(16, 2, []) == 2
     assert files_ahead(16, 2, [1000, 0]) == 8  # tiny (or empty) files: one range each
     assert files_ahead(1, 4, [10]) == 1  # never none
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs Linux and 2 cores")
+def test_cores_are_the_ones_this_process_may_use():
+    # a container given 1 of the host's cores decodes with 1 thread, not os.cpu_count()'s
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+            os._exit(0 if cores() == 1 else 1)
+        except BaseException:  # noqa: BLE001 - the child must not return into pytest
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert cores() == len(os.sched_getaffinity(0))
 
 
 def test_a_forked_child_has_a_pool_of_its_own():

@@ -37,7 +37,7 @@ from tfspark.numpy.stacking import Stack, plan_stacks
 from tfspark.numpy.units import Span
 from tfspark.spec.model import FeatureSpec
 from tfspark.store.cache import FileCache
-from tfspark.store.fetch import IO_THREADS, Fetcher, files_ahead
+from tfspark.store.fetch import IO_THREADS, Fetcher, cores, files_ahead
 from tfspark.store.read_plan import ReadPlan, check_io_args, check_read_args, plan_read
 from tfspark.store.shards import Shard, split_shard
 from tfspark.store.shards import shard as shard_plan
@@ -68,8 +68,9 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
     """Batches of NumPy arrays read from tfspark output (row or block layout), like make_dataset
     without TensorFlow: the same arguments mean the same (see make_dataset), and
 
-    num_threads: files read and decoded at once (default: the CPU cores, at most 8); 1 with
-      shuffle_buffer=0 and shuffle_files=False reads rows in file order, deterministically.
+    num_threads: files read and decoded at once (default: the CPU cores this process may use,
+      at most 8); 1 with shuffle_buffer=0 and shuffle_files=False reads rows in file order,
+      deterministically.
     strings: "object" (default): string features as object arrays of bytes, as tf.string;
       "bytes": each string as its uint8 bytes, a Ragged one level below the feature's shape
       (a scalar string column is Ragged(uint8 values, row_splits)); "ids": each string as an
@@ -149,7 +150,7 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
         saved = state.get("settings") if isinstance(state, dict) else None
         num_threads = saved.get("num_threads") if isinstance(saved, dict) else None
         if not isinstance(num_threads, int) or num_threads < 1:
-            num_threads = min(8, os.cpu_count() or 1)
+            num_threads = min(8, cores())
     reader = BatchReader(plan, batch_size, shuffle_buffer=shuffle_buffer, seed=seed,
                          epochs=epochs, shard=shard, even_shards=even_shards,
                          drop_remainder=drop_remainder, num_threads=num_threads,

@@ -102,6 +102,15 @@ class Fetcher:
         self.close()
 
 
+def cores() -> int:
+    """The CPU cores this process may run on (a container's share, not the host's count): the
+    default of the threads that decode, which I/O concurrency (io_threads) does not follow."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 def files_ahead(io_threads: int, slots: int, sizes: Sequence[int] | None = None) -> int:
     """Files each of `slots` reading threads opens before it needs them (their first ranges
     requested while it reads one): the requests in flight (io_threads) shared among the

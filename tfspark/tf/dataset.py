@@ -22,7 +22,7 @@ from dataclasses import replace
 from typing import Any
 
 from tfspark.spec.model import FeatureSpec
-from tfspark.store.fetch import IO_THREADS
+from tfspark.store.fetch import IO_THREADS, cores
 from tfspark.store.read_plan import (
     AUTOTUNE,
     ReadPlan,
@@ -195,21 +195,13 @@ def build_pipeline(plan: ReadPlan, batch_size: int, *, shuffle_buffer: int | Non
     ds = ds.prefetch(AUTOTUNE)
     options = tf.data.Options()
     options.deterministic = deterministic
-    if _cores() <= _NO_AUTOTUNE_UP_TO_CORES:
+    if cores() <= _NO_AUTOTUNE_UP_TO_CORES:
         # On 2 cores tf.data's autotuner ran some epochs at a third of the rate; without it,
         # AUTOTUNE means one call per core (docs/benchmarks.md). A caller's with_options wins.
         options.autotune.enabled = False
     options.experimental_distribute.auto_shard_policy = _auto_shard_policy(
         len(part.files), explicit=shard is not None)
     return ds.with_options(options)
-
-
-def _cores() -> int:
-    """The CPU cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def _steps(records: int | None, batch_size: int, drop_remainder: bool) -> int | None:
@@ -262,7 +254,7 @@ def _records(part: Shard, batch_size: int, shuffle_files: bool, seed: int | None
     if shuffle_files and len(part.files) > 1:
         ds = ds.shuffle(len(part.files), seed=seed, reshuffle_each_iteration=True)
     if source is not None:  # the epoch's file order -> one generator fed by our threads
-        slots = num_parallel_reads if num_parallel_reads > 0 else max(2, os.cpu_count() or 1)
+        slots = num_parallel_reads if num_parallel_reads > 0 else max(2, cores())
         # (no files: none; do_not_convert: AutoGraph would warn about the generator inside)
         ds = ds.map(lambda f, *_: f).batch(max(1, len(names))).flat_map(
             tf.autograph.experimental.do_not_convert(
