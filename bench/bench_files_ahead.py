@@ -1,4 +1,4 @@
-"""How many files a remote reader opens ahead (store/fetch.files_ahead), old rule against new,
+"""How many files a remote reader opens ahead (store/concurrency.files_ahead), old rule against new,
 alternating in one process on the same emulator: the old rule opened 1 file ahead per reading
 thread in make_dataset's own reader and 2 in read_batches whatever the files' sizes; the new
 one shares the 16 requests in flight among the threads by each file's ranges (the bench's
@@ -35,7 +35,7 @@ def main() -> None:
 
     import tfspark.numpy.batches as numpy_reader
     import tfspark.tf.records as tf_reader
-    from tfspark.store.fetch import files_ahead
+    from tfspark.store.concurrency import files_ahead
 
     rules = {"old": (lambda io, slots, sizes=None: 1, lambda io, slots, sizes=None: 2),
              "new": (files_ahead, files_ahead)}

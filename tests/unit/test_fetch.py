@@ -13,7 +13,8 @@ import numpy as np
 import pyarrow.fs as pafs
 import pytest
 
-from tfspark.store.fetch import Fetcher, Spares, cores, files_ahead
+from tfspark.store.concurrency import cores, files_ahead
+from tfspark.store.fetch import Fetcher, Spares
 from tfspark.store.fs import locate
 
 SIZES = [0, 1, 999, 4096, 4097, 50_000, 123_457]

@@ -37,7 +37,8 @@ from tfspark.numpy.stacking import Stack, plan_stacks
 from tfspark.numpy.units import Span
 from tfspark.spec.model import FeatureSpec
 from tfspark.store.cache import FileCache
-from tfspark.store.fetch import IO_THREADS, Fetcher, cores, files_ahead
+from tfspark.store.concurrency import cores, files_ahead
+from tfspark.store.fetch import IO_THREADS, Fetcher
 from tfspark.store.read_plan import ReadPlan, check_io_args, check_read_args, plan_read
 from tfspark.store.shards import Shard, split_shard
 from tfspark.store.shards import shard as shard_plan

@@ -28,6 +28,7 @@ from tfspark.errors import CorruptRecordError
 from tfspark.numpy.columns import Table, num_rows, slice_table, take_table
 from tfspark.numpy.decode import NumpyDecoder
 from tfspark.numpy.units import Span
+from tfspark.store.concurrency import OpenedAhead
 from tfspark.store.fetch import Fetcher, hand_over, reading
 from tfspark.store.shards import Shard
 from tfspark.wire.stream import stream_framed
@@ -177,21 +178,18 @@ class Interleave:
         def run(k: int, at: Position) -> None:
             decoder = self.chunks.decoder()
             mine = self.files[k]
-            opened: dict[int, Any] = {}
+            opened = OpenedAhead(self.chunks.open, mine)  # remote: their first bytes on the way
             try:
                 for p in range(at.file, len(mine)):
-                    for q in range(p + 1, min(len(mine), p + 1 + self.chunks.ahead)):
-                        if q not in opened:  # remote: the next files' first bytes on the way
-                            opened[q] = self.chunks.open(mine[q])
+                    opened.open_after(p, self.chunks.ahead)
                     start = at if p == at.file else Position(p)
-                    for item in self.chunks.pieces(mine[p], start, decoder, opened.pop(p, None)):
+                    for item in self.chunks.pieces(mine[p], start, decoder, opened.take(p)):
                         if not put(k, item):
                             return
             except BaseException as e:  # noqa: BLE001 - handed to the consumer
                 put(k, e)
             finally:
-                for stream in opened.values():
-                    stream.close()
+                opened.close()
 
         threads = [threading.Thread(target=run, args=(k, p), daemon=True,
                                     name=f"tfspark-read-{k}")

@@ -21,7 +21,7 @@ import os
 import queue
 import threading
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, cast
 
@@ -52,7 +52,7 @@ class Fetcher:
     def __init__(self, io_threads: int = IO_THREADS, range_bytes: int = RANGE_BYTES,
                  ahead: int = AHEAD, cache: FileCache | None = None):
         self.range_bytes, self.ahead, self.cache = range_bytes, ahead, cache
-        self._io_threads = io_threads
+        self.io_threads = io_threads  # requests in flight at once
         self._spares = SPARES if range_bytes == RANGE_BYTES else \
             Spares(HEADROOM + range_bytes, 2 * ahead)
         self._pool: ThreadPoolExecutor | None = None
@@ -85,7 +85,7 @@ class Fetcher:
     def _executor(self) -> ThreadPoolExecutor:
         with self._lock:
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(self._io_threads, thread_name_prefix="tfspark-io")
+                self._pool = ThreadPoolExecutor(self.io_threads, thread_name_prefix="tfspark-io")
             return self._pool
 
     def close(self) -> None:
@@ -100,27 +100,6 @@ class Fetcher:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-
-def cores() -> int:
-    """The CPU cores this process may run on (a container's share, not the host's count): the
-    default of the threads that decode, which I/O concurrency (io_threads) does not follow."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
-def files_ahead(io_threads: int, slots: int, sizes: Sequence[int] | None = None) -> int:
-    """Files each of `slots` reading threads opens before it needs them (their first ranges
-    requested while it reads one): the requests in flight (io_threads) shared among the
-    threads, a file's stream taking up to AHEAD ranges, fewer when the files are smaller
-    (`sizes`: their bytes, when known). Small files so have more of them on the way: at 100 ms
-    a file of 12 MiB is read in less than one round trip."""
-    per_file = AHEAD
-    if sizes:
-        per_file = max(1, min(AHEAD, -(-(sum(sizes) // len(sizes)) // RANGE_BYTES)))
-    return max(1, io_threads // slots // per_file)
 
 
 class Spares:

@@ -22,7 +22,8 @@ from dataclasses import replace
 from typing import Any
 
 from tfspark.spec.model import FeatureSpec
-from tfspark.store.fetch import IO_THREADS, cores
+from tfspark.store.concurrency import cores
+from tfspark.store.fetch import IO_THREADS
 from tfspark.store.read_plan import (
     AUTOTUNE,
     ReadPlan,

@@ -15,7 +15,7 @@ bytes object each: one copy fewer, and no block-sized allocations, which page-fa
 One epoch is one generator fed by threads of our own (RecordSource.epoch), not a generator per
 file under tf.data's interleave (where several of TensorFlow's threads ran Python at once): the
 reads and CRC checks run in our threads, each with its next files opened ahead (as many as
-fetch.files_ahead gives: more of small files), and TensorFlow's thread only takes finished
+concurrency.files_ahead gives: more of small files), and TensorFlow's thread only takes finished
 blocks. Its rates behind latency: docs/benchmarks.md.
 """
 
@@ -31,7 +31,8 @@ import pyarrow as pa
 
 from tfspark.errors import CorruptRecordError
 from tfspark.store.cache import FileCache
-from tfspark.store.fetch import Fetcher, files_ahead, hand_over, reading
+from tfspark.store.concurrency import OpenedAhead, files_ahead
+from tfspark.store.fetch import Fetcher, hand_over, reading
 from tfspark.store.shards import Shard
 from tfspark.wire.stream import stream_framed
 from tfspark.wire.tfrecord import HEADER_BYTES, TRAILER_BYTES
@@ -69,7 +70,6 @@ class RecordSource:
     def __init__(self, part: Shard, counts: list[int], per_read: int, io_threads: int,
                  cache_dir: str | None):
         self.part, self.counts, self.per_read = part, counts, per_read
-        self.io_threads = io_threads
         # the files' records, about (a stride shard counts 1/n of them), against their bytes
         records = sum(c * part.stride(f)[0] for f, c in enumerate(part.records or ()))
         size = sum(part.sizes or ())  # (either 0: not known)
@@ -101,31 +101,23 @@ class RecordSource:
         def put(k: int, item: Any) -> bool:
             return hand_over(queues[k], item, stop)
 
-        ahead = files_ahead(self.io_threads, slots, self.part.sizes)
+        ahead = files_ahead(self._fetcher.io_threads, slots, self.part.sizes)
 
         def run(k: int) -> None:
-            mine = lanes[k]
-            opened: dict[int, Any] = {}  # files of this lane opened ahead, by place in it
-
-            def open_ahead(p: int, n: int) -> None:  # the n files after the p-th
-                for q in range(p + 1, min(len(mine), p + 1 + n)):
-                    if q not in opened:
-                        opened[q] = self._open(mine[q])
-
+            opened = OpenedAhead(self._open, lanes[k])
             try:
-                for p, f in enumerate(mine):
-                    open_ahead(p, 1)
-                    for i, block in enumerate(self.blocks(f, opened.pop(p, None))):
+                for p, f in enumerate(lanes[k]):
+                    opened.open_after(p, 1)
+                    for i, block in enumerate(self.blocks(f, opened.take(p))):
                         if not put(k, (f, i, block)):
                             return
                         if i == 0:  # the files after the next once this one flows, so
-                            open_ahead(p, ahead)  # their requests do not delay its first
+                            opened.open_after(p, ahead)  # they do not delay its first
                 put(k, _DONE)
             except BaseException as e:  # noqa: BLE001 - raised in the consumer
                 put(k, e)
             finally:
-                for stream in opened.values():
-                    stream.close()
+                opened.close()
 
         threads = [threading.Thread(target=run, args=(k,), daemon=True,
                                     name=f"tfspark-tf-read-{k}") for k in range(slots)]
