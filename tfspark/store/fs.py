@@ -148,11 +148,11 @@ class Location:
                     raise
         raise AssertionError("unreachable")
 
-    def delete_dir(self, rel: str) -> None:
-        """Delete the directory base/rel and everything under it; one already gone is fine
-        (two writes starting at once both sweep a dead write's staging)."""
+    def delete_dir(self, rel: str = "") -> None:
+        """Delete the directory base (or base/rel) and everything under it; one already gone
+        is fine (two writes starting at once both sweep a dead write's staging)."""
         try:
-            self.fs.delete_dir(self.join(rel))
+            self.fs.delete_dir(self.join(rel) if rel else self.base)
         except FileNotFoundError:
             pass
 
@@ -246,10 +246,7 @@ class Location:
         """Delete base and everything under it, if it exists (another process may remove it
         at the same moment: a write's publish and a failed write's clean-up both do)."""
         if self.exists():
-            try:
-                self.fs.delete_dir(self.base)
-            except FileNotFoundError:
-                pass
+            self.delete_dir()
 
     def remove_if_empty(self) -> None:
         """Remove the directory base if it is empty, and never anything in it: another write
