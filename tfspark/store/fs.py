@@ -25,6 +25,7 @@ import pyarrow.fs as pafs
 from tfspark.errors import OptionError
 
 T = TypeVar("T")
+_DIR_TRIES = 10  # makes of a file's directory before its open gives up (_in_dir)
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,18 @@ class Location:
 
     def make_dir(self, rel: str = "") -> None:
         """Create base (or base/rel) and its parents."""
-        self.fs.create_dir(self.join(rel) if rel else self.base, recursive=True)
+        self._make_dirs(self.join(rel) if rel else self.base)
+
+    def _make_dirs(self, path: str) -> None:
+        """create_dir(path, recursive), again when it failed because another write's clean-up
+        removed a directory it had found existing ("non-directory entry exists")."""
+        for attempt in range(_DIR_TRIES):
+            try:
+                return self.fs.create_dir(path, recursive=True)
+            except FileExistsError:
+                if (attempt == _DIR_TRIES - 1
+                        or self.fs.get_file_info(path).type == pafs.FileType.File):
+                    raise
 
     def entries(self, recursive: bool = False) -> list[tuple[str, bool]]:
         """(relative path, is a directory) of what is under base (nothing if it is absent)."""
@@ -139,12 +151,12 @@ class Location:
     def _in_dir(self, target: str, make: Callable[[], T]) -> T:
         """make() once target's directory is made; made again and retried when a failed
         write's clean-up of the same path (undo.py) removed it, still empty, in between."""
-        for attempt in range(3):
-            self.fs.create_dir(posixpath.dirname(target), recursive=True)
+        for attempt in range(_DIR_TRIES):
+            self._make_dirs(posixpath.dirname(target))
             try:
                 return make()
             except FileNotFoundError:
-                if attempt == 2:
+                if attempt == _DIR_TRIES - 1:
                     raise
         raise AssertionError("unreachable")
 
@@ -227,8 +239,7 @@ class Location:
         """Create the directory and a probe file now, so a bad path fails before any work."""
         probe = f"_tfspark_probe-{uuid.uuid4().hex}"
         try:
-            self.fs.create_dir(self.base, recursive=True)
-            with self.fs.open_output_stream(self.join(probe)) as f:
+            with self.open_output(probe) as f:
                 f.write(b"")
             self.delete(probe)
         except (OSError, ValueError) as e:
