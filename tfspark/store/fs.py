@@ -25,7 +25,7 @@ import pyarrow.fs as pafs
 from tfspark.errors import OptionError
 
 T = TypeVar("T")
-_DIR_TRIES = 10  # makes of a file's directory before its open gives up (_in_dir)
+_DIR_TRIES = 10  # tries at making a directory another write's clean-up may remove meanwhile
 
 
 @dataclass(frozen=True)
