@@ -12,7 +12,8 @@ layout (rows; blocks of 1024) into 8 files with tfspark's encoders, copied into 
 each place, reader and layout, one epoch at batch 1024 without shuffling:
 
   read_batches   tfspark.read_batches(path, 1024, shuffle_buffer=0, filesystem=fs)
-                 (default threads: the cores, and io_threads=16 requests in flight)
+                 (default threads: the cores, and io_threads=16 requests in flight, or
+                 --io-threads)
   make_dataset   tfspark.make_dataset(path, 1024, shuffle_buffer=0, filesystem=fs), each batch
                  taken into NumPy by a Python loop
   make_dataset_graph  the same read in a graph (Dataset.reduce), as Keras fit consumes it:
@@ -87,12 +88,16 @@ def timed(make, half: int) -> tuple[int, float, float, float, float]:
     return rows, first or 0.0, total, steady, second
 
 
+READ_IO_THREADS = None  # read_batches' io_threads (--io-threads; None: its default)
+
+
 def readers(path: str, fs, half: int) -> dict:
     import tfspark
 
     return {
         "read_batches": lambda: tfspark.read_batches(path, BATCH, shuffle_buffer=0,
-                                                     label_cols=[], filesystem=fs),
+                                                     label_cols=[], filesystem=fs,
+                                                     io_threads=READ_IO_THREADS),
         "make_dataset": lambda: (
             {k: v.numpy() for k, v in b.items()} for b in tfspark.make_dataset(
                 path, BATCH, shuffle_buffer=0, label_cols=[], filesystem=fs)),
@@ -254,7 +259,10 @@ def main() -> None:
     ap.add_argument("--layouts", default="rows,blocks")
     ap.add_argument("--readers", default="read_batches,make_dataset,make_dataset_graph")
     ap.add_argument("--each", action="store_true", help="print every epoch's figures too")
+    ap.add_argument("--io-threads", type=int, help="read_batches' io_threads (default: its own)")
     args = ap.parse_args()
+    global READ_IO_THREADS
+    READ_IO_THREADS = args.io_threads
     doc = run(args.rows, args.repeat, args.small_rows, tuple(args.layouts.split(",")),
               tuple(args.readers.split(",")), args.each)
     for key, r in doc["results"].items():
