@@ -90,7 +90,11 @@ def _stats_row(name: str, s: dict[str, Any]) -> list[Any]:
         most = ", ".join(x for x in (f"length {length['min']}..{length['max']}, mean "
                                      f"{num(length['mean'])}", most and "top " + most) if x)
     return [name, f"{s.get('nulls', 0):,}", num(v.get("mean")), num(std), num(v.get("min")),
-            num(v.get("max")), s.get("distinct_approx", "-"), most or "-"]
+            num(v.get("max")), _count(s.get("distinct_approx")), most or "-"]
+
+
+def _count(x: Any) -> str:
+    return "-" if x is None else f"{x:,}" if isinstance(x, int) else str(x)
 
 
 def _table(header: list[str], rows: list[list[Any]]) -> list[str]:

@@ -68,7 +68,7 @@ def _no_top(f: Feature, s: dict[str, Any]) -> str:
     if f.dtype == "string" and s.get("max_chars", 0) > 256:
         return "values of more than 256 characters: text, not a category"
     if rules.id_like(distinct, rows - s.get("nulls", 0)):
-        return (f"about {distinct} distinct values in {rows} rows: an id or free text, not a "
+        return (f"about {distinct:,} distinct values in {rows:,} rows: an id or free text, not a "
                 f"category")
     return "more distinct values than the statistics' top_k"
 
@@ -84,15 +84,15 @@ def _scalar(f: Feature, s: dict[str, Any], cfg: Any, categorical: bool, out: Pla
             return
         rows, distinct = s.get("rows", 0), s.get("distinct_approx", len(top))
         if f.dtype == "string" and distinct > cfg.max_vocab and distinct > ID_SHARE * rows:
-            out.ignored[f.name] = (f"about {distinct} distinct values in {rows} rows: an id "
+            out.ignored[f.name] = (f"about {distinct:,} distinct values in {rows:,} rows: an id "
                                    f"or free text, not a category")
             return
         vocab = vocabulary(f, s, cfg.max_vocab)
         out.categorical.append((f, vocab, "onehot" if len(vocab) <= cfg.one_hot_max
                                 else "embed"))
     elif _row_id(f, s):
-        out.ignored[f.name] = (f"looks like a row id: about {s.get('distinct_approx', 0)} "
-                               f"distinct values in {s.get('rows', 0)} rows (name it in "
+        out.ignored[f.name] = (f"looks like a row id: about {s.get('distinct_approx', 0):,} "
+                               f"distinct values in {s.get('rows', 0):,} rows (name it in "
                                f"categorical, or exclude it, to say otherwise)")
     elif normalization(s) is not None:
         out.numeric.append((f, s))

@@ -48,7 +48,7 @@ def choose_from_sample(features: list[Feature], sample: dict[str, Any], max_voca
                 ignored[f.name] = "binary values, not text (not used by this job)"
                 continue
             if len(counts) > max_vocab or len(counts) > max(20, rows // 2):
-                ignored[f.name] = (f"{len(counts)} distinct values in {rows} sampled rows: "
+                ignored[f.name] = (f"{len(counts):,} distinct values in {rows:,} sampled rows: "
                                    f"free text or an id, not a category")
             else:
                 categorical.append((f, vocab))

@@ -307,7 +307,10 @@ def _write(spark: Any, backup_df: DataFrame, backup_rows: int,
         out_df, split_col = sizing.arrange(backup_df, dict(opts.split or {}), opts.split_key,
                                            opts.seed, opts.shuffle, n_files)
         statistics: Meanwhile[dict[str, Any]] | None = None
-        what = f"about {n_files} file(s)"
+        # each task writes a file per split it meets (and per partition value: unknown here)
+        splits = max(1, sum(1 for v in (opts.split or {}).values() if v > 0))
+        what = f"{n_files} task(s)" if opts.partition_by else \
+            f"about {n_files * splits} file(s)"
         if opts.stats and not opts.stats_exact and \
                 _reports_fit(spec, opts, n_files, math.ceil(backup_rows / n_files)):
             opts, what = replace(opts, task_stats=True), what + " and the feature statistics"
