@@ -360,16 +360,22 @@ def test_bad_compression_fails_before_reading_or_writing(tmp_path):
         file_suffix("lz4")
 
 
-# Records of BIG_RECORD bytes or more have their data CRC checked by the crc32c package after
-# the compiled scan: sizes on both sides of the bound, each record damaged in turn.
+# With the crc32 instruction the compiled scan checks every record; without it, records of
+# BIG_RECORD bytes or more have their data CRC checked by the crc32c package after the scan:
+# sizes on both sides of that bound and of the instruction's lanes, each damaged in turn.
 BIG_SIZES = [100, framing.BIG_RECORD - 1, framing.BIG_RECORD, 3 * framing.BIG_RECORD + 5, 7]
 
 
+@pytest.mark.parametrize("instruction", [True, False])
 @pytest.mark.parametrize("bad", range(len(BIG_SIZES)))
 @pytest.mark.parametrize("where", ["data", "stored crc"])
-def test_big_and_small_records_have_their_data_crc_checked(bad, where):
+def test_big_and_small_records_have_their_data_crc_checked(bad, where, instruction,
+                                                            monkeypatch):
     from tfspark.wire.stream import stream_framed
 
+    if instruction and not framing.CRC_INSTRUCTION:
+        pytest.skip("this CPU has no crc32 instruction (SSE4.2)")
+    monkeypatch.setattr(framing, "CRC_INSTRUCTION", instruction)
     rng = np.random.default_rng(bad)
     records = [rng.integers(0, 256, n, dtype=np.uint8).tobytes() for n in BIG_SIZES]
     clean = b"".join(map(frame_record, records))

@@ -1,12 +1,12 @@
 """CRC-32C (Castagnoli), which TFRecord framing checks twice per record, and its mask.
 
-Slicing-by-8 tables, compiled (about 1.7 GB/s on one core). In a module of its own, apart from
-the framing kernels that call it: measured with bench/bench_sequence.py, the same code compiled
-in tfrecord.py made the SequenceExample encoder ~15% slower (24.5x vs 29.3x the per-row
-protos). The SSE4.2 crc32 instruction through an llvmlite intrinsic ran 3.7x faster alone
-(6.2 GB/s) but changed nothing end to end here, so it is not used. Records of BIG_RECORD bytes
-or more are read back with their data CRC from the crc32c package (tfrecord.scan_frames),
-which uses the instruction where the CPU has it: that cut the own reader's CPU on blocks.
+Slicing-by-8 tables, compiled (about 1.7 GB/s on one core), used by the writing kernels. In a
+module of its own, apart from the framing kernels that call it: measured with
+bench/bench_sequence.py, the same code compiled in tfrecord.py made the SequenceExample encoder
+~15% slower (24.5x vs 29.3x the per-row protos). There, one lane of the SSE4.2 crc32
+instruction ran 3.7x faster alone but changed nothing end to end. Reading is another matter
+(the scan checks every byte it hands on, with the GIL released): crc_hw.py gives it the
+instruction on three lanes where the CPU has it (bench/bench_crc.py).
 """
 
 from __future__ import annotations

@@ -23,14 +23,16 @@ import numpy as np
 
 from tfspark.errors import CorruptRecordError
 from tfspark.wire.crc import TABLES, crc32c, crc32c_lib, masked, masked_crc
+from tfspark.wire.crc_hw import AVAILABLE as CRC_INSTRUCTION
+from tfspark.wire.crc_hw import read_crc
 from tfspark.wire.jit import njit
 
 HEADER_BYTES = 12  # uint64 length + uint32 masked crc of the length
 TRAILER_BYTES = 4  # uint32 masked crc of the data
 OVERHEAD = HEADER_BYTES + TRAILER_BYTES
 MAX_RECORD = 1 << 31  # protobuf messages are < 2 GiB; a bigger length is corruption
-# Data CRCs of records this long or longer are checked by the crc32c package (the CPU's crc32
-# instruction, 14 GB/s) after the compiled scan, not by its table-driven CRC (1.7 GB/s): a
+# Where the scan cannot use the CPU's crc32 instruction (crc_hw.py), data CRCs of records this
+# long or longer are checked by the crc32c package after it, not by its tables (1.7 GB/s): a
 # Python call per record costs about what 4 KB of the compiled CRC does.
 BIG_RECORD = 16384
 
@@ -158,8 +160,10 @@ def scan_frames(buf, start, limit, verify, offsets):
     needs info bytes in all), or LENGTH_CRC / DATA_CRC / BAD_LENGTH (record at pos, info = its
     length). Nothing past pos was accepted.
     """
-    count, stop, pos, info = _scan_kernel(buf, start, limit, verify, BIG_RECORD, TABLES, offsets)
-    if verify and count and offsets[count] - offsets[0] >= BIG_RECORD + OVERHEAD:
+    big = MAX_RECORD if CRC_INSTRUCTION else BIG_RECORD
+    count, stop, pos, info = _scan_kernel(buf, start, limit, verify, big, offsets)
+    if verify and not CRC_INSTRUCTION and count and \
+            offsets[count] - offsets[0] >= BIG_RECORD + OVERHEAD:
         bad = _first_bad_big(buf, offsets[:count + 1])
         if bad >= 0:
             at = int(offsets[bad])
@@ -183,7 +187,7 @@ def _first_bad_big(buf, offsets) -> int:
 
 
 @njit
-def _scan_kernel(buf, start, limit, verify, big, t, offsets):
+def _scan_kernel(buf, start, limit, verify, big, offsets):
     """scan_frames' walk; data CRCs of records of `big` bytes or more are left unchecked."""
     size = buf.shape[0]
     pos = start
@@ -197,14 +201,14 @@ def _scan_kernel(buf, start, limit, verify, big, t, offsets):
         if size - pos < HEADER_BYTES:
             return count, PARTIAL, pos, HEADER_BYTES
         n = _u32(buf, pos) | (_u32(buf, pos + 4) << 32)
-        if verify and masked(crc32c(buf, pos, pos + 8, t)) != _u32(buf, pos + 8):
+        if verify and masked(read_crc(buf, pos, pos + 8)) != _u32(buf, pos + 8):
             return count, LENGTH_CRC, pos, n
         if n < 0 or n >= MAX_RECORD:
             return count, BAD_LENGTH, pos, n
         if size - pos < n + OVERHEAD:
             return count, PARTIAL, pos, n + OVERHEAD
         data = pos + HEADER_BYTES
-        if verify and n < big and masked(crc32c(buf, data, data + n, t)) != _u32(buf, data + n):
+        if verify and n < big and masked(read_crc(buf, data, data + n)) != _u32(buf, data + n):
             return count, DATA_CRC, pos, n
         pos += n + OVERHEAD
         count += 1
