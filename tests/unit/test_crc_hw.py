@@ -1,6 +1,7 @@
-"""The scan's CRC-32C (crc_hw.read_crc): the crc32 instruction's three lanes and the tables
-both give the crc32c package's value for every length around the lanes' bounds, from every
-alignment, and the byte tables that join the lanes are the advance over LANE zero bytes."""
+"""The framing kernels' CRC-32C (crc_hw.frame_crc): the crc32 instruction's three lanes and
+the tables both give the crc32c package's value for every length around the lanes' bounds,
+from every alignment, and the byte tables that join the lanes are the advance over LANE zero
+bytes."""
 
 from __future__ import annotations
 

@@ -1,12 +1,10 @@
 """CRC-32C (Castagnoli), which TFRecord framing checks twice per record, and its mask.
 
-Slicing-by-8 tables, compiled (about 1.7 GB/s on one core), used by the writing kernels. In a
-module of its own, apart from the framing kernels that call it: measured with
-bench/bench_sequence.py, the same code compiled in tfrecord.py made the SequenceExample encoder
-~15% slower (24.5x vs 29.3x the per-row protos). There, one lane of the SSE4.2 crc32
-instruction ran 3.7x faster alone but changed nothing end to end. Reading is another matter
-(the scan checks every byte it hands on, with the GIL released): crc_hw.py gives it the
-instruction on three lanes where the CPU has it (bench/bench_crc.py).
+Slicing-by-8 tables, compiled (about 1.7 GB/s on one core): the framing kernels' CRC where the
+CPU has no crc32 instruction (crc_hw.py has the instruction and the choice). In a module of
+its own, apart from the framing kernels that call it: measured with bench/bench_sequence.py,
+the same code compiled in tfrecord.py made the SequenceExample encoder ~15% slower (24.5x vs
+29.3x the per-row protos).
 """
 
 from __future__ import annotations

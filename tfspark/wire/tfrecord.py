@@ -22,9 +22,9 @@ import struct
 import numpy as np
 
 from tfspark.errors import CorruptRecordError
-from tfspark.wire.crc import TABLES, crc32c, crc32c_lib, masked, masked_crc
+from tfspark.wire.crc import crc32c_lib, masked, masked_crc
 from tfspark.wire.crc_hw import AVAILABLE as CRC_INSTRUCTION
-from tfspark.wire.crc_hw import read_crc
+from tfspark.wire.crc_hw import frame_crc
 from tfspark.wire.jit import njit
 
 HEADER_BYTES = 12  # uint64 length + uint32 masked crc of the length
@@ -75,22 +75,22 @@ def _put_masked(out, pos, c):
 
 
 @njit
-def _frame_slot(out, p, n, t):
+def _frame_slot(out, p, n):
     """Write header and trailer around the n data bytes at out[p+HEADER:p+HEADER+n]."""
     for k in range(8):
         out[p + k] = (n >> (8 * k)) & 0xFF
-    _put_masked(out, p + 8, crc32c(out, p, p + 8, t))
-    _put_masked(out, p + HEADER_BYTES + n, crc32c(out, p + HEADER_BYTES, p + HEADER_BYTES + n, t))
+    _put_masked(out, p + 8, frame_crc(out, p, p + 8))
+    _put_masked(out, p + HEADER_BYTES + n, frame_crc(out, p + HEADER_BYTES, p + HEADER_BYTES + n))
 
 
 @njit
-def _frame_into_kernel(out, offsets, t):
+def _frame_into_kernel(out, offsets):
     for i in range(offsets.shape[0] - 1):
-        _frame_slot(out, offsets[i], offsets[i + 1] - offsets[i] - OVERHEAD, t)
+        _frame_slot(out, offsets[i], offsets[i + 1] - offsets[i] - OVERHEAD)
 
 
 @njit
-def _frame_copy_kernel(buf, offsets, out, t):
+def _frame_copy_kernel(buf, offsets, out):
     """Copy record i = buf[offsets[i]:offsets[i+1]] into its slot and frame it (still in L1)."""
     pos = 0
     for i in range(offsets.shape[0] - 1):
@@ -100,7 +100,7 @@ def _frame_copy_kernel(buf, offsets, out, t):
         src = buf[s:s + n]
         for k in range(n):
             dst[k] = src[k]
-        _frame_slot(out, pos, n, t)
+        _frame_slot(out, pos, n)
         pos += n + OVERHEAD
 
 
@@ -134,7 +134,7 @@ def frame_buffer(buf: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     data = as_bytes(buf)
     off = checked_offsets(offsets, data.size, 0, "buffer")
     out = np.empty(int(off[-1] - off[0]) + OVERHEAD * (off.size - 1), dtype=np.uint8)
-    _frame_copy_kernel(data, off, out, TABLES)
+    _frame_copy_kernel(data, off, out)
     return out
 
 
@@ -146,7 +146,7 @@ def frame_into(out: np.ndarray, offsets: np.ndarray) -> None:
     if not (isinstance(out, np.ndarray) and out.dtype == np.uint8 and out.ndim == 1
             and out.flags.c_contiguous and out.flags.writeable):
         raise ValueError("out must be a writeable, contiguous 1-d uint8 numpy array")
-    _frame_into_kernel(out, checked_offsets(offsets, out.size, OVERHEAD, "output array"), TABLES)
+    _frame_into_kernel(out, checked_offsets(offsets, out.size, OVERHEAD, "output array"))
 
 
 # ---------------------------------------------------------------- reading: walk records
@@ -201,14 +201,14 @@ def _scan_kernel(buf, start, limit, verify, big, offsets):
         if size - pos < HEADER_BYTES:
             return count, PARTIAL, pos, HEADER_BYTES
         n = _u32(buf, pos) | (_u32(buf, pos + 4) << 32)
-        if verify and masked(read_crc(buf, pos, pos + 8)) != _u32(buf, pos + 8):
+        if verify and masked(frame_crc(buf, pos, pos + 8)) != _u32(buf, pos + 8):
             return count, LENGTH_CRC, pos, n
         if n < 0 or n >= MAX_RECORD:
             return count, BAD_LENGTH, pos, n
         if size - pos < n + OVERHEAD:
             return count, PARTIAL, pos, n + OVERHEAD
         data = pos + HEADER_BYTES
-        if verify and n < big and masked(read_crc(buf, data, data + n)) != _u32(buf, data + n):
+        if verify and n < big and masked(frame_crc(buf, data, data + n)) != _u32(buf, data + n):
             return count, DATA_CRC, pos, n
         pos += n + OVERHEAD
         count += 1
