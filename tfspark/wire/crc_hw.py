@@ -69,26 +69,22 @@ def _zeros_tables(nbytes: int) -> np.ndarray:
 SHIFT = _zeros_tables(LANE)
 
 
-def _crc_u64_typer(typingctx, crc, word):
-    def codegen(context, builder, signature, args):
-        fnty = ir.FunctionType(ir.IntType(64), [ir.IntType(64), ir.IntType(64)])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.x86.sse42.crc32.64.64")
-        return builder.call(fn, args)
-    return types.uint64(types.uint64, types.uint64), codegen
+def _crc_step(reg: int, word: int) -> Any:
+    """An intrinsic: the crc32 instruction on a `reg`-bit register and a `word`-bit word."""
+    name = f"llvm.x86.sse42.crc32.{reg}.{word}"
+    sig = getattr(types, f"uint{reg}")(getattr(types, f"uint{reg}"), getattr(types, f"uint{word}"))
+
+    def typer(typingctx, crc, data):
+        def codegen(context, builder, signature, args):
+            fnty = ir.FunctionType(ir.IntType(reg), [ir.IntType(reg), ir.IntType(word)])
+            return builder.call(cgutils.get_or_insert_function(builder.module, fnty, name), args)
+        return sig, codegen
+    typer.__name__ = f"crc32_{reg}_{word}"  # (numba names the intrinsic after it)
+    return intrinsic(typer)
 
 
-_crc_u64: Any = intrinsic(_crc_u64_typer)  # (Any: numba calls it with a typing context)
-
-
-def _crc_u8_typer(typingctx, crc, byte):
-    def codegen(context, builder, signature, args):
-        fnty = ir.FunctionType(ir.IntType(32), [ir.IntType(32), ir.IntType(8)])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.x86.sse42.crc32.32.8")
-        return builder.call(fn, args)
-    return types.uint32(types.uint32, types.uint8), codegen
-
-
-_crc_u8: Any = intrinsic(_crc_u8_typer)
+_crc_u64 = _crc_step(64, 64)  # 8 bytes at a time
+_crc_u8 = _crc_step(32, 8)  # the last few
 
 
 def _load_u64_typer(typingctx, arr, idx):
