@@ -89,7 +89,12 @@ _crc_u8 = _crc_step(32, 8)  # the last few
 
 def _load_u64_typer(typingctx, arr, idx):
     """The 8 bytes at arr[idx:idx + 8] as one little-endian word (any alignment; the caller
-    keeps idx + 8 within the array)."""
+    keeps idx + 8 within the array), of a contiguous 1-d uint8 array only: an address from the
+    index alone would be wrong for any other."""
+    if not (isinstance(arr, types.Array) and arr.ndim == 1 and arr.layout == "C"
+            and arr.dtype == types.uint8):
+        return None
+
     def codegen(context, builder, signature, args):
         data = context.make_array(signature.args[0])(context, builder, args[0]).data
         word = builder.bitcast(builder.gep(data, [args[1]]), ir.IntType(64).as_pointer())
