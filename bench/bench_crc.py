@@ -1,6 +1,7 @@
 """The read side's CRC-32C: the x86 crc32 instruction in the compiled scan (three lanes, the GIL
-released), against the scan's tables with the crc32c package after it for records of 16 KiB
-or more (a Python call per record, holding the GIL), side by side in one run.
+released), against the way before, which left the data CRCs of records of 16 KiB or more to the
+crc32c package after the scan (a Python call per record, holding the GIL; tfrecord.
+CRC_INSTRUCTION = False), side by side in one run. Every record of the table below is that big.
 
 1. GB/s of each CRC alone on 64 MiB (one core).
 2. read_batches on the GPU-feed table of bench_gpu_feed.py (40 float32 + 4 int64 + label, blocks
