@@ -308,7 +308,7 @@ def _write(spark: Any, backup_df: DataFrame, backup_rows: int,
                                            opts.seed, opts.shuffle, n_files)
         statistics: Meanwhile[dict[str, Any]] | None = None
         # each task writes a file per split it meets (and per partition value: unknown here)
-        splits = max(1, sum(1 for v in (opts.split or {}).values() if v > 0))
+        splits = max(1, len(sizing.split_names(dict(opts.split or {}))))
         what = f"{n_files} task(s)" if opts.partition_by else \
             f"about {n_files * splits} file(s)"
         if opts.stats and not opts.stats_exact and \

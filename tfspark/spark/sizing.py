@@ -109,6 +109,11 @@ def arrange(df: DataFrame, splits: dict[str, float], split_key: str | None, seed
     return df.withColumn(SPLIT_COLUMN, split), SPLIT_COLUMN
 
 
+def split_names(splits: dict[str, float]) -> list[str]:
+    """The splits that get rows, in order: a split of 0 gets none (and a manifest entry)."""
+    return [n for n in splits if splits[n] > 0]
+
+
 def split_of(splits: dict[str, float], split_key: str | None, seed: int) -> Column | None:
     """Each row's split name (None: no splits): by a hash of split_key (the same row, the same
     split, wherever it is read), else by a seeded draw per row."""
@@ -118,7 +123,7 @@ def split_of(splits: dict[str, float], split_key: str | None, seed: int) -> Colu
         u = F.pmod(F.xxhash64(F.col(f"`{split_key}`"), F.lit(seed)), F.lit(1 << 30)) / (1 << 30)
     else:
         u = F.rand(seed)
-    names = [n for n in splits if splits[n] > 0]  # a split of 0 gets no rows (and a manifest)
+    names = split_names(splits)
 
     def pick(x: Column) -> Column:
         bound, expr = 0.0, None

@@ -19,7 +19,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from tfspark.spark.observe import as_dict
-from tfspark.spark.sizing import split_of
+from tfspark.spark.sizing import split_names, split_of
 from tfspark.spark.stats import aggregates, features_of, sql_column
 from tfspark.spec import FeatureSpec
 from tfspark.spec.model import Feature
@@ -55,7 +55,7 @@ class Observed:
         if not (opts.stats and opts.stats_exact) or (splits and opts.split_key is None):
             return None
         indexed = [(i, f) for i, f in enumerate(spec.features) if not rules.array(f)]
-        groups = [rules.ALL] + [n for n, share in splits.items() if share > 0]
+        groups = [rules.ALL] + split_names(splits)
         if not indexed or len(indexed) * len(groups) > MAX_AGGREGATED:
             return None
         return cls(indexed, groups, split_of(splits, opts.split_key, opts.seed))
