@@ -25,14 +25,15 @@ from typing import Any
 
 import numpy as np
 
-from tfspark.errors import OptionError
 from tfspark.numpy import state as states
 from tfspark.numpy import units
+from tfspark.numpy.arguments import check_batch_args
 from tfspark.numpy.columns import Table, concat_tables, num_rows, slice_table
-from tfspark.numpy.decode import STRING_FORMS, NumpyDecoder
+from tfspark.numpy.decode import NumpyDecoder
 from tfspark.numpy.interleave import FileChunks, Interleave
-from tfspark.numpy.padding import RAGGED_FORMS, pad_batch, pad_lengths
+from tfspark.numpy.padding import pad_batch, pad_lengths
 from tfspark.numpy.prefetch import Mixer, ahead
+from tfspark.numpy.processes import ProcessBatches, saved_threads
 from tfspark.numpy.stacking import Stack, plan_stacks
 from tfspark.numpy.units import Span
 from tfspark.spec.model import FeatureSpec
@@ -46,7 +47,7 @@ from tfspark.store.vocabulary import string_vocabularies
 
 _CHUNK_ROWS = 65536  # rows decoded per kernel pass (blocks: at least one block); measured
 MIX_THREADS = 4  # threads joining and permuting a window's columns (at most num_threads)
-SHUFFLES = ("window", "global")
+_OWN = ("path_or_files", "batch_size", "state", "processes")  # not a reading process's
 
 
 def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
@@ -65,7 +66,8 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
                  vocabulary: str | dict[str, Any] | None = None,
                  shuffle: str = "window", ragged: str = "ragged",
                  pad_to: int | dict[str, int] | None = None,
-                 stack: dict[str, Sequence[str]] | None = None) -> BatchReader:
+                 stack: dict[str, Sequence[str]] | None = None,
+                 processes: int | None = None) -> BatchReader | ProcessBatches:
     """Batches of NumPy arrays read from tfspark output (row or block layout), like make_dataset
     without TensorFlow: the same arguments mean the same (see make_dataset), and
 
@@ -106,6 +108,11 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
     stack: {name: [feature, ...]}: those fixed int64 or float32 features (of one dtype; strings
       with strings="ids") as one array `name` [batch, k], side by side in that order, in place
       of their own columns: a model's input matrix, made by the reader's threads.
+    processes: N > 1 reads and decodes in N processes of their own (numpy/processes.py), each
+      with num_threads threads (default: this process's cores / N, at most 8), the batches
+      handed over in shared memory: for a training loop that one process's reader cannot keep
+      fed. Batches come from the processes in turn; their arrays are valid for as long as they
+      are referenced. close() (or `with`) ends the processes.
     state: what reader.state_dict() gave (saved with a checkpoint, e.g. as JSON): the first
       iteration then resumes there, yielding exactly the batches an uninterrupted iteration
       would still have yielded. The data set and the arguments that shape the batches must be
@@ -125,22 +132,11 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
     Raises as make_dataset does, before reading; while iterating, CorruptRecordError names the
     file and byte offset of a damaged record, or the file whose count disagrees.
     """
+    given = dict(locals())  # the arguments, for the reading processes of processes=N
     check_read_args(batch_size, shuffle_buffer, epochs, 1, shard, False, seed)
-    if num_threads is not None and (not isinstance(num_threads, int) or
-                                    isinstance(num_threads, bool) or num_threads < 1):
-        raise OptionError(f"num_threads must be a positive int or None, got {num_threads!r}")
-    if strings not in STRING_FORMS:
-        raise OptionError(f"strings must be one of {list(STRING_FORMS)}, got {strings!r}")
+    check_batch_args(num_threads=num_threads, strings=strings, shuffle=shuffle,
+                     vocabulary=vocabulary, ragged=ragged, pad_to=pad_to, processes=processes)
     check_io_args(io_threads, cache_dir)
-    if shuffle not in SHUFFLES:
-        raise OptionError(f"shuffle must be one of {list(SHUFFLES)}, got {shuffle!r}")
-    if vocabulary is not None and strings != "ids":
-        raise OptionError(f"vocabulary= is for strings='ids' (strings={strings!r} reads the "
-                          f"strings themselves)")
-    if ragged not in RAGGED_FORMS:
-        raise OptionError(f"ragged must be one of {list(RAGGED_FORMS)}, got {ragged!r}")
-    if pad_to is not None and ragged != "padded":
-        raise OptionError("pad_to= is for ragged='padded'")
     plan = plan_read(path_or_files, split=split, spec=spec, label_cols=label_cols,
                      compression=compression, filesystem=filesystem, columns=columns)
     widths = pad_lengths(plan.example_spec, tuple(plan.labels), plan.manifest, strings,
@@ -148,10 +144,9 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
     vocabularies = string_vocabularies(plan.example_spec, plan.manifest, vocabulary) \
         if strings == "ids" else None
     if num_threads is None:
-        saved = state.get("settings") if isinstance(state, dict) else None
-        num_threads = saved.get("num_threads") if isinstance(saved, dict) else None
+        num_threads = saved_threads(state)
         if not isinstance(num_threads, int) or num_threads < 1:
-            num_threads = min(8, cores())
+            num_threads = max(1, min(8, cores() // (processes or 1)))
     reader = BatchReader(plan, batch_size, shuffle_buffer=shuffle_buffer, seed=seed,
                          epochs=epochs, shard=shard, even_shards=even_shards,
                          drop_remainder=drop_remainder, num_threads=num_threads,
@@ -161,6 +156,12 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
                          vocabularies=vocabularies, shuffle=shuffle)
     reader.pad_widths = widths
     reader.stacks = plan_stacks(stack, plan.example_spec, plan.labels, strings)
+    if processes is not None and processes > 1:
+        kwargs = {k: v for k, v in given.items() if k not in _OWN} | {"num_threads": num_threads}
+        spread = ProcessBatches(reader, (path_or_files, batch_size, kwargs), processes)
+        if state is not None:
+            spread.load_state_dict(state)
+        return spread
     if state is not None:
         reader.load_state_dict(state)
     return reader

@@ -1,0 +1,284 @@
+"""read_batches(..., processes=N): the reader's part split among N reading processes, their
+batches handed to this (the training) process through shared memory (shared.py).
+
+One process's reading threads share one interpreter lock, which bounded the reader at 5-6M
+rows/s on a 16-core GPU machine (docs/benchmarks.md); N processes decode N times as much, and
+the training process only receives each batch: a small message and views of memory the
+reading process wrote. The processes are started fresh (`python -m
+tfspark.numpy.process_worker`, not a fork: Spark's, TensorFlow's or the reader's threads
+would be copied mid-way; not multiprocessing's spawn: that runs the user's script again in
+each), once per reader, on its first iteration, and end with it (close(), or when it is
+garbage).
+
+Batches come from the processes in turn (0, 1, ..., N-1, 0, ...; one whose part has ended is
+left out), each process a part of the reader as a DataLoader worker gets it
+(BatchReader.for_worker). So the order is fixed by the data, the arguments and the seed, and
+state_dict() is every process's reader state plus whose turn it is.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import weakref
+from collections import deque
+from collections.abc import Iterator
+from multiprocessing.connection import Connection
+from typing import Any, NoReturn
+
+from tfspark.errors import OptionError
+from tfspark.numpy import state as states
+from tfspark.numpy.shared import Segment, unsendable, view
+
+FORMAT = "tfspark.read_batches.processes/1"
+DEPTH = 4  # batches a process has ready ahead of the training process
+
+
+class ProcessBatches:
+    """What read_batches(..., processes=N) returns: iterated, the batches of N reading
+    processes in turn; state_dict()/load_state_dict() as BatchReader's."""
+
+    def __init__(self, reader: Any, args: tuple[Any, int, dict[str, Any]], processes: int):
+        if not hasattr(socket, "AF_UNIX"):
+            raise OptionError("processes= needs a Unix system (it passes shared memory "
+                              "between processes over a Unix socket); leave it out here")
+        self.processes = processes
+        self.parts = [reader.for_worker(processes, i) for i in range(processes)]
+        self.batch_size, self.epochs = reader.batch_size, reader.epochs
+        self._pool = _Pool(args, processes)
+        self._closer = weakref.finalize(self, self._pool.close)
+        self._iterations = 0
+        self._pending: dict[str, Any] | None = None  # where the next iteration starts
+        self._state: dict[str, Any] | None = None  # after the latest batch handed on
+        self._running: Iterator[Any] | None = None
+
+    def __len__(self) -> int:
+        return sum(len(p) for p in self.parts)
+
+    def steps_per_epoch(self) -> int | None:
+        steps = [p.steps_per_epoch() for p in self.parts]
+        return None if None in steps else sum(steps)
+
+    def for_worker(self, workers: int, worker: int) -> Any:
+        raise OptionError("processes= and a loader's worker processes (DataLoader "
+                          "num_workers, Grain's mp_prefetch) both start reading processes: "
+                          "use one of them")
+
+    def close(self) -> None:
+        """End the reading processes (a later iteration starts new ones)."""
+        if self._running is not None:
+            self._running.close()  # type: ignore[attr-defined]
+        self._pool.close()
+
+    def __enter__(self) -> ProcessBatches:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # ---- where an iteration is
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where the latest iteration is (JSON-serializable), as BatchReader.state_dict()."""
+        if self._state is None and self._pending is None:
+            self._pending = self._fresh(self._iterations + 1)
+        return dict(self._state or self._pending)  # type: ignore[arg-type]
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Make the next iteration resume at `state` (from state_dict() of a reader of the same
+        data set, arguments and processes)."""
+        if not isinstance(state, dict) or state.get("format") != FORMAT:
+            got = state.get("format") if isinstance(state, dict) else type(state).__name__
+            raise OptionError(f"state: not a state of read_batches(..., processes=...) "
+                              f"(format {FORMAT!r}; got {got!r}): resume with the arguments "
+                              f"it was saved with")
+        workers = state.get("workers")
+        if state.get("processes") != self.processes or not isinstance(workers, list) or \
+                len(workers) != self.processes:
+            raise OptionError(f"state: saved with processes={state.get('processes')!r}, this "
+                              f"reader has processes={self.processes}; resume with the same")
+        for part, saved in zip(self.parts, workers):
+            states.load(saved, part.settings())  # says what differs
+        self._pending, self._state = dict(state), None
+
+    def _fresh(self, iteration: int) -> dict[str, Any]:
+        return {"format": FORMAT, "processes": self.processes, "iteration": iteration,
+                "turn": 0, "workers": [states.fresh(p.seed, iteration, p.settings()).to_dict()
+                                       for p in self.parts]}
+
+    # ---- iterating
+
+    def __iter__(self) -> Iterator[Any]:
+        if self._running is not None:  # one iteration at a time: the earlier one ends
+            self._running.close()  # type: ignore[attr-defined]
+        start = self._pending or self._fresh(self._iterations + 1)
+        self._pending, self._state = None, start
+        self._iterations = int(start["iteration"])
+        self._running = self._run(start)
+        return self._running
+
+    def _run(self, start: dict[str, Any]) -> Iterator[Any]:
+        pool = self._pool
+        pool.start()
+        workers = list(start["workers"])
+        turn, alive = int(start["turn"]), [True] * self.processes
+        pool.begin(workers)
+        try:
+            while any(alive):
+                while not alive[turn]:
+                    turn = (turn + 1) % self.processes
+                msg = pool.receive(turn)
+                if msg[0] == "end":
+                    alive[turn] = False
+                    continue
+                if msg[0] == "error":
+                    raise msg[1]
+                _, slot, nbytes, tree, workers[turn] = msg
+                batch = pool.batch(turn, slot, nbytes, tree)
+                turn = (turn + 1) % self.processes
+                self._state = {**start, "turn": turn, "workers": list(workers)}
+                yield batch
+        finally:
+            pool.end()
+            self._running = None
+
+
+def saved_threads(state: Any) -> Any:
+    """The num_threads a state was saved with (a reader's or, processes=N, its processes')."""
+    if not isinstance(state, dict):
+        return None
+    workers = state.get("workers")
+    if isinstance(workers, list) and workers and isinstance(workers[0], dict):
+        state = workers[0]
+    saved = state.get("settings")
+    return saved.get("num_threads") if isinstance(saved, dict) else None
+
+
+class _Pool:
+    """The reading processes, their sockets and shared segments; not a ProcessBatches
+    attribute cycle, so the reader can be garbage-collected (and close them) while iterated."""
+
+    def __init__(self, args: tuple[Any, int, dict[str, Any]], processes: int):
+        self.args, self.n = args, processes
+        self.procs: list[subprocess.Popen] = []
+        self.conns: list[Connection] = []
+        self.segments: list[dict[int, Segment]] = []
+        self.live: list[set[int]] = []  # slots whose batch is still referenced here
+        self.freed: list[deque[int]] = []  # slots let go, to tell their process
+
+    def start(self) -> None:
+        if self.procs:
+            return
+        path_or_files, batch_size, kwargs = self.args
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        try:
+            for _ in range(self.n):
+                ours, theirs = socket.socketpair()
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "tfspark.numpy.process_worker",
+                     str(theirs.fileno())], pass_fds=[theirs.fileno()], env=env,
+                    stdin=subprocess.DEVNULL)
+                theirs.close()
+                self.procs.append(proc)
+                self.conns.append(Connection(ours.detach()))
+                self.segments.append({})
+                self.live.append(set())
+                self.freed.append(deque())
+            for i, conn in enumerate(self.conns):
+                try:
+                    conn.send(("setup", path_or_files, batch_size, kwargs, self.n, i))
+                except OSError:
+                    self._ended(i)
+                except Exception as e:  # noqa: BLE001 - what pickle raises varies by object
+                    raise unsendable(e) from None
+            for i in range(self.n):
+                msg = self.receive(i)
+                if msg[0] == "error":
+                    raise msg[1]
+        except BaseException:
+            self.close()
+            raise
+
+    def begin(self, workers: list[dict[str, Any]]) -> None:
+        """Start an iteration: each process from its state, told which of its segments
+        batches still view here."""
+        for i in range(self.n):
+            self._release(i)
+            self.send(i, ("run", workers[i], DEPTH, sorted(self.live[i])))
+
+    def send(self, i: int, msg: tuple) -> None:
+        try:
+            self.conns[i].send(msg)
+        except OSError:  # a broken pipe: the process is gone
+            self._ended(i)
+
+    def receive(self, i: int) -> tuple:
+        conn = self.conns[i]
+        while True:
+            try:
+                msg = conn.recv()
+            except (EOFError, OSError):
+                self._ended(i)
+            if msg[0] == "segment":
+                self.segments[i][msg[1]] = Segment.receive(conn, msg[2])
+                continue
+            return msg
+
+    def _ended(self, i: int) -> NoReturn:
+        proc = self.procs[i]
+        try:
+            code = proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            code = None
+        self.close()
+        raise RuntimeError(f"read_batches: reading process {i + 1} of {self.n} (pid "
+                           f"{proc.pid}) ended (exit code {code}); its error, if any, is "
+                           f"printed above") from None
+
+    def batch(self, i: int, slot: int, nbytes: int, tree: Any) -> Any:
+        """A batch process i sent, its arrays in its slot; the process is told it was taken
+        (and which slots are free again)."""
+        freed = self.freed[i]
+        batch = view(self.segments[i][slot], tree, nbytes, lambda: freed.append(slot))
+        self.live[i].add(slot)
+        self.send(i, ("took", self._release(i)))
+        return batch
+
+    def _release(self, i: int) -> list[int]:
+        out, freed = [], self.freed[i]
+        while freed:
+            slot = freed.popleft()
+            self.live[i].discard(slot)
+            out.append(slot)
+        return out
+
+    def end(self) -> None:
+        """End the iteration in every process (batches ready but not taken are dropped)."""
+        if not self.procs:
+            return
+        try:
+            for i in range(self.n):
+                self.send(i, ("stop",))
+            for i in range(self.n):
+                while self.receive(i)[0] != "stopped":
+                    pass
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        for conn in self.conns:
+            try:
+                conn.send(("quit",))
+                conn.close()
+            except OSError:
+                pass
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.procs, self.conns, self.segments, self.live, self.freed = [], [], [], [], []
