@@ -17,6 +17,8 @@ binary cross-entropy, batch 8192. Each framework runs in a process of its own:
                reading threads each) -> the jax step
     jax-ahead  the jax step, every feed's batches (memory's too) put on the device by a
                thread of their own two batches ahead of the step
+    jax-processes  the jax-ahead step fed by read_batches(stack=..., processes=--processes):
+               decoded in reading processes, handed over in shared memory
 
 "reader" is read_batches alone (the batches made into the step's arrays, no step); "fed" the
 training steps fed by it; "stacked reader" and "stacked" the same with read_batches(stack=...)
@@ -49,7 +51,8 @@ FLOATS = [f"x{i}" for i in range(40)]
 IDS = [f"c{i}" for i in range(4)]
 LAYOUTS = {"rows": 1, "blocks": 1024}
 STACK = {"x": FLOATS, "ids": IDS}  # read_batches(stack=): the step's two matrices
-FRAMEWORKS = ("jax", "torch", "torch-workers", "keras-jax", "grain", "jax-ahead")
+FRAMEWORKS = ("jax", "torch", "torch-workers", "keras-jax", "grain", "jax-ahead",
+              "jax-processes")
 WORKERS = 4  # torch-workers, grain: processes, each reading on 2 threads unless --threads
 
 
@@ -79,7 +82,7 @@ def data(rows: int):
 
 
 def child(framework: str, path: str, rows: int, repeat: int, epochs: int,
-          threads: int | None) -> dict:
+          threads: int | None, processes: int = 4) -> dict:
     """Runs in the framework's own process: {feed: best examples/s, device: what ran the step}."""
     import numpy as np
 
@@ -113,9 +116,15 @@ def child(framework: str, path: str, rows: int, repeat: int, epochs: int,
     if framework == "grain":  # decoded in Grain's worker processes
         feeds = {"reader": _grain(path, epochs, rows, threads), "memory": from_memory}
         feeds["fed"] = feeds["reader"]
+    if framework == "jax-processes":  # decoded in read_batches' reading processes
+        spread = tfspark.read_batches(path, BATCH, epochs=epochs, seed=1, label_cols=[],
+                                      num_threads=threads, stack=STACK, processes=processes)
+        feeds = {"reader": lambda: (_matrices(b) for b in spread), "memory": from_memory}
+        feeds["fed"] = feeds["reader"]
     train, device = {"jax": _jax, "torch": _torch, "torch-workers": _torch,
                      "keras-jax": _keras, "grain": _jax,
-                     "jax-ahead": lambda: _jax(ahead=True)}[framework]()
+                     "jax-ahead": lambda: _jax(ahead=True),
+                     "jax-processes": lambda: _jax(ahead=True)}[framework]()
     best: dict[str, float] = {}
     for _ in range(repeat + 1):  # the first round warms up (compiling, threads, caches)
         for name, source in feeds.items():
@@ -305,6 +314,7 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=3, help="passes per timed run")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--threads", type=int, help="read_batches' num_threads (default: its own)")
+    ap.add_argument("--processes", type=int, default=4, help="jax-processes' reading processes")
     ap.add_argument("--switch-interval", type=float,
                     help="sys.setswitchinterval in each framework's process (default: 5 ms)")
     ap.add_argument("--layouts", default=",".join(LAYOUTS))
@@ -316,7 +326,7 @@ def main() -> None:
         if a.switch_interval:
             sys.setswitchinterval(a.switch_interval)
         framework, path, rows = a.child
-        r = child(framework, path, int(rows), a.repeat, a.epochs, a.threads)
+        r = child(framework, path, int(rows), a.repeat, a.epochs, a.threads, a.processes)
         print(RESULT + json.dumps(r), flush=True)
         return
     from bench_block import write_files
@@ -332,7 +342,8 @@ def main() -> None:
         print(f"{layout}: wrote {a.rows:,} rows in {time.perf_counter() - t:.1f} s", flush=True)
         for framework in a.frameworks.split(","):
             env = dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="3")
-            args = ["--repeat", str(a.repeat), "--epochs", str(a.epochs)]
+            args = ["--repeat", str(a.repeat), "--epochs", str(a.epochs),
+                    "--processes", str(a.processes)]
             if a.threads:
                 args += ["--threads", str(a.threads)]
             if a.switch_interval:

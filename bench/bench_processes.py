@@ -11,7 +11,9 @@ Two consumers:
   docs/benchmarks.md). "memory" is the same loop over batches held in memory: its rate is the
   ceiling, and fed / memory is the ratio issue 25 asks to be >= 0.9 on a GPU.
 
-CPU-s of the reading processes (psutil) are reported beside the training process's.
+CPU-s of the reading processes (psutil) are reported beside the training process's. The
+worker processes of PyTorch's DataLoader (torch_dataset, fork) and of Grain's mp_prefetch
+(grain_dataset) read the same files with as many processes, for comparison, where installed.
 
     python bench/bench_processes.py --rows 2000000 --repeat 5
 """
@@ -41,12 +43,51 @@ def epoch(source, step_ms: float, children) -> tuple[float, float, float, int]:
     """(seconds, this process's CPU-s, the reading processes' CPU-s, rows) of one pass."""
     before = sum(sum(p.cpu_times()[:2]) for p in children())
     t, c, rows = time.perf_counter(), time.process_time(), 0
-    for x, _y in source:
-        rows += len(x["x"])
+    for _x, y in source:
+        rows += len(y)
         if step_ms:
             busy(step_ms)
     wall, cpu = time.perf_counter() - t, time.process_time() - c
     return wall, cpu, sum(sum(p.cpu_times()[:2]) for p in children()) - before, rows
+
+
+class Epochs:
+    """An endless loader's batches, `rows` rows per pass (its workers start once)."""
+
+    def __init__(self, loader, rows: int):
+        self.it, self.rows = iter(loader), rows
+
+    def __iter__(self):
+        n = 0
+        while n < self.rows:
+            x, y = next(self.it)
+            n += len(y)
+            yield x, y
+
+
+def loaders(path: str, rows: int, n: int, common: dict) -> dict:
+    """DataLoader and Grain worker processes over the same files, where installed."""
+    out: dict = {}
+    try:
+        from torch.utils.data import DataLoader
+
+        import tfspark
+        ds = tfspark.torch_dataset(path, 8192, epochs=None, num_threads=1, **common)
+        out[f"DataLoader({n})"] = Epochs(DataLoader(ds, batch_size=None, num_workers=n,
+                                                    persistent_workers=True,
+                                                    prefetch_factor=4), rows)
+    except ImportError:
+        pass
+    try:
+        import grain
+
+        import tfspark
+        ds = tfspark.grain_dataset(path, 8192, epochs=None, num_threads=1, **common)
+        out[f"Grain mp_prefetch({n})"] = Epochs(ds.mp_prefetch(
+            grain.MultiprocessingOptions(num_workers=n)), rows)
+    except ImportError:
+        pass
+    return out
 
 
 def main() -> None:
@@ -73,6 +114,7 @@ def main() -> None:
                                                 **common)}
         for n in (int(v) for v in args.processes.split(",")):
             ways[f"processes={n}"] = tfspark.read_batches(path, 8192, processes=n, **common)
+        ways.update(loaders(path, args.rows, int(args.processes.split(",")[0]), common))
         held = list(ways["threads"])
         ways["memory"] = held  # type: ignore[assignment]
         for source in ways.values():
