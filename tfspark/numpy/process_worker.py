@@ -32,6 +32,8 @@ class _Stop(Exception):
 
 
 class Worker:
+    """One reading process: its part of the reader, its segments and what it was told."""
+
     def __init__(self, conn: Connection):
         self.conn = conn
         self.reader: Any = None
@@ -42,6 +44,7 @@ class Worker:
         self.parent = os.getppid()
 
     def serve(self) -> None:
+        """Answer the training process's messages until it quits or is gone."""
         while True:
             try:
                 msg = self.conn.recv()
@@ -71,12 +74,14 @@ class Worker:
 
     def setup(self, path_or_files: Any, batch_size: int, kwargs: dict[str, Any],
               processes: int, index: int) -> None:
+        """Make this process's part of the reader (as read_batches made the whole)."""
         from tfspark.numpy.batches import read_batches
 
         self.reader = read_batches(path_or_files, batch_size, **kwargs).for_worker(
             processes, index)
 
     def run(self, state: dict[str, Any], depth: int, held: list[int]) -> None:
+        """One iteration from `state`: every batch handed over, then wait to be stopped."""
         # Every slot is free but those whose batches the training process still holds
         # (batches sent in an iteration it stopped early and never took were dropped there).
         self.free = [slot for slot in sorted(self.segments) if slot not in held]
@@ -140,6 +145,7 @@ def _portable(e: BaseException) -> BaseException:
 
 
 def main() -> None:
+    """The process's entry point: serve the socket given on the command line."""
     # Ctrl-C reaches the whole process group: the training process ends this one.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:

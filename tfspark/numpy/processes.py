@@ -41,8 +41,8 @@ class ProcessBatches:
     processes in turn; state_dict()/load_state_dict() as BatchReader's."""
 
     def __init__(self, reader: Any, args: tuple[Any, int, dict[str, Any]], processes: int):
-        if not hasattr(socket, "AF_UNIX"):
-            raise OptionError("processes= needs a Unix system (it passes shared memory "
+        if os.name != "posix":
+            raise OptionError("processes= needs Linux or macOS (it passes shared memory "
                               "between processes over a Unix socket); leave it out here")
         self.processes = processes
         self.parts = [reader.for_worker(processes, i) for i in range(processes)]
@@ -58,10 +58,12 @@ class ProcessBatches:
         return sum(len(p) for p in self.parts)
 
     def steps_per_epoch(self) -> int | None:
+        """Batches per epoch, all processes' together (None without manifest counts)."""
         steps = [p.steps_per_epoch() for p in self.parts]
         return None if None in steps else sum(steps)
 
     def for_worker(self, workers: int, worker: int) -> Any:
+        """Refused: a loader's worker processes and processes= would both start processes."""
         raise OptionError("processes= and a loader's worker processes (DataLoader "
                           "num_workers, Grain's mp_prefetch) both start reading processes: "
                           "use one of them")

@@ -56,6 +56,7 @@ class Segment:
         return segment
 
     def close_file(self) -> None:
+        """Close this process's descriptor (once sent); the mapping stays."""
         os.close(self.fd)
 
 
