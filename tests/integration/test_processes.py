@@ -191,3 +191,20 @@ def test_batches_are_views_of_shared_memory_used_again_once_let_go(data):
         assert _segments() >= len(kept)  # each batch kept holds its own
         del kept
         gc.collect()
+
+
+def test_torch_dataset_takes_processes_and_refuses_worker_processes_too(data):
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader
+
+    kw = dict(seed=4, label_cols="id", processes=2)
+    with tfspark.read_batches(data["rows"], 64, **kw) as reader:
+        want = [y.tolist() for _, y in reader]
+    ds = tfspark.torch_dataset(data["rows"], 64, **kw)
+    got = [y.tolist() for _, y in DataLoader(ds, batch_size=None)]
+    assert got == want and isinstance(next(iter(DataLoader(ds, batch_size=None)))[1],
+                                      torch.Tensor)
+    ds.reader().close()
+    with pytest.raises(OptionError, match="use one of them"):
+        next(iter(DataLoader(tfspark.torch_dataset(data["rows"], 64, **kw), batch_size=None,
+                             num_workers=2)))

@@ -110,6 +110,24 @@ def test_a_run_stopped_anywhere_resumes_to_the_same_weights(data, uninterrupted,
     assert done.history["loss"][:resumed_at[0]] == history["loss"][:resumed_at[0]]
 
 
+def test_a_reader_of_processes_resumes_to_the_same_weights(data, tmp_path):
+    """read_batches(processes=2): a run stopped mid-epoch and started again with a new model
+    and new reading processes ends with the weights of the run never stopped."""
+    m = model()
+    with reader(data, processes=2) as r:
+        tfspark.resumable_fit(m, r, EPOCHS, str(tmp_path / "u"), every=EVERY, verbose=0)
+    ckpt = str(tmp_path / "ckpt")
+    with reader(data, processes=2) as r, pytest.raises(Stop):
+        tfspark.resumable_fit(model(), r, EPOCHS, ckpt, every=EVERY, verbose=0,
+                              callbacks=[stop_at(1, 13)])
+    again = model()
+    with reader(data, processes=2) as r:
+        done = tfspark.resumable_fit(again, r, EPOCHS, ckpt, every=EVERY, verbose=0)
+    assert done.resumed_at == (1, 10)
+    for got, expected in zip(weights(again), weights(m)):
+        np.testing.assert_array_equal(got, expected)
+
+
 def test_checkpoints_hold_the_reader_and_only_the_newest_two_are_kept(data, tmp_path):
     ckpt = tmp_path / "ckpt"
     tfspark.resumable_fit(model(), reader(data), 2, str(ckpt), every=EVERY, verbose=0)
