@@ -8,6 +8,8 @@ from __future__ import annotations
 import gc
 import json
 import os
+import sys
+import types
 
 import fsspec.implementations.local
 import numpy as np
@@ -157,13 +159,24 @@ def test_bad_arguments_are_named_before_anything_starts(data):
     with pytest.raises(OptionError, match="use one of them"):
         tfspark.read_batches(data["rows"], 8, processes=2).for_worker(2, 0)
 
-    class Local(fsspec.implementations.local.LocalFileSystem):  # a class no process can import
+    class Local(fsspec.implementations.local.LocalFileSystem):  # does not pickle
         pass
 
-    reader = tfspark.read_batches(data["rows"], 8, processes=2, filesystem=Local())
     with pytest.raises(OptionError, match="cannot be sent to a reading process") as e:
-        next(iter(reader))
+        tfspark.read_batches(data["rows"], 8, processes=2, filesystem=Local())
     assert "Local" in str(e.value) and not _children()
+    # pickles here, but a fresh Python cannot import its module
+    ghost = types.ModuleType("tfspark_ghost")
+    ghost.Ghost = type("Ghost", (fsspec.implementations.local.LocalFileSystem,),
+                       {"__module__": "tfspark_ghost"})
+    sys.modules["tfspark_ghost"] = ghost
+    try:
+        reader = tfspark.read_batches(data["rows"], 8, processes=2, filesystem=ghost.Ghost())
+        with pytest.raises(OptionError, match="cannot be sent to a reading process") as e:
+            next(iter(reader))
+        assert "tfspark_ghost" in str(e.value) and not _children()
+    finally:
+        del sys.modules["tfspark_ghost"]
     assert not _children()
 
 

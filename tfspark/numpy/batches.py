@@ -111,8 +111,8 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
     processes: N > 1 reads and decodes in N processes of their own (numpy/processes.py), each
       with num_threads threads (default: this process's cores / N, at most 8), the batches
       handed over in shared memory: for a training loop that one process's reader cannot keep
-      fed. Batches come from the processes in turn; their arrays are valid for as long as they
-      are referenced. close() (or `with`) ends the processes.
+      fed. The processes start at once; batches come from them in turn, their arrays valid for
+      as long as they are referenced. close() (or `with`) ends the processes.
     state: what reader.state_dict() gave (saved with a checkpoint, e.g. as JSON): the first
       iteration then resumes there, yielding exactly the batches an uninterrupted iteration
       would still have yielded. The data set and the arguments that shape the batches must be
@@ -161,6 +161,7 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
         spread = ProcessBatches(reader, (path_or_files, batch_size, kwargs), processes)
         if state is not None:
             spread.load_state_dict(state)
+        spread.start()
         return spread
     if state is not None:
         reader.load_state_dict(state)

@@ -7,8 +7,9 @@ the training process only receives each batch: a small message and views of memo
 reading process wrote. The processes are started fresh (`python -m
 tfspark.numpy.process_worker`, not a fork: Spark's, TensorFlow's or the reader's threads
 would be copied mid-way; not multiprocessing's spawn: that runs the user's script again in
-each), once per reader, on its first iteration, and end with it (close(), or when it is
-garbage).
+each), once per reader, when it is made (they take a second or two to import, which then
+overlaps the caller's model building), and end with it (close(), or when it is garbage; a
+later iteration starts new ones).
 
 Batches come from the processes in turn (0, 1, ..., N-1, 0, ...; one whose part has ended is
 left out), each process a part of the reader as a DataLoader worker gets it
@@ -67,6 +68,11 @@ class ProcessBatches:
         raise OptionError("processes= and a loader's worker processes (DataLoader "
                           "num_workers, Grain's mp_prefetch) both start reading processes: "
                           "use one of them")
+
+    def start(self) -> None:
+        """Start the reading processes now (they take a second or two to import: meanwhile
+        the caller builds its model); the first iteration waits for them."""
+        self._pool.start()
 
     def close(self) -> None:
         """End the reading processes (a later iteration starts new ones)."""
@@ -169,6 +175,7 @@ class _Pool:
         self.segments: list[dict[int, Segment]] = []
         self.live: list[set[int]] = []  # slots whose batch is still referenced here
         self.freed: list[deque[int]] = []  # slots let go, to tell their process
+        self.ready = False  # every process said it made its reader
 
     def start(self) -> None:
         if self.procs:
@@ -195,17 +202,21 @@ class _Pool:
                     self._ended(i)
                 except Exception as e:  # noqa: BLE001 - what pickle raises varies by object
                     raise unsendable(e) from None
-            for i in range(self.n):
-                msg = self.receive(i)
-                if msg[0] == "error":
-                    raise msg[1]
         except BaseException:
             self.close()
             raise
+        self.ready = False
 
     def begin(self, workers: list[dict[str, Any]]) -> None:
         """Start an iteration: each process from its state, told which of its segments
-        batches still view here."""
+        batches still view here (the first, once every process has made its reader)."""
+        if not self.ready:
+            for i in range(self.n):
+                msg = self.receive(i)
+                if msg[0] == "error":
+                    self.close()
+                    raise msg[1]
+            self.ready = True
         for i in range(self.n):
             self._release(i)
             self.send(i, ("run", workers[i], DEPTH, sorted(self.live[i])))
@@ -271,6 +282,8 @@ class _Pool:
             raise
 
     def close(self) -> None:
+        """End the processes: asked to quit, or killed while still starting (they hold
+        nothing then but their imports)."""
         for conn in self.conns:
             try:
                 conn.send(("quit",))
@@ -278,9 +291,12 @@ class _Pool:
             except OSError:
                 pass
         for proc in self.procs:
+            if not self.ready:
+                proc.kill()
             try:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
         self.procs, self.conns, self.segments, self.live, self.freed = [], [], [], [], []
+        self.ready = False
