@@ -50,7 +50,15 @@ def _in_turn(path: str, processes: int, **kw) -> list:
 
 
 def _children() -> set[int]:
-    return {p.pid for p in psutil.Process().children()}
+    """This process's reading processes (not Spark's JVM or other tests' children)."""
+    out = set()
+    for p in psutil.Process().children():
+        try:
+            if "tfspark.numpy.process_worker" in " ".join(p.cmdline()):
+                out.add(p.pid)
+        except psutil.NoSuchProcess:
+            pass
+    return out
 
 
 CASES = {
