@@ -14,8 +14,8 @@ later iteration starts new ones).
 Batches come from the processes in turn (0, 1, ..., N-1, 0, ...; one whose part has ended is
 left out), each process a part of the reader as a DataLoader worker gets it
 (BatchReader.for_worker: whole files when there are at least N, else every N-th record, so
-that each process reads every file). So the order is fixed by the data, the arguments and the seed, and
-state_dict() is every process's reader state plus whose turn it is.
+that each process reads every file). So the order is fixed by the data, the arguments and
+the seed, and state_dict() is every process's reader state plus whose turn it is.
 """
 
 from __future__ import annotations
