@@ -37,7 +37,6 @@ class Worker:
     def __init__(self, conn: Connection):
         self.conn = conn
         self.reader: Any = None
-        self.sizes: dict[int, int] = {}  # slot -> its segment's size
         self.segments: dict[int, Segment] = {}
         self.free: list[int] = []
         self.unacked = 0  # batches sent and not yet taken
@@ -108,16 +107,16 @@ class Worker:
         while self.unacked >= depth:
             self.control(block=True)
         for slot in self.free:
-            if self.sizes[slot] >= nbytes:
+            if self.segments[slot].size >= nbytes:
                 self.free.remove(slot)
                 return slot
-        slot = self.free.pop() if self.free else len(self.sizes)
+        slot = self.free.pop() if self.free else len(self.segments)
         size = segment_size(nbytes)
         segment = Segment(size)
         self.conn.send(("segment", slot, size))
         segment.send(self.conn, self.parent)
         segment.close_file()
-        self.segments[slot], self.sizes[slot] = segment, size  # the old mapping is dropped
+        self.segments[slot] = segment  # the old mapping is dropped
         return slot
 
     def control(self, block: bool) -> None:

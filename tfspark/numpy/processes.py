@@ -206,7 +206,6 @@ class _Pool:
         except BaseException:
             self.close()
             raise
-        self.ready = False
 
     def begin(self, workers: list[dict[str, Any]]) -> None:
         """Start an iteration: each process from its state, told which of its segments

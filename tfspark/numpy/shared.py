@@ -35,13 +35,15 @@ class Segment:
     """One shared mapping: made by the reading process, received by the training process."""
 
     def __init__(self, size: int, fd: int | None = None):
-        if fd is None:
-            fd = _anonymous_file(size)
+        made = fd is None
+        self.fd = _anonymous_file(size) if fd is None else fd
+        self.size = size
         try:
-            self.size = size
-            self.map = mmap.mmap(fd, size)
-        finally:
-            self.fd = fd
+            self.map = mmap.mmap(self.fd, size)
+        except BaseException:
+            if made:  # a received descriptor is closed by receive()
+                os.close(self.fd)
+            raise
 
     def send(self, conn: Connection, pid: int) -> None:
         """Pass this segment's file to the process at the other end of `conn`."""
@@ -51,9 +53,10 @@ class Segment:
     def receive(cls, conn: Connection, size: int) -> Segment:
         """The segment the other end just sent (after its size, in a message of its own)."""
         fd = recv_handle(conn)
-        segment = cls(size, fd)
-        os.close(fd)  # the mapping stays
-        return segment
+        try:
+            return cls(size, fd)
+        finally:
+            os.close(fd)  # the mapping stays
 
     def close_file(self) -> None:
         """Close this process's descriptor (once sent); the mapping stays."""
