@@ -80,6 +80,8 @@ def test_every_reader_on_every_store(store, local_sets):
     want_blocks = rows_of(tfspark.read_batches(local_sets["blocks"], 256))
     assert rows_of(tfspark.read_batches(f"{bucket}/blocks", 256, filesystem=fs)) == \
         want_blocks
+    with tfspark.read_batches(f"{bucket}/blocks", 256, filesystem=fs, processes=2) as spread:
+        assert rows_of(spread) == want_blocks  # the filesystem sent to reading processes
     ds = tfspark.make_dataset(f"{bucket}/blocks", 256, filesystem=fs, label_cols=["id"])
     assert sorted(int(i) for _, y in ds for i in y.numpy()) == [r[0] for r in want_blocks]
     report = tfspark.verify(f"{bucket}/rows", filesystem=fs)
