@@ -152,6 +152,35 @@ def test_shards_threads_epochs_and_shuffle(tmp_path, block, files):
     assert sum(len(next(forever)["id"]) for _ in range(10)) == 4000
 
 
+def _reading_threads() -> list[str]:
+    import threading
+    return [t.name for t in threading.enumerate() if t.name.startswith("tfspark-")]
+
+
+def test_close_and_with_end_the_reading_threads_as_with_processes(tmp_path):
+    """Code written for processes=N (with / close()) runs unchanged without it."""
+    import time
+
+    batch, spec = _ids_table(1000)
+    path = write_dir(str(tmp_path / "d"), batch, spec, 16, files=4)
+    before = _reading_threads()
+    tfspark.read_batches(path, 64).close()  # nothing iterated: nothing to end
+    with tfspark.read_batches(path, 64, epochs=None, num_threads=2, seed=1) as reader:
+        it = iter(reader)
+        assert len(next(it)[1]) == 64
+        assert len(_reading_threads()) > len(before)  # reading, and a window ahead
+    for _ in range(100):  # joined as the iteration closes; allow for a straggler's exit
+        if _reading_threads() == before:
+            break
+        time.sleep(0.1)
+    assert _reading_threads() == before
+    with pytest.raises(StopIteration):
+        next(it)
+    again = iter(reader)  # a closed reader reads again, as a new pass
+    assert len(next(again)[1]) == 64
+    reader.close()
+
+
 def test_even_shards_cut_every_worker_to_the_smallest(tmp_path):
     batch, spec = _ids_table(1000)
     path = write_dir(str(tmp_path / "d"), batch, spec, 1, files=4)

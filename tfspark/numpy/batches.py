@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import os
+import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -28,7 +29,7 @@ import numpy as np
 from tfspark.numpy import state as states
 from tfspark.numpy import units
 from tfspark.numpy.arguments import check_batch_args
-from tfspark.numpy.columns import Table, concat_tables, num_rows, slice_table
+from tfspark.numpy.columns import Table, cut_rows, num_rows, slice_table
 from tfspark.numpy.decode import NumpyDecoder
 from tfspark.numpy.interleave import FileChunks, Interleave
 from tfspark.numpy.padding import pad_batch, pad_lengths
@@ -194,6 +195,7 @@ class BatchReader:
         self._iterations = 0
         self._pending: states.ReaderState | None = None  # where the next iteration starts
         self._state: states.ReaderState | None = None  # after the latest batch handed on
+        self._live: weakref.ref | None = None  # the latest iteration, for close()
 
     def for_worker(self, workers: int, worker: int) -> BatchReader:
         """This reader's part for one of `workers` loader workers of one process (a PyTorch
@@ -201,7 +203,7 @@ class BatchReader:
         epoch (no evening between them: they feed one training rank)."""
         part = copy.copy(self)
         part.part = split_shard(self.part, workers, worker, self.plan.rows_per_record)
-        part._iterations, part._pending, part._state = 0, None, None
+        part._iterations, part._pending, part._state, part._live = 0, None, None, None
         return part
 
     def steps_per_epoch(self) -> int | None:
@@ -257,7 +259,22 @@ class BatchReader:
             start = states.fresh(self.seed, self._iterations + 1, self.settings())
         self._pending, self._state = None, start
         self._iterations = start.iteration
-        return self._run(start)
+        run = self._run(start)
+        self._live = weakref.ref(run)
+        return run
+
+    def close(self) -> None:
+        """End the latest iteration and its reading threads (as a processes= reader's close()
+        ends its processes); `with read_batches(...) as reader:` closes it at the end."""
+        run = self._live() if self._live else None
+        if run is not None:
+            run.close()
+
+    def __enter__(self) -> BatchReader:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
     def _run(self, start: states.ReaderState) -> Iterator[Any]:
         # With a shuffle, the batches are made a window ahead by a thread of their own and
@@ -286,11 +303,11 @@ class BatchReader:
                 if skip:
                     rows = slice_table(rows, skip, num_rows(rows))
                 here = at.moved(epoch=epoch, window=w, turns=turns)
-                batches, ends, carry = self._cut(carry, rows)
+                tables, ends, carry = cut_rows(carry, rows, self.batch_size)
                 window = []
-                for batch, end in zip(batches, ends):
+                for table, end in zip(tables, ends):
                     at = here.moved(taken=skip + end, batches=at.batches + 1)
-                    window.append((batch, at))
+                    window.append((self._split(table), at))
                 if window:
                     yield window
                 at = here.moved(taken=skip + num_rows(rows), batches=at.batches)
@@ -310,24 +327,6 @@ class BatchReader:
         if carry is None or not num_rows(carry) or self.drop_remainder:
             return None
         return self._split(carry)
-
-    def _cut(self, carry: Table | None, rows: Table) -> tuple[list[Any], list[int],
-                                                              Table | None]:
-        """Full batches from carry + rows (views of rows; only a batch that straddles the two
-        is copied), where each ends in rows, and what is left over."""
-        size, n, start, out, ends = self.batch_size, num_rows(rows), 0, [], []
-        if carry is not None:
-            need = size - num_rows(carry)
-            if n < need:
-                return [], [], concat_tables([carry, rows])
-            out.append(self._split(concat_tables([carry, slice_table(rows, 0, need)])))
-            ends.append(need)
-            start = need
-        while n - start >= size:
-            out.append(self._split(slice_table(rows, start, start + size)))
-            start += size
-            ends.append(start)
-        return out, ends, (slice_table(rows, start, n) if start < n else None)
 
     def _windows(self, seed: int, epoch: int, resume: states.ReaderState | None
                  ) -> Iterator[tuple[Table, int, dict[str, Any]]]:

@@ -88,3 +88,22 @@ def slice_table(t: Table, lo: int, hi: int) -> Table:
 def take_table(t: Table, rows: np.ndarray) -> Table:
     """The given rows of every column."""
     return {k: take_rows(c, rows) for k, c in t.items()}
+
+
+def cut_rows(carry: Table | None, rows: Table, size: int
+             ) -> tuple[list[Table], list[int], Table | None]:
+    """Tables of `size` rows from carry + rows (views of rows; only one that straddles the two
+    is copied), where each ends in rows, and what is left over."""
+    n, start, out, ends = num_rows(rows), 0, [], []
+    if carry is not None:
+        need = size - num_rows(carry)
+        if n < need:
+            return [], [], concat_tables([carry, rows])
+        out.append(concat_tables([carry, slice_table(rows, 0, need)]))
+        ends.append(need)
+        start = need
+    while n - start >= size:
+        out.append(slice_table(rows, start, start + size))
+        start += size
+        ends.append(start)
+    return out, ends, (slice_table(rows, start, n) if start < n else None)
