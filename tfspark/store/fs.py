@@ -1,6 +1,5 @@
-"""Where files live: local paths (including Databricks /Volumes and /dbfs mounts) and object
-stores (s3://, gs://, abfs://, hdfs://) through pyarrow's filesystems; the one way tfspark
-touches files.
+"""Where files live: local paths (Databricks /Volumes and /dbfs mounts too) and object stores
+(s3://, gs://, abfs://, hdfs://) through pyarrow's filesystems; the one way tfspark touches files.
 
 A `Location` pairs a filesystem with a path inside it and carries it along: a child of a
 location is on the same filesystem, so options given once (a URI's query options such as
@@ -14,6 +13,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import time
 import urllib.parse
 import uuid
 from collections.abc import Callable
@@ -149,8 +149,7 @@ class Location:
             self.fs.delete_file(self.join(rel))
 
     def _in_dir(self, target: str, make: Callable[[], T]) -> T:
-        """make() once target's directory is made; made again and retried when a failed
-        write's clean-up of the same path (undo.py) removed it, still empty, in between."""
+        """make() once target's directory is made; again if a failed write's clean-up removed it."""
         for attempt in range(_DIR_TRIES):
             self._make_dirs(posixpath.dirname(target))
             try:
@@ -158,6 +157,7 @@ class Location:
             except FileNotFoundError:
                 if attempt == _DIR_TRIES - 1:
                     raise
+                time.sleep(0.001 * attempt)  # out of step with a clean-up pass after pass
         raise AssertionError("unreachable")
 
     def delete_dir(self, rel: str = "") -> None:
