@@ -35,14 +35,14 @@ class Segment:
     """One shared mapping: made by the reading process, received by the training process."""
 
     def __init__(self, size: int, fd: int | None = None):
-        made = fd is None
+        """A new segment of `size` bytes, or (fd given) the mapping of one received; either
+        way the segment owns the descriptor (closed if the mapping fails, else by close_file)."""
         self.fd = _anonymous_file(size) if fd is None else fd
         self.size = size
         try:
             self.map = mmap.mmap(self.fd, size)
         except BaseException:
-            if made:  # a received descriptor is closed by receive()
-                os.close(self.fd)
+            os.close(self.fd)
             raise
 
     def send(self, conn: Connection, pid: int) -> None:
@@ -52,11 +52,9 @@ class Segment:
     @classmethod
     def receive(cls, conn: Connection, size: int) -> Segment:
         """The segment the other end just sent (after its size, in a message of its own)."""
-        fd = recv_handle(conn)
-        try:
-            return cls(size, fd)
-        finally:
-            os.close(fd)  # the mapping stays
+        segment = cls(size, recv_handle(conn))
+        segment.close_file()  # the mapping stays
+        return segment
 
     def close_file(self) -> None:
         """Close this process's descriptor (once sent); the mapping stays."""
