@@ -41,6 +41,7 @@ from tfspark.spec.model import FeatureSpec
 from tfspark.store.cache import FileCache
 from tfspark.store.concurrency import cores, files_ahead
 from tfspark.store.fetch import IO_THREADS, Fetcher
+from tfspark.store.memory import keep_freed_memory
 from tfspark.store.read_plan import ReadPlan, check_io_args, check_read_args, plan_read
 from tfspark.store.shards import Shard, split_shard
 from tfspark.store.shards import shard as shard_plan
@@ -138,6 +139,7 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
     check_batch_args(num_threads=num_threads, strings=strings, shuffle=shuffle,
                      vocabulary=vocabulary, ragged=ragged, pad_to=pad_to, processes=processes)
     check_io_args(io_threads, cache_dir)
+    keep_freed_memory()  # (fewer page faults: store/memory.py)
     plan = plan_read(path_or_files, split=split, spec=spec, label_cols=label_cols,
                      compression=compression, filesystem=filesystem, columns=columns)
     widths = pad_lengths(plan.example_spec, tuple(plan.labels), plan.manifest, strings,

@@ -36,11 +36,6 @@ from tfspark.numpy.shared import Segment, unsendable, view
 
 FORMAT = "tfspark.read_batches.processes/1"
 DEPTH = 4  # batches a process has ready ahead of the training process
-# glibc's allocator in the reading processes (unless set already): keep freed memory and serve
-# window-sized arrays from the heap, not fresh mappings the kernel zeroes page by page.
-# Their CPU per epoch fell by a quarter or more, for about 100 MiB more each (benchmarks.md).
-_MALLOC = {"MALLOC_TRIM_THRESHOLD_": str(256 << 20), "MALLOC_MMAP_THRESHOLD_": str(64 << 20),
-           "MALLOC_TOP_PAD_": str(64 << 20)}
 
 
 class ProcessBatches:
@@ -188,8 +183,6 @@ class _Pool:
             return
         path_or_files, batch_size, kwargs = self.args
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-        for name, value in _MALLOC.items():
-            env.setdefault(name, value)
         try:
             for _ in range(self.n):
                 ours, theirs = socket.socketpair()

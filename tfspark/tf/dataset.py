@@ -24,6 +24,7 @@ from typing import Any
 from tfspark.spec.model import FeatureSpec
 from tfspark.store.concurrency import cores
 from tfspark.store.fetch import IO_THREADS
+from tfspark.store.memory import keep_freed_memory
 from tfspark.store.read_plan import (
     AUTOTUNE,
     ReadPlan,
@@ -119,6 +120,7 @@ def make_dataset(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
     """
     check_read_args(batch_size, shuffle_buffer, epochs, num_parallel_reads, shard, cache, seed)
     check_io_args(io_threads, cache_dir)
+    keep_freed_memory()  # (fewer page faults: store/memory.py)
     plan = plan_read(path_or_files, split=split, spec=spec, label_cols=label_cols,
                      compression=compression, filesystem=filesystem, columns=columns)
     return build_pipeline(plan, batch_size, shuffle_buffer=shuffle_buffer, seed=seed,
