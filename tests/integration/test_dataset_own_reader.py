@@ -89,13 +89,22 @@ def test_even_shards_cut_through_a_block_as_the_native_reader_does(tmp_path, mon
     assert len(set(seen)) == len(seen)
 
 
+@pytest.mark.parametrize("one_by_one", [False, True])
 @pytest.mark.parametrize("compression", [None, "gzip"])
-def test_blocks_do_not_depend_on_where_reads_end(tmp_path, monkeypatch, compression):
+def test_blocks_do_not_depend_on_where_reads_end(tmp_path, monkeypatch, compression,
+                                                 one_by_one):
     # Files read in parallel, in turns of a block each: the order is the native reader's only
-    # when every block holds its full count of records. Reads of 3,000 bytes end inside most
-    # blocks (as a remote file's 32 MiB reads end inside some): the order stays the same.
+    # when every block holds its full count of records. Local reads of 3,000 bytes and a
+    # store's ranges of 1,500 end inside most blocks (as a remote file's 8 MiB ranges end
+    # inside some): a block is joined from the reads it spans, and the order stays the same,
+    # for records handed over one by one and as one string.
+    from functools import partial
+
+    from tfspark.store import fetch
+    from tfspark.tf import records
     from tfspark.wire import stream
 
+    monkeypatch.setattr(records, "ONE_BY_ONE_FROM", 1 if one_by_one else 10**9)
     batch, spec = _ids_table(3000)
     ordered = dict(shuffle_buffer=0, shuffle_files=False, deterministic=True,
                    num_parallel_reads=3)
@@ -105,8 +114,12 @@ def test_blocks_do_not_depend_on_where_reads_end(tmp_path, monkeypatch, compress
     before = both(rows, 64, **ordered)[1]  # (local files of rows: the own reader both times)
     native = both(blocks, 64, **ordered)[0]
     monkeypatch.setattr(stream, "CHUNK_BYTES", 3000)
+    monkeypatch.setattr(fetch, "FIRST_BYTES", 700)
+    monkeypatch.setattr(records, "Fetcher", partial(fetch.Fetcher, range_bytes=1500, ahead=2))
     assert both(rows, 64, **ordered) == (before, before)
     assert both(blocks, 64, **ordered) == (native, native)
+    assert both(blocks, 64, shard=(2, 1), **ordered)[1] == both(blocks, 64, shard=(2, 1),
+                                                                **ordered)[0]
     assert sorted(before) == sorted(native) == list(range(3000)) and before != native
 
 

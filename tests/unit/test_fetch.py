@@ -135,13 +135,14 @@ def test_a_forked_child_has_a_pool_of_its_own():
     assert os.waitstatus_to_exitcode(status) == 0
 
 
-@pytest.mark.parametrize("whole", [False, True])
+@pytest.mark.parametrize("aligned", [False, True])
 @pytest.mark.parametrize("headroom", [16, 2**20])
-def test_records_framed_where_the_ranges_were_read(tmp_path, monkeypatch, headroom, whole):
+def test_records_framed_where_the_ranges_were_read(tmp_path, monkeypatch, headroom, aligned):
     # stream_framed takes a remote file's ranges as they were read (next_span), the partial
     # record of one put in the room before the next: records larger than a range and than the
-    # room included (then gathered apart), and whole batches (up to 7 records: many ranges
-    # each), many files at once over the same buffers, again and again; a truncated file
+    # room included (then gathered apart), and batches aligned to multiples of 7 records in
+    # the file (a batch also ends where a range does: make_dataset joins those pieces), many
+    # files at once over the same buffers, again and again; a truncated file
     # still fails naming its offset.
     from tfspark.errors import CorruptRecordError
     from tfspark.store import fetch
@@ -163,8 +164,10 @@ def test_records_framed_where_the_ranges_were_read(tmp_path, monkeypatch, headro
             stream, name, True, lambda buf, off, base: [
                 buf[a + HEADER_BYTES:b - TRAILER_BYTES].tobytes()
                 for a, b in zip(off[:-1].tolist(), off[1:].tolist())], batch_records=7,
-            whole=whole))
-        assert not whole or all(len(b) == 7 for b in batches[:-1])
+            first_record=0 if aligned else None))
+        ends = np.cumsum([len(b) for b in batches])
+        assert not aligned or all((end - len(b)) // 7 == (end - 1) // 7
+                                  for b, end in zip(batches, ends))
         return [r for batch in batches for r in batch]
 
     with Fetcher(io_threads=3, range_bytes=1500, ahead=2) as fetcher:

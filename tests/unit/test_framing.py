@@ -404,20 +404,30 @@ def test_big_and_small_records_have_their_data_crc_checked(bad, where, instructi
 @settings(max_examples=60, deadline=None)
 @given(sizes=st.lists(st.integers(0, 300), min_size=1, max_size=60),
        chunk=st.integers(1, 700), batch=st.integers(1, 9))
-def test_whole_batches_do_not_depend_on_where_reads_end(sizes, chunk, batch):
-    # whole=True: every batch but the last holds `batch` records, the same records however
-    # small the reads (records larger than a read included), every record once, in order.
+def test_aligned_batches_do_not_depend_on_where_reads_end(sizes, chunk, batch):
+    # first_record=0: a batch never spans a multiple of `batch` records (it may end sooner,
+    # where a read does), so joining the pieces of each multiple, as make_dataset does, gives
+    # the same batches however small the reads (records larger than a read included), every
+    # record once, in order.
     from tfspark.wire import stream
 
     records = [bytes([i % 251]) * n for i, n in enumerate(sizes)]
     data = b"".join(map(frame_record, records))
 
     def batches() -> list[list[bytes]]:
-        return list(stream.stream_framed(
-            io.BytesIO(data), "f", True,
-            lambda buf, off, base: [buf[a + framing.HEADER_BYTES:b - framing.TRAILER_BYTES]
-                                    .tobytes() for a, b in zip(off[:-1], off[1:])],
-            batch_records=batch, whole=True))
+        joined: list[list[bytes]] = []
+        seen = 0
+        for piece in stream.stream_framed(
+                io.BytesIO(data), "f", True,
+                lambda buf, off, base: [buf[a + framing.HEADER_BYTES:b - framing.TRAILER_BYTES]
+                                        .tobytes() for a, b in zip(off[:-1], off[1:])],
+                batch_records=batch, first_record=0):
+            assert seen // batch == (seen + len(piece) - 1) // batch
+            if seen % batch == 0:
+                joined.append([])
+            joined[-1] += piece
+            seen += len(piece)
+        return joined
 
     with pytest.MonkeyPatch.context() as m:
         m.setattr(stream, "CHUNK_BYTES", chunk)

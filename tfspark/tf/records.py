@@ -24,7 +24,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import pyarrow as pa
@@ -54,6 +54,22 @@ class Records(NamedTuple):
 
     def __len__(self) -> int:
         return len(self.data) if self.starts is None else len(self.starts)
+
+    @staticmethod
+    def join(parts: list[Records]) -> Records:
+        """The records of several reads as one, in order."""
+        if len(parts) == 1:
+            return parts[0]
+        if parts[0].starts is None:
+            return Records(np.concatenate([p.data for p in parts]), None, None)
+        starts, sizes, at = [], [], 0
+        for p in parts:
+            assert p.starts is not None and p.sizes is not None
+            starts.append(p.starts + at)
+            sizes.append(p.sizes)
+            at += len(p.data)
+        return Records(b"".join(cast(bytes, p.data) for p in parts), np.concatenate(starts),
+                       np.concatenate(sizes))
 
     def head(self, n: int) -> Records:
         """The first n records."""
@@ -181,14 +197,29 @@ class RecordSource:
             data = buf[first:int(offsets[-1])].tobytes() if len(rel) else b""
             return Records(data, lo, size)
 
+        def whole_blocks(raw: Any) -> Iterator[Records]:
+            """per_read records of this reader's stride a block, as TensorFlow's reader batches
+            them after its shard (the same blocks, the same interleaved order), however the
+            file was read: a block a read ends in is joined to the next read's first records.
+            (Not framed again from one buffer: for blocks of large records that copied most
+            ranges into fresh memory, which page-faulted.)"""
+            every = self.per_read * n
+            parts: list[Records] = []
+            for got in stream_framed(raw, name, True, pick, gz, batch_records=every,
+                                     first_record=0):
+                if len(got):
+                    parts.append(got)
+                if seen % every == 0 and parts:  # (seen: the file's records so far)
+                    yield Records.join(parts)
+                    parts = []
+            if parts:
+                yield Records.join(parts)
+
         stream = opened if opened is not None else self._open(f)
         with reading(loc, name, gz):
             with stream:
                 raw = pa.CompressedInputStream(stream, "gzip") if gz else stream
-                # per_read records of this reader's stride a block, as TensorFlow's reader
-                # batches them after its shard (the same blocks, the same interleaved order)
-                for block in stream_framed(raw, name, True, pick, gz,
-                                           batch_records=self.per_read * n, whole=True):
+                for block in whole_blocks(raw):
                     if limit is not None and taken + len(block) >= limit:
                         yield block.head(limit - taken)
                         return  # even shards: the rest of the file is cut (not read)

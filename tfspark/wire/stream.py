@@ -222,7 +222,7 @@ def stream_framed(stream: Any, name: str, verify: bool,
                   to_batch: Callable[[np.ndarray, np.ndarray, int], Any],
                   gz: bool = False, batch_records: int | None = None, *,
                   first_record: int | None = None, base: int = 0,
-                  size: int | None = None, whole: bool = False) -> Iterator[Any]:
+                  size: int | None = None) -> Iterator[Any]:
     """to_batch(buf, framed offsets, byte offset of buf[0]) for every <= batch_records records
     (default BATCH_RECORDS) of a framed stream, reading CHUNK_BYTES at a time and carrying
     partial records over; from a stream with next_span (a remote file's RangeStream), its
@@ -232,10 +232,7 @@ def stream_framed(stream: Any, name: str, verify: bool,
     multiples of batch_records in that numbering, whatever the reads (so the same records
     group alike when a read starts mid-file). base: the stream's first byte's offset in the
     file (for to_batch and messages). size: the stream's bytes when known and small (a read
-    buffer no bigger than that, +1 to see its end). whole: every batch but a file's last holds
-    batch_records records, wherever a read ended (else a batch ends there too): the batch is
-    scanned again with the next bytes; its records then never depend on how the file was
-    read (make_dataset's blocks, whose order follows them)."""
+    buffer no bigger than that, +1 to see its end)."""
     batch_records = batch_records or BATCH_RECORDS
     spans = getattr(stream, "next_span", None)
     buf = view = np.empty(0 if spans else CHUNK_BYTES if size is None
@@ -263,10 +260,6 @@ def stream_framed(stream: Any, name: str, verify: bool,
             limit = batch_records if first_record is None else \
                 batch_records - seen % batch_records
             count, stop, pos, info = scan_frames(view, start, limit, verify, offsets)
-            if whole and count and stop in (PARTIAL, END) and not eof:
-                # the batch so far and its next record (at END: its header, at least)
-                need = pos - start + (info if stop == PARTIAL else HEADER_BYTES)
-                break
             if count:
                 seen += count
                 yield to_batch(view, offsets[:count + 1], base)
