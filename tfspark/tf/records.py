@@ -200,9 +200,9 @@ class RecordSource:
         def whole_blocks(raw: Any) -> Iterator[Records]:
             """per_read records of this reader's stride a block, as TensorFlow's reader batches
             them after its shard (the same blocks, the same interleaved order), however the
-            file was read: a block a read ends in is joined to the next read's first records.
-            (Not framed again from one buffer: for blocks of large records that copied most
-            ranges into fresh memory, which page-faulted.)"""
+            file was read: a block a read ends in is joined to the next read's first records
+            (not framed again from one buffer: for blocks of large records that copied most
+            of a remote file's ranges once more, into new arrays)."""
             every = self.per_read * n
             parts: list[Records] = []
             for got in stream_framed(raw, name, True, pick, gz, batch_records=every,

@@ -228,11 +228,12 @@ def stream_framed(stream: Any, name: str, verify: bool,
     partial records over; from a stream with next_span (a remote file's RangeStream), its
     ranges are framed where they were read, with the partial record put in front.
 
-    first_record: the number of the stream's first record in its file; given, batches end at
-    multiples of batch_records in that numbering, whatever the reads (so the same records
-    group alike when a read starts mid-file). base: the stream's first byte's offset in the
-    file (for to_batch and messages). size: the stream's bytes when known and small (a read
-    buffer no bigger than that, +1 to see its end)."""
+    first_record: the number of the stream's first record in its file; given, no batch spans
+    a multiple of batch_records in that numbering, whatever the reads (so the same records
+    group alike when a read starts mid-file; a batch may end sooner, where a read does).
+    base: the stream's first byte's offset in the file (for to_batch and messages). size: the
+    stream's bytes when known and small (a read buffer no bigger than that, +1 to see its
+    end)."""
     batch_records = batch_records or BATCH_RECORDS
     spans = getattr(stream, "next_span", None)
     buf = view = np.empty(0 if spans else CHUNK_BYTES if size is None
