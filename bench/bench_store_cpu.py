@@ -147,7 +147,7 @@ def main() -> None:
                 bound = {"layout": layout, "reader": reader,
                          "measured": here["s"] / there["s"],
                          "bound_full_use": min(1.0, here["s"] * cores() / need),
-                         "bound_local_use": here["s"] * used / need,
+                         "bound_local_use": here["cpu_s"] / need,  # (s x used / need)
                          "transfer_cpu_s": moved, "local_cpu_s": here["cpu_s"],
                          "local_cores_busy": used}
                 doc["bounds"].append(bound)

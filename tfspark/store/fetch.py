@@ -264,9 +264,10 @@ class RangeStream:
         return span
 
     def _grow(self, carry: np.ndarray, data: np.ndarray) -> np.ndarray:
-        """carry + data in one array for a carry longer than the room (a record or a block of
-        records longer than a range): appended after carry where the span before was gathered
-        and left room, else in a new array twice as long, so each byte is copied about once."""
+        """carry + data in one array for a carry longer than the room (a partial record longer
+        than HEADROOM, up to records longer than a range): appended after carry where the span
+        before was gathered and left room, else in a new array twice as long, so each byte is
+        copied about once."""
         big, c, n = self._big, len(carry), len(data)
         at_end = big is not None and c and \
             carry.ctypes.data + c == big.ctypes.data + self._big_end

@@ -224,8 +224,7 @@ class RecordSource:
                         yield block.head(limit - taken)
                         return  # even shards: the rest of the file is cut (not read)
                     taken += len(block)
-                    if len(block):
-                        yield block
+                    yield block  # (never empty: whole_blocks joins only reads with records)
                 if want >= 0 and taken != want:
                     mine = " for this reader" if n > 1 or start else ""  # a stride of it
                     raise CorruptRecordError(f"{name}: holds {taken} records{mine} but the "
