@@ -15,6 +15,11 @@ as a ratio to local, with c the cores the epoch keeps busy: all of them ("at ful
 many as the local epoch itself kept busy, its CPU-s over its seconds ("at local's use"). Each
 figure is the median of --repeat epochs, places alternating (the first round warms up).
 
+"busy" is the cores the whole machine kept busy (/proc/stat, sampled every 50 ms) over each
+epoch's last 80%, after its start-up (planning, building the pipeline, the first requests): an
+epoch that keeps the cores as busy from the store as from local disk has no idle CPU left to
+hide the transfer's work in.
+
     python bench/bench_store_cpu.py --rows 10000000 --repeat 5 --readers make_dataset_graph
 """
 
@@ -23,6 +28,7 @@ from __future__ import annotations
 import os
 import statistics
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -40,6 +46,43 @@ def cpu_s(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Busy:
+    """Cores the machine keeps busy (all processes), sampled every `every` seconds from
+    /proc/stat while the context is open; tail(share): their mean over the last `share`."""
+
+    def __init__(self, every: float = 0.05):
+        self.every, self.samples = every, []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    @staticmethod
+    def _read() -> tuple[int, int]:
+        with open("/proc/stat") as f:
+            ticks = [int(v) for v in f.readline().split()[1:]]
+        return sum(ticks), ticks[3] + ticks[4]  # all, idle + iowait
+
+    def _run(self) -> None:
+        cores, before = os.cpu_count() or 1, self._read()
+        while not self._stop.wait(self.every):
+            now = self._read()
+            spent, idle = now[0] - before[0], now[1] - before[1]
+            if spent:
+                self.samples.append(cores * (1 - idle / spent))
+            before = now
+
+    def __enter__(self) -> Busy:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def tail(self, share: float = 0.8) -> float:
+        last = self.samples[-max(1, round(len(self.samples) * share)):]
+        return sum(last) / len(last) if last else 0.0
 
 
 def transfer(path: str, fs) -> int:
@@ -115,14 +158,16 @@ def main() -> None:
                         fs, path = where(layout)
                         before = os.times(), cpu_s(gcs._proc.pid), cpu_s(proxy)
                         t = time.perf_counter()
-                        n = one_epoch(reader, path, fs)
+                        with Busy() as busy:
+                            n = one_epoch(reader, path, fs)
                         secs, after = time.perf_counter() - t, os.times()
                         run = {"layout": layout, "reader": reader, "place": place,
                                "n": n, "s": secs,
                                "user_s": after.user - before[0].user,
                                "system_s": after.system - before[0].system,
                                "emulator_cpu_s": cpu_s(gcs._proc.pid) - before[1],
-                               "proxy_cpu_s": cpu_s(proxy) - before[2]}
+                               "proxy_cpu_s": cpu_s(proxy) - before[2],
+                               "busy_cores": busy.tail()}
                         run["cpu_s"] = (run["user_s"] + run["system_s"]
                                         + run["emulator_cpu_s"] + run["proxy_cpu_s"])
                         if k == 0:
@@ -133,9 +178,11 @@ def main() -> None:
                         print(f"{layout:6s} {reader:18s} {place:8s} {n / secs / 1e6:7.2f} "
                               f"{unit:8s} CPU s: reader {run['user_s']:.2f} user + "
                               f"{run['system_s']:.2f} system, emulator "
-                              f"{run['emulator_cpu_s']:.2f}, proxy {run['proxy_cpu_s']:.2f}",
+                              f"{run['emulator_cpu_s']:.2f}, proxy {run['proxy_cpu_s']:.2f}; "
+                              f"busy {run['busy_cores']:.2f} cores",
                               flush=True)
-        med = {key: {m: statistics.median(r[m] for r in rs) for m in ("s", "cpu_s")}
+        med = {key: {m: statistics.median(r[m] for r in rs)
+                     for m in ("s", "cpu_s", "busy_cores")}
                for key, rs in runs.items()}
         for layout in local:
             moved = (med[(layout, "transfer", "gcs+50ms")]["cpu_s"]
@@ -149,13 +196,16 @@ def main() -> None:
                          "bound_full_use": min(1.0, here["s"] * cores() / need),
                          "bound_local_use": here["cpu_s"] / need,  # (s x used / need)
                          "transfer_cpu_s": moved, "local_cpu_s": here["cpu_s"],
-                         "local_cores_busy": used}
+                         "local_cores_busy": used, "busy_local": here["busy_cores"],
+                         "busy_remote": there["busy_cores"]}
                 doc["bounds"].append(bound)
                 print(f"{layout:6s} {reader:18s} epoch vs local: measured "
                       f"{bound['measured']:.2f}x; no reader can beat "
                       f"{bound['bound_full_use']:.2f}x at full use of {cores()} cores, "
                       f"{bound['bound_local_use']:.2f}x at local's use ({used:.2f}); "
-                      f"transfer {moved:.2f} CPU-s on top of local's {here['cpu_s']:.2f}",
+                      f"transfer {moved:.2f} CPU-s on top of local's {here['cpu_s']:.2f}; "
+                      f"busy after start-up {here['busy_cores']:.2f} cores local, "
+                      f"{there['busy_cores']:.2f} from the store",
                       flush=True)
     save_json(args.json, doc)
 
