@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import numpy as np
 import pyarrow as pa
@@ -108,6 +109,41 @@ def test_a_run_stopped_anywhere_resumes_to_the_same_weights(data, uninterrupted,
     # The epochs finished before the stop keep their figures; the interrupted one counts
     # the steps after the restart only.
     assert done.history["loss"][:resumed_at[0]] == history["loss"][:resumed_at[0]]
+
+
+def test_the_progress_bar_counts_the_epochs_of_the_whole_run(data, tmp_path, capsys):
+    """A resumed run shows its epochs as those of one run: the rest of the interrupted epoch
+    (a fit call of its own) is "Epoch 2/3", not Keras's "Epoch 2/2", and counts its steps."""
+    ckpt = str(tmp_path / "ckpt")
+    with pytest.raises(Stop):
+        tfspark.resumable_fit(model(), reader(data), EPOCHS, ckpt, every=EVERY, verbose=0,
+                              callbacks=[stop_at(1, 13)])
+    capsys.readouterr()
+    done = tfspark.resumable_fit(model(), reader(data), EPOCHS, ckpt, every=EVERY, verbose=2)
+    assert done.resumed_at == (1, 10)
+    out = capsys.readouterr().out
+    assert re.findall(r"^Epoch (\d+/\d+)$", out, re.M) == ["2/3", "3/3"], out
+    assert re.findall(r"^(\d+)/\1 - ", out, re.M) == [str(STEPS - 10), str(STEPS)], out
+
+
+def test_the_train_jobs_rate_is_of_whole_epochs_only():
+    """`tfspark train` reports examples/s of its fastest whole epoch: the rest of an
+    interrupted one (fewer steps) is not timed as an epoch, also when it is all a resumed run
+    trained (then no rate, rather than one too high)."""
+    from tfspark.cli.train import _epoch_timer
+
+    def ran(*steps: int) -> list[float]:
+        timer = _epoch_timer()
+        timer.whole = 4
+        for e, n in enumerate(steps):
+            timer.on_epoch_begin(e)
+            for b in range(n):
+                timer.on_train_batch_end(b)
+            timer.on_epoch_end(e)
+        return timer.seconds
+
+    assert len(ran(3, 4, 4)) == 2
+    assert ran(3) == []
 
 
 def test_a_reader_of_processes_resumes_to_the_same_weights(data, tmp_path):

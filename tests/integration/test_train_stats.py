@@ -62,6 +62,9 @@ def test_statistics_preprocessing_beats_the_sampled_job(shop, tmp_path):
     assert "items" in before["ignored"]
     assert after["categorical"] == ["user"] and after["arrays"] == ["items"]
     assert any("user (1000 values, embed)" in line for line in lines)
+    # bench_batches = 0: the input pipeline is not measured, and no line or figure says nan
+    assert after["input_examples_per_s"] is None and after["train_examples_per_s"] > 0
+    assert not any("input pipeline" in line or "nan" in line for line in lines), lines
     old, new = before["final"]["val_auc"], after["final"]["val_auc"]
     print(f"validation AUC: sampled job {old:.4f}, statistics {new:.4f}")
     assert new > old + 0.05, (old, new)  # the items carry what the user does not

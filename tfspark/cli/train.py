@@ -212,12 +212,17 @@ def _fit(cfg: TrainConfig, data: _Data, chosen: _Chosen, model: Any, train_ds: A
          val_ds: Any, echo: Callable[[str], None], worker: Any) -> dict[str, Any]:
     """Fit (resuming from this run's checkpoints on the cluster), report and save."""
     input_rate = _input_rate(train_ds, cfg.bench_batches)
-    echo(f"input pipeline alone: {input_rate:,.0f} examples/s")
+    if input_rate is not None:  # (bench_batches = 0: not measured)
+        echo(f"input pipeline alone: {input_rate:,.0f} examples/s")
     timer = _epoch_timer()
     hist, resumed_from = _run_fit(cfg, data, model, train_ds, val_ds, timer, worker)
     examples = _epoch_examples(cfg, data.top, data.train_split)
-    train_rate = examples / min(timer.seconds) if timer.seconds else float("nan")
-    echo(f"training: {train_rate:,.0f} examples/s (fastest epoch of {len(timer.seconds)})")
+    train_rate = examples / min(timer.seconds) if timer.seconds else None
+    if train_rate is None:
+        echo("training: no whole epoch ran in this run to time (it resumed in the last one)")
+    else:
+        echo(f"training: {train_rate:,.0f} examples/s (fastest epoch of "
+             f"{len(timer.seconds)})")
     final = {k: float(v[-1]) for k, v in hist.items()}
     echo("final: " + ", ".join(f"{k}={v:.4f}" for k, v in final.items()))
     _save(model, cfg.model_out, worker)
@@ -247,6 +252,7 @@ def _run_fit(cfg: TrainConfig, data: _Data, model: Any, train_ds: Any, val_ds: A
         fed = {"x": train_ds, "validation_data": val_ds, "steps_per_epoch":
                train_feed.steps(train_ds, cfg.steps_per_epoch) if worker is not None
                else cfg.steps_per_epoch}
+    timer.whole = fed.get("steps_per_epoch")  # (None: make_dataset's cardinality)
     if worker is not None:
         done = worker.fit(model, fed.pop("x"), cfg.epochs, every=cfg.checkpoint_every,
                           verbose=cfg.verbose, callbacks=[timer], **fed)
@@ -275,14 +281,14 @@ def _save(model: Any, path: str, worker: Any) -> None:
 BENCH_SECONDS = 0.5  # at least this long after the first batch: past what was read ahead
 
 
-def _input_rate(ds: Any, n_batches: int) -> float:
+def _input_rate(ds: Any, n_batches: int) -> float | None:
     """Examples/s of iterating the dataset alone, over at least n_batches batches and
     BENCH_SECONDS after the first one (pipeline start-up excluded; a reader that reads ahead
     had most of a small data set ready at once). When the data ends first, the rate is of
     the whole pass, first batch included. A reader is put back where it was, so training
-    starts where it would have without this."""
+    starts where it would have without this. None: not measured (n_batches 0, no batch)."""
     if n_batches <= 0:
-        return float("nan")
+        return None
     state = ds.state_dict() if hasattr(ds, "state_dict") else None
     begun = time.perf_counter()
     it = iter(ds)
@@ -297,7 +303,7 @@ def _input_rate(ds: Any, n_batches: int) -> float:
             n, taken = n + _rows(x), taken + 1
         return n / (time.perf_counter() - start)
     except StopIteration:
-        return float("nan")
+        return None
     finally:
         if hasattr(it, "close"):
             it.close()  # a reader's threads stop
@@ -315,7 +321,8 @@ def _rows(x: Any) -> int:
 
 def _epoch_timer() -> Any:
     """A Keras callback recording the training wall time (validation excluded) of each whole
-    epoch: not of the rest of one interrupted and resumed (fewer steps)."""
+    epoch: not of the rest of one interrupted and resumed (fewer steps than `whole`, the
+    steps of an epoch, when it is known; else than the most any epoch took)."""
     import keras
 
     class EpochTimer(keras.callbacks.Callback):
@@ -324,10 +331,11 @@ def _epoch_timer() -> Any:
             self._seconds: list[float] = []
             self._steps: list[int] = []
             self._start = self._pause = 0.0
+            self.whole: int | None = None
 
         @property
         def seconds(self) -> list[float]:
-            whole = max(self._steps, default=0)
+            whole = self.whole or max(self._steps, default=0)
             return [s for s, n in zip(self._seconds, self._steps) if n == whole]
 
         def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:

@@ -169,7 +169,7 @@ def resumable_fit(model: Any, batches: Any, epochs: int, checkpoint_dir: str | N
                     + (f", step {step}" if step else "") + f" ({found[2]})")
     saver = _saver(keras, feed, done, checkpoint_dir, steps, every, worker, is_chief, differs,
                    every_worker_saves)
-    own = [saver, *(callbacks or [])]
+    own = [saver, *(callbacks or []), *_progress(keras, epochs, callbacks, fit_kwargs)]
     if step and epoch < epochs:  # the rest of the interrupted epoch
         saver.offset = step
         model.fit(make(feed), steps_per_epoch=steps - step, initial_epoch=epoch,
@@ -182,6 +182,23 @@ def resumable_fit(model: Any, batches: Any, epochs: int, checkpoint_dir: str | N
                   epochs=epochs, callbacks=own, shuffle=False, **fit_kwargs)
         feed.rewind()
     return done
+
+
+def _progress(keras: Any, epochs: int, callbacks: list[Any] | None,
+              fit_kwargs: dict[str, Any]) -> list[Any]:
+    """Keras's progress bar counting the run's epochs: the rest of an interrupted epoch is a
+    fit call of its own (epochs=epoch + 1), which Keras's own bar shows as "Epoch 3/3" in a
+    run of 5. None where fit shows no bar (verbose=0) or the caller gives one."""
+    if fit_kwargs.get("verbose", "auto") == 0 or any(
+            isinstance(c, keras.callbacks.ProgbarLogger) for c in callbacks or ()):
+        return []
+
+    class Progress(keras.callbacks.ProgbarLogger):
+        def set_params(self, params: dict[str, Any]) -> None:
+            super().set_params(params)
+            self.epochs = epochs
+
+    return [Progress()]
 
 
 def _saver(keras: Any, feed: Feed, done: Resumed, directory: str | None, steps: int,
