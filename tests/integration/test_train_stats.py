@@ -83,6 +83,9 @@ def test_an_id_like_string_is_left_out(spark, tmp_path):
                             out, label_cols=["y"], backup_path=out + "_backup")
     cfg = TrainConfig(data=out, epochs=1, model_out=str(tmp_path / "m.keras"), verbose=0,
                       bench_batches=0, exclude=("id",), max_vocab=100)
-    result = train(cfg, echo=lambda _: None)
+    lines: list[str] = []
+    result = train(cfg, echo=lines.append)
     assert "an id or free text, not a category" in result["ignored"]["order"]
     assert result["categorical"] == [] and result["numeric"] == ["x"]
+    # the kinds the model takes are listed; none says "(0):" with nothing after it
+    assert "numeric features (1): x" in lines and not any("(0)" in ln for ln in lines), lines

@@ -155,11 +155,14 @@ class _Chosen:
                                   f"adapted on {cfg.adapt_batches} batches (no statistics): "
                                   f"{len(self.sample_y)} rows, label mean "
                                   f"{float(self.sample_y.mean()):.6f}"))
-        echo(f"numeric features ({len(self.numeric)}): "
-             f"{', '.join(f.name for f in self.numeric)}")
-        echo(f"categorical features ({len(self.categorical)}): " + ", ".join(
-            f"{f.name} ({len(v)} values{', ' + self.how[f.name] if f.name in self.how else ''})"
-            for f, v in self.categorical))
+        if self.numeric:  # (a kind the model has none of: no line)
+            echo(f"numeric features ({len(self.numeric)}): "
+                 f"{', '.join(f.name for f in self.numeric)}")
+        if self.categorical:
+            echo(f"categorical features ({len(self.categorical)}): " + ", ".join(
+                f"{f.name} ({len(v)} values"
+                f"{', ' + self.how[f.name] if f.name in self.how else ''})"
+                for f, v in self.categorical))
         if self.arrays:
             echo(f"pooled array features ({len(self.arrays)}): "
                  f"{', '.join(f.name for f in self.arrays)}")
