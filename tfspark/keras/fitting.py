@@ -188,7 +188,7 @@ def _progress(keras: Any, epochs: int, callbacks: list[Any] | None,
               fit_kwargs: dict[str, Any]) -> list[Any]:
     """Keras's progress bar counting the run's epochs: the rest of an interrupted epoch is a
     fit call of its own (epochs=epoch + 1), which Keras's own bar shows as "Epoch 3/3" in a
-    run of 5. None where fit shows no bar (verbose=0) or the caller gives one."""
+    run of 5. No bar of ours where fit shows none (verbose=0) or the caller gives one."""
     if fit_kwargs.get("verbose", "auto") == 0 or any(
             isinstance(c, keras.callbacks.ProgbarLogger) for c in callbacks or ()):
         return []
