@@ -272,6 +272,20 @@ def test_grain_worker_processes_read_every_row_once_and_resume_exactly(data):
     assert got + [ids(b) for b in again] == want
 
 
+@pytest.mark.parametrize("framework", ["torch", "grain"])
+def test_the_loaders_name_a_bad_argument_when_made(data, framework):
+    """torch_dataset and grain_dataset read in their loaders' workers: a column, split or
+    option that is wrong is named by one line where the dataset is made, not by a worker's
+    traceback once the loader runs. Reading processes are not started for the check."""
+    pytest.importorskip(framework)
+    make = getattr(tfspark, f"{framework}_dataset")
+    with pytest.raises(OptionError, match=r"columns \['nope'\] are not features"):
+        make(data["rows"], 10, columns=["nope"])
+    with pytest.raises(OptionError, match="shuffle_buffer"):
+        make(data["rows"], 10, shuffle_buffer=-1, processes=2)
+    assert make(data["rows"], 10, processes=2) is not None
+
+
 @pytest.mark.parametrize("layout", ["rows", "blocks", "one-file"])
 def test_the_global_shuffle_reads_every_row_once_from_all_over(data, layout):
     """Each epoch every row once, in a new order; a batch's rows come from all over the

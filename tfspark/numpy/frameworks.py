@@ -38,6 +38,7 @@ def torch_dataset(path_or_files: Any, batch_size: int, **kwargs: Any) -> Any:
     require("torch", "tfspark.torch_dataset", "torch")
     from tfspark.numpy.torch_batches import TorchBatches
 
+    _check(path_or_files, batch_size, kwargs)
     return TorchBatches(path_or_files, batch_size, kwargs)
 
 
@@ -62,4 +63,18 @@ def grain_dataset(path_or_files: Any, batch_size: int, **kwargs: Any) -> Any:
         # were parsed". Their defaults are what such a program means.
         flags.FLAGS.mark_as_parsed()
 
+    _check(path_or_files, batch_size, kwargs)
     return GrainBatches(path_or_files, batch_size, kwargs)
+
+
+def _check(path_or_files: Any, batch_size: int, kwargs: dict[str, Any]) -> None:
+    """Raise here what read_batches would raise in each loader worker (a column, split or
+    option that is wrong), as one line instead of a worker's traceback: a reader is planned
+    and dropped. Without its reading processes (not started for this) and without a state
+    (it may be a shard's that the workers take: they check it)."""
+    from tfspark.numpy.batches import read_batches
+
+    args = {k: v for k, v in kwargs.items() if k != "state"}
+    if isinstance(args.get("processes"), int) and args["processes"] > 1:
+        args["processes"] = None
+    read_batches(path_or_files, batch_size, **args)
