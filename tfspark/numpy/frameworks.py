@@ -34,7 +34,8 @@ def torch_dataset(path_or_files: Any, batch_size: int, **kwargs: Any) -> Any:
 
     Resumable: state_dict() / load_state_dict() say and set where its reader is (in each
     DataLoader worker, its part's), which torchdata's StatefulDataLoader saves and gives
-    back, so a resumed loader yields exactly the batches that were still to come."""
+    back, so a resumed loader yields exactly the batches that were still to come. A wrong
+    argument (a column, the split) raises here, not in the workers."""
     require("torch", "tfspark.torch_dataset", "torch")
     from tfspark.numpy.torch_batches import TorchBatches
 
@@ -51,7 +52,8 @@ def grain_dataset(path_or_files: Any, batch_size: int, **kwargs: Any) -> Any:
     (shard=(process count, process index)); give shard= yourself to override. Keras 3's
     fit takes it on every backend. Under Grain's multiprocess prefetch
     (`.mp_prefetch(grain.MultiprocessingOptions(num_workers=k))`) each worker process reads
-    its part, together every row once per epoch. Needs grain (tfspark[grain])."""
+    its part, together every row once per epoch. A wrong argument (a column, the split)
+    raises here, not in the workers. Needs grain (tfspark[grain])."""
     require("grain", "tfspark.grain_dataset", "grain")
     from absl import flags
 
