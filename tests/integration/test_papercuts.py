@@ -68,6 +68,9 @@ def test_keras_inputs_takes_a_spec_or_a_path(spark, tmp_path, tf):
     with pytest.raises(SchemaError, match="needs a tfspark.FeatureSpec or a data set's path, "
                                           "got int"):
         tfspark.keras_inputs(3)
+    with pytest.raises(SchemaError, match=r"names \['y'\] are not features of the data set; "
+                                          r"its features are \['id', 'x'\]"):
+        tfspark.keras_inputs(out, names=["x", "y"])
 
 
 def test_write_tfrecords_registers_the_source(spark, tmp_path):

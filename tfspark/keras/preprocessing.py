@@ -77,6 +77,9 @@ def keras_preprocessing(path_or_manifest: str | os.PathLike | mf.Manifest | dict
     if m.spec is None:
         raise SchemaError("the data set holds raw records (no spec): nothing to preprocess")
     spec = m.spec
+    if split and m.splits and split not in m.splits:
+        raise SchemaError(f"no split {split!r} in the data set; its splits are "
+                          f"{sorted(m.splits)}")
     per = m.feature_stats(split)
     if not per:
         raise SchemaError("the data set has no feature statistics" + (
