@@ -53,6 +53,11 @@ def test_inspect(spark, tmp_path, compression):
     assert done.returncode == 0, done.stderr
     in_split = [f for f in manifest["files"] if f["split"] == split]
     assert done.stdout.count("record ") == sum(f["records"] for f in in_split)
+    # A split it lacks: one line, and nothing of the data set printed before it.
+    done = _run(["-m", "tfspark.cli", "inspect", str(out), "--split", "nope"], cwd=tmp_path)
+    assert done.returncode == 2 and done.stdout == "", done.stdout
+    assert done.stderr.strip() == f"error: no split 'nope' in {out}; its splits are " \
+        f"{manifest['splits']}", done.stderr
     one = out / manifest["files"][0]["path"]
     done = _run(["-m", "tfspark.cli", "inspect", str(one), "--records", "1"], cwd=tmp_path)
     assert done.returncode == 0, done.stderr
