@@ -317,7 +317,8 @@ def test_stats_command_prints_and_plots(written, tmp_path, capsys):
     for name in charts:
         assert (tmp_path / "png" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert main(["stats", written, "--split", "nope"]) == 2
-    assert "no statistics for split 'nope'" in capsys.readouterr().err
+    assert capsys.readouterr().err.strip() == \
+        f"error: no split 'nope' in {written}; its splits are ['test', 'train']"
 
 
 def test_data_source_opt_in_matches_the_workflow(spark, tmp_path):
