@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import tfspark
+from tfspark.errors import OptionError
 from tfspark.store.manifest import read_manifest
 
 pytestmark = [pytest.mark.spark, pytest.mark.tf]
@@ -211,8 +212,8 @@ def test_layers_equal_adapt_on_the_split(written):
     layers = tfspark.keras_preprocessing(written, split="train", categorical=["cnt"],
                                          bucketize=["day"], skip=["id"])
     assert set(layers) == {"x", "cnt", "cat", "day", "flag", "arr"}  # no label
-    with pytest.raises(tfspark.SchemaError, match=r"no split 'trian' in the data set; its "
-                                                  r"splits are \['test', 'train'\]"):
+    with pytest.raises(OptionError, match=r"no split 'trian' in the data set; its "
+                                       r"splits are \['test', 'train'\]"):
         tfspark.keras_preprocessing(written, split="trian")
     cols = train_columns(written)
     probe = np.array([-1.0, 0.0, 5.0, 20.0, 400.0], np.float32)

@@ -34,15 +34,10 @@ def run(args: argparse.Namespace) -> int:
     fs = filesystem_of(args.path, args.store)
     if not is_file(args.path):
         if args.split is not None:  # named before anything is printed
-            _check_split(args.path, mf.read_manifest(locate(args.path, fs)), args.split)
+            mf.read_manifest(locate(args.path, fs)).check_split(args.split, args.path)
         print(describe(args.path, fs))
     print_records(args.path, args.records, args.split, fs)
     return 0
-
-
-def _check_split(path: str, m: mf.Manifest, split: str | None) -> None:
-    if split is not None and split not in m.splits:
-        raise OptionError(f"no split {split!r} in {path}; its splits are {list(m.splits)}")
 
 
 def describe(path: str, filesystem: Any = None) -> str:
@@ -125,7 +120,7 @@ def _records(path: str, n: int, split: str | None, filesystem: Any = None):
         return
     loc = locate(path, filesystem)
     m = mf.read_manifest(loc)
-    _check_split(path, m, split)
+    m.check_split(split, path)
     files = m.files_of(split=split)
     spec = m.spec
     if spec is not None and m.rows_per_record > 1:

@@ -65,8 +65,7 @@ def run(args: argparse.Namespace) -> int:
 
 def feature_stats(m: mf.Manifest, path: str, split: str | None) -> dict[str, Any]:
     """{feature: statistics} of a manifest, for one split or all rows; SchemaError if none."""
-    if split is not None and m.splits and split not in m.splits:
-        raise OptionError(f"no split {split!r} in {path}; its splits are {list(m.splits)}")
+    m.check_split(split, path)
     per = m.feature_stats(split)
     if per is None and split is not None:
         raise OptionError(f"{path} has no statistics for split {split!r}; splits with "

@@ -69,7 +69,8 @@ def keras_preprocessing(path_or_manifest: str | os.PathLike | mf.Manifest | dict
     split: the statistics of that split (default: all rows; use the training split's to
     avoid looking at validation data). max_tokens: the most frequent values kept by lookups
     (at least 1). Raises SchemaError when the data set has no statistics (written with
-    stats=False or through the data source) or names are not its features.
+    stats=False or through the data source) or names are not its features; OptionError for
+    a split it lacks.
     """
     m = path_or_manifest if isinstance(path_or_manifest, mf.Manifest) else \
         mf.Manifest.from_dict(path_or_manifest) if isinstance(path_or_manifest, dict) else \
@@ -77,9 +78,7 @@ def keras_preprocessing(path_or_manifest: str | os.PathLike | mf.Manifest | dict
     if m.spec is None:
         raise SchemaError("the data set holds raw records (no spec): nothing to preprocess")
     spec = m.spec
-    if split and m.splits and split not in m.splits:
-        raise SchemaError(f"no split {split!r} in the data set; its splits are "
-                          f"{sorted(m.splits)}")
+    m.check_split(split or None, "the data set")
     per = m.feature_stats(split)
     if not per:
         raise SchemaError("the data set has no feature statistics" + (

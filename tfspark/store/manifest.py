@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from tfspark import __version__
-from tfspark.errors import ManifestError, SchemaError
+from tfspark.errors import ManifestError, OptionError, SchemaError
 from tfspark.spec.kinds import STORED_RECORD_TYPES
 from tfspark.spec.model import FeatureSpec
 from tfspark.store import stats_files
@@ -175,6 +175,12 @@ class Manifest:
             assert root is not None
             self._loaded[key] = stats_files.load(root, side, split)
         return self._loaded[key] or None
+
+    def check_split(self, split: str | None, where: str) -> None:
+        """OptionError when `split` is given and this data set (at `where`) has no such split."""
+        if split is not None and self.splits and split not in self.splits:
+            raise OptionError(f"no split {split!r} in {where}; its splits are "
+                              f"{list(self.splits)}")
 
     def stats_splits(self) -> list[str]:
         """The splits that have statistics, sorted (for error messages)."""
