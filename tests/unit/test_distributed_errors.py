@@ -68,3 +68,18 @@ def test_a_jax_worker_without_jax_says_what_to_install(tmp_path):
     assert done.returncode == 2, done.stderr[-2000:]
     assert done.stderr.strip() == ("error: train_on_spark(backend='jax') needs jax, which is not "
                                    "installed: pip install 'tfspark[jax]' on every executor")
+
+
+def test_the_relayed_lines_say_which_worker_wrote_them(tmp_path, capfd):
+    """Every worker writes to the executor's stderr (in local mode, the one terminal): lines
+    without tfspark's own tag get the worker's; the worker's log file keeps them as written."""
+    import sys
+
+    from tfspark.spark.distributed import _run_worker
+
+    script = "print('[tfspark worker 1/2 task 7] started'); print('Epoch 1/2')"
+    assert _run_worker([sys.executable, "-c", script], {}, str(tmp_path), 1) is None
+    assert capfd.readouterr().err.splitlines() == ["[tfspark worker 1/2 task 7] started",
+                                                    "[tfspark worker 1] Epoch 1/2"]
+    assert (tmp_path / "logs" / "worker-1.log").read_text().splitlines() == [
+        "[tfspark worker 1/2 task 7] started", "Epoch 1/2"]

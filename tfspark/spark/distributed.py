@@ -218,7 +218,11 @@ def _task(payload: bytes, num_workers: int, checkpoint_dir: str | None,
 def _run_worker(cmd: list[str], env: dict[str, str], checkpoint_dir: str | None,
                 index: int) -> str | None:
     """Run the training process, its output to the executor's stderr (and to
-    <checkpoint_dir>/logs/worker-<index>.log); None when it succeeded, else the error text."""
+    <checkpoint_dir>/logs/worker-<index>.log); None when it succeeded, else the error text.
+    On stderr each line says whose it is: in local mode every worker writes to the one
+    terminal, where Keras's "Epoch 1/2" came once per worker with nothing to tell them apart
+    (its own lines carry tfspark's tag already; the log file is the worker's alone)."""
+    tag = f"[tfspark worker {index}] "
     log = None
     if checkpoint_dir is not None:
         os.makedirs(os.path.join(checkpoint_dir, "logs"), exist_ok=True)
@@ -230,7 +234,7 @@ def _run_worker(cmd: list[str], env: dict[str, str], checkpoint_dir: str | None,
         assert proc.stdout is not None
         for line in proc.stdout:
             tail.append(line)
-            sys.stderr.write(line)
+            sys.stderr.write(line if line.startswith("[tfspark worker ") else tag + line)
             if log is not None:
                 log.write(line)
                 log.flush()
