@@ -291,6 +291,9 @@ def test_no_statistics(spark, tmp_path):
     assert "features" not in manifest(out)["stats"]
     with pytest.raises(tfspark.SchemaError, match="no feature statistics.*stats=True"):
         tfspark.keras_preprocessing(out)
+    with pytest.raises(OptionError, match="no split 'train' in the data set: it was written "
+                                          "without split=; leave split out"):
+        tfspark.keras_preprocessing(out, split="train")
     with pytest.raises(tfspark.SchemaError, match="not features"):
         tfspark.keras_preprocessing(manifest(out) | {"stats": {"features": {"id": {}}}},
                                     categorical=["nope"])

@@ -178,9 +178,12 @@ class Manifest:
 
     def check_split(self, split: str | None, where: str) -> None:
         """OptionError when `split` is given and this data set (at `where`) has no such split."""
-        if split is not None and self.splits and split not in self.splits:
-            raise OptionError(f"no split {split!r} in {where}; its splits are "
-                              f"{list(self.splits)}")
+        if split is None or split in self.splits:
+            return
+        if not self.splits:
+            raise OptionError(f"no split {split!r} in {where}: it was written without "
+                              f"split=; leave split out")
+        raise OptionError(f"no split {split!r} in {where}; its splits are {list(self.splits)}")
 
     def stats_splits(self) -> list[str]:
         """The splits that have statistics, sorted (for error messages)."""
