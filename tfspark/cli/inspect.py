@@ -32,17 +32,18 @@ def run(args: argparse.Namespace) -> int:
         raise OptionError(f"--records must be >= 0, got {args.records}")
     missing_local_path(args.path)
     fs = filesystem_of(args.path, args.store)
-    if not is_file(args.path):
-        if args.split is not None:  # named before anything is printed
-            mf.read_manifest(locate(args.path, fs)).check_split(args.split, args.path)
-        print(describe(args.path, fs))
-    print_records(args.path, args.records, args.split, fs)
+    m = None
+    if not is_file(args.path):  # the manifest read once (a store: one request)
+        m = mf.read_manifest(args.path, fs)
+        m.check_split(args.split, args.path)  # named before anything is printed
+        print(describe(args.path, fs, m))
+    print_records(args.path, args.records, args.split, fs, m)
     return 0
 
 
-def describe(path: str, filesystem: Any = None) -> str:
-    """Manifest counts per split and the spec as a table."""
-    m = mf.read_manifest(path, filesystem)
+def describe(path: str, filesystem: Any = None, manifest: mf.Manifest | None = None) -> str:
+    """Manifest counts per split and the spec as a table (manifest: the path's, when read)."""
+    m = manifest or mf.read_manifest(path, filesystem)
     block = m.rows_per_record
     what = f"{m.record_type} records" if block == 1 else \
         f"rows in {m.records:,} Example blocks of up to {block:,} rows"
@@ -105,21 +106,24 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
     return ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
 
 
-def print_records(path: str, n: int, split: str | None, filesystem: Any = None) -> None:
-    """Print the first n records of a data set (one split's when given), decoded."""
-    for i, record in enumerate(_records(path, n, split, filesystem)):
+def print_records(path: str, n: int, split: str | None, filesystem: Any = None,
+                  manifest: mf.Manifest | None = None) -> None:
+    """Print the first n records of a data set (one split's when given), decoded
+    (manifest: the path's, when read)."""
+    for i, record in enumerate(_records(path, n, split, filesystem, manifest)):
         print(f"record {i}:")
         for key, value in record.items():
             print(f"  {key}: {_fmt(value)}")
 
 
-def _records(path: str, n: int, split: str | None, filesystem: Any = None):
+def _records(path: str, n: int, split: str | None, filesystem: Any = None,
+             manifest: mf.Manifest | None = None):
     """The first n records of a data set (one split's when given), decoded with its spec."""
     if is_file(path):  # a lone file: no manifest, so no spec; show the raw Example keys
         yield from islice(map(_raw_keys, read_records(path, "auto", path=path)), n)
         return
     loc = locate(path, filesystem)
-    m = mf.read_manifest(loc)
+    m = manifest or mf.read_manifest(loc)
     m.check_split(split, path)
     files = m.files_of(split=split)
     spec = m.spec
