@@ -54,10 +54,7 @@ def keras_inputs(spec: FeatureSpec | str | os.PathLike, *, include_labels: bool 
     if names is None:
         features = [f for f in spec.features if include_labels or not f.label]
     else:
-        unknown = [n for n in names if n not in spec.names]
-        if unknown:
-            raise SchemaError(f"keras_inputs: names {unknown} are not features of the data "
-                              f"set; its features are {spec.names}")
+        spec.check_names(names, "keras_inputs: names")
         features = [spec[n] for n in names]
     inside = {c for st in stacks for c in st.columns}
     out: dict[str, Any] = {}

@@ -97,10 +97,7 @@ def keras_preprocessing(path_or_manifest: str | os.PathLike | mf.Manifest | dict
         raise SchemaError(f"max_tokens={max_tokens!r}: a lookup keeps at least 1 value; give a "
                           f"positive int, or None for all the top values")
     categorical, bucketize, skip = set(categorical), set(bucketize), set(skip)
-    unknown = sorted((categorical | bucketize | skip) - set(spec.names))
-    if unknown:
-        raise SchemaError(f"{unknown} are not features of the data set; features are "
-                          f"{spec.names}")
+    spec.check_names(sorted(categorical | bucketize | skip), "categorical/bucketize/skip")
     layers: dict[str, Any] = {}
     left_out: dict[str, str] = {}
     for f in spec.features:

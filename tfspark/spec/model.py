@@ -106,6 +106,16 @@ class FeatureSpec:
         """Names of the label features, in spec order."""
         return [f.name for f in self.features if f.label]
 
+    def check_names(self, names: Iterable[str], what: str,
+                    error: type[Exception] = SchemaError) -> None:
+        """`error` naming those of `names` (`what` they are, e.g. "columns") that are not
+        features of this spec, with its features."""
+        known = set(self.names)
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise error(f"{what} {unknown} are not features of the data set; its features "
+                        f"are {self.names}")
+
     def __getitem__(self, name: str) -> Feature:
         for f in self.features:
             if f.name == name:

@@ -115,10 +115,7 @@ def _pick_columns(plan: ReadPlan, columns: Iterable[str] | str) -> ReadPlan:
         raise OptionError(f"columns must be a feature name or a non-empty list of them, got "
                           f"{columns!r}")
     spec = plan.example_spec
-    missing = [c for c in cols if c not in spec.names]
-    if missing:
-        raise OptionError(f"columns {missing} are not features of the data set; its features "
-                          f"are {spec.names}")
+    spec.check_names(cols, "columns", OptionError)
     keep = set(cols) | set(plan.labels)
     return replace(plan, spec=replace(spec, features=tuple(
         f for f in spec.features if f.name in keep)))
