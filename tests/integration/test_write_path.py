@@ -439,3 +439,25 @@ def test_failed_job_leaves_old_data_and_no_new_files(spark, F, tf, tmp_path):
     with pytest.raises(Exception, match="always fails"):
         bad.write.format("tfrecord").mode("overwrite").save(fresh)
     assert not os.path.exists(os.path.join(fresh, "_tfspark.json")) and not part_files(fresh)
+
+
+def test_a_null_label_is_named_when_the_write_ends(spark, tmp_path, caplog):
+    import logging
+
+    df = spark.createDataFrame([(1, 1.0, 1), (2, None, None), (3, 2.0, 0), (4, 3.0, None)],
+                               "id long, x double, label long")
+    with caplog.at_level(logging.WARNING, logger="tfspark"):
+        tfspark.write_tfrecords(df, str(tmp_path / "nulls"), label_cols=["label"])
+    lines = [r.getMessage() for r in caplog.records if "label column" in r.getMessage()]
+    assert lines == ["tfspark: label column 'label' is null in 2 of 4 rows; readers fill them "
+                     "with 0, its type's default: drop those rows first (df.dropna(subset="
+                     "['label'])), or give defaults={'label': ...} with a value that marks "
+                     "them"], caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="tfspark"):  # a marker given: no warning
+        tfspark.write_tfrecords(df, str(tmp_path / "marked"), label_cols=["label"],
+                                defaults={"label": -1})
+        tfspark.write_tfrecords(df.dropna(subset=["label"]), str(tmp_path / "dropped"),
+                                label_cols=["label"])
+        tfspark.write_tfrecords(df, str(tmp_path / "x-nulls"))  # x's nulls: not a label
+    assert "label column" not in caplog.text

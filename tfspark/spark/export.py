@@ -196,6 +196,9 @@ def export(df: DataFrame, opts: WriteOptions, filesystem: Any = None) -> WriteRe
     result = replace(result, seconds={"backup": round(backup_done - started, 2),
                                       "tfrecords": round(time.perf_counter() - backup_done, 2)})
     log.info("%s", result.summary())
+    for line in observe.label_nulls(spec, (manifest.stats or {}).get("null_counts", {}),
+                                    backup_rows, opts.defaults):
+        log.warning("%s", line)
     return result
 
 

@@ -116,3 +116,20 @@ def check_append(path: str, stored: FeatureSpec, facts: dict[str, Any]) -> None:
                               f"of {f.shape[0]} values, or overwrite it with "
                               f"detect_fixed_lengths=False to store the column as "
                               f"variable-length")
+
+
+def label_nulls(spec: FeatureSpec, null_counts: dict[str, int], rows: int,
+                defaults: Any) -> list[str]:
+    """A line for each fixed label column with null rows that no `defaults=` entry covers:
+    readers fill those rows with the type's default, a label no one gave (a 0 trains as a
+    negative). A variable-length label reads as an empty list: nothing made up."""
+    given = set(dict(defaults or {}))
+    lines = []
+    for f in spec.features:
+        nulls = null_counts.get(f.name, 0)
+        if f.label and f.kind == "fixed" and nulls and f.name not in given:
+            lines.append(f"tfspark: label column {f.name!r} is null in {nulls:,} of {rows:,} "
+                         f"rows; readers fill them with {f.default!r}, its type's default: "
+                         f"drop those rows first (df.dropna(subset=[{f.name!r}])), or give "
+                         f"defaults={{{f.name!r}: ...}} with a value that marks them")
+    return lines
