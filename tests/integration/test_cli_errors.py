@@ -130,6 +130,13 @@ def test_bad_flag_value_and_missing_config_in_process(tmp_path, capsys):
         "error: key 'master' in the command line must be a non-empty string, got ''"]
     assert main(["inspect", str(tmp_path), "--records", "-1"]) == 2
     assert _lines(capsys.readouterr().err) == ["error: --records must be >= 0, got -1"]
+    # train takes the data set as inspect and verify do (or as --data), not twice
+    assert main(["train", str(tmp_path / "nope")]) == 2
+    err = _lines(capsys.readouterr().err)
+    assert err[0] == f"error: {tmp_path / 'nope'}: No such file or directory", err
+    assert main(["train", "a", "--data", "b"]) == 2
+    assert _lines(capsys.readouterr().err) == [
+        "error: train: the data set is named twice, 'a' and --data 'b'; give one"]
 
 
 def test_java_missing_gives_the_java_hint(tmp_path):

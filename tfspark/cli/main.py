@@ -38,7 +38,7 @@ from tfspark.cli.config import (
 from tfspark.cli.errors import describe_error, interrupted, silence_stdout
 from tfspark.cli.progress_lines import ProgressLines
 from tfspark.cli.quiet import quiet_tensorflow, stderr_filtered
-from tfspark.errors import require
+from tfspark.errors import OptionError, require
 
 DEMO = ExportConfig(output="out/sample_tfrecords", mode="overwrite", label_cols=("label",),
                     compression="gzip", backup_table="tfspark_demo.sample_backup",
@@ -199,6 +199,7 @@ def _read_commands(command: Any) -> None:
                 "'tfspark[jax]'. Flags override the keys of --config.")
     p.add_argument("--config", default=None, metavar="TOML",
                    help="TOML of train settings (conf/train.toml)")
+    p.add_argument("path", nargs="?", help="exported data set directory (or --data)")
     p.add_argument("--data", help="exported data set directory")
     p.add_argument("--label", help="label feature (default: the spec's labels)")
     p.add_argument("--batch-size", type=int, help="examples per batch")
@@ -228,7 +229,11 @@ def _train(args: argparse.Namespace) -> int:
     from tfspark.cli.config import TrainConfig, load_train_config
     from tfspark.cli.train_jax import use_backend
 
-    flags: dict[str, Any] = {k: v for k, v in (("data", args.data), ("label", args.label),
+    if args.path and args.data and args.path != args.data:
+        raise OptionError(f"train: the data set is named twice, {args.path!r} and --data "
+                          f"{args.data!r}; give one")
+    data = args.path or args.data
+    flags: dict[str, Any] = {k: v for k, v in (("data", data), ("label", args.label),
                                ("batch_size", args.batch_size), ("epochs", args.epochs),
                                ("model_out", args.model_out), ("use_stats", args.use_stats),
                                ("workers", args.workers), ("master", args.master),
