@@ -65,6 +65,7 @@ def test_statistics_preprocessing_beats_the_sampled_job(shop, tmp_path):
     # bench_batches = 0: the input pipeline is not measured, and no line or figure says nan
     assert after["input_examples_per_s"] is None and after["train_examples_per_s"] > 0
     assert not any("input pipeline" in line or "nan" in line for line in lines), lines
+    assert not any(line.startswith("no 'validation' split") for line in lines), lines
     old, new = before["final"]["val_auc"], after["final"]["val_auc"]
     print(f"validation AUC: sampled job {old:.4f}, statistics {new:.4f}")
     assert new > old + 0.05, (old, new)  # the items carry what the user does not
@@ -89,3 +90,7 @@ def test_an_id_like_string_is_left_out(spark, tmp_path):
     assert result["categorical"] == [] and result["numeric"] == ["x"]
     # the kinds the model takes are listed; none says "(0):" with nothing after it
     assert "numeric features (1): x" in lines and not any("(0)" in ln for ln in lines), lines
+    # written without split=: the job says its metrics are not of held-out rows
+    assert f"no 'validation' split in {out} (splits: none): the metrics are of the training " \
+           "data" in lines, lines
+    assert "val_auc" not in result["final"]

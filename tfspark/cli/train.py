@@ -27,7 +27,7 @@ from tfspark.errors import OptionError, SchemaError
 from tfspark.numpy.columns import num_rows
 from tfspark.spec import Feature, FeatureSpec
 from tfspark.store import manifest as mf
-from tfspark.store.fs import locate
+from tfspark.store.fs import locate, redact
 from tfspark.store.store_options import store_filesystem
 
 # ---------------------------------------------------------------- the job
@@ -52,6 +52,9 @@ def train(config: TrainConfig | Mapping[str, Any],
         model = _model(cfg, data, chosen)
     train_ds = data.read_train(cfg, chosen.used)
     val_ds = data.read(cfg, data.val_split, chosen.used, shuffle=0) if data.val_split else None
+    if val_ds is None:  # else "final: auc=..." reads as a validation figure
+        echo(f"no {cfg.validation_split!r} split in {redact(cfg.data)} (splits: "
+             f"{list(data.top.splits) or 'none'}): the metrics are of the training data")
     if worker is not None:
         steps = train_feed.steps(train_ds, cfg.steps_per_epoch)
         echo(f"worker {worker.index} of {n}: shard {worker.index} of the "

@@ -17,6 +17,7 @@ stored (tfspark/spark/stats.py), and the Keras layers that do it: no adapt() pas
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -180,7 +181,9 @@ def head(inputs: dict[str, Any], parts: list[Any], task: dict[str, Any], cfg: An
     else:
         out = keras.layers.Dense(1)(x)
         loss, metrics = "mean_squared_error", ["mean_absolute_error"]
-    model = keras.Model(inputs=inputs, outputs=out)
+    with warnings.catch_warnings():  # a feature name Keras refuses (keras_inputs): keyed
+        warnings.filterwarnings("ignore", "When providing `inputs` as a dict")  # right anyway
+        model = keras.Model(inputs=inputs, outputs=out)
     model.compile(optimizer=opt, loss=loss, metrics=metrics)
     return model
 

@@ -34,7 +34,8 @@ def keras_inputs(spec: FeatureSpec | str | os.PathLike, *, include_labels: bool 
     Labels are left out unless include_labels. names: only these features (in this order).
     The dict is keyed by the feature name, which is what make_dataset's feature dicts use, so
     `keras.Model(inputs=keras_inputs(spec), ...)` lines up with the data by key; each Input's
-    own `name` is the feature name with characters Keras refuses replaced by "_" (made unique).
+    own `name` is the feature name with characters Keras refuses replaced by "_" (made unique;
+    Keras then warns that a key and its Input's name differ: the dict still lines up by key).
     strings="ids": string features as int64 Inputs, for read_batches(strings="ids").
     padded: {feature: width} of read_batches(ragged="padded") (its reader's pad_widths): each
     such feature is an Input of shape (width,) and its mask `name_mask` a bool one.
