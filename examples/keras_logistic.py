@@ -33,7 +33,8 @@ model.compile(optimizer=keras.optimizers.Adam(sample.LEARNING_RATE),
 train = tfspark.read_batches(path, sample.BATCH, split="train", columns=sample.COLUMNS,
                              strings="ids", vocabulary="train", epochs=None, seed=sample.SEED,
                              label_cols=[sample.LABEL])
-model.fit(iter(train), steps_per_epoch=train.steps_per_epoch(), epochs=sample.EPOCHS, verbose=0)
+model.fit(iter(train), steps_per_epoch=train.steps_per_epoch(), epochs=sample.EPOCHS, verbose=0,
+          shuffle=False)  # the reader shuffles (Keras would warn it cannot)
 
 scores, labels = [], []
 validation = tfspark.read_batches(path, 4096, split="validation", columns=sample.COLUMNS,
