@@ -397,3 +397,19 @@ def test_missing_and_damaged_gzip_files_are_named(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"part-00001\.tfrecord\.gz' named for reading "
                                                 r"does not exist; the data set is incomplete"):
         list(tfspark.read_batches(path, 64))
+
+
+def test_files_gone_while_reading_say_what_happened(tmp_path):
+    """An overwrite's sweep (or a user) removes the files a running reader planned from: the
+    file it opens next is named, with what to do, not pyarrow's "Failed to open local file"."""
+    batch, spec = _ids_table(4000)
+    path = write_dir(str(tmp_path / "g"), batch, spec, 1, files=4)
+    batches = iter(tfspark.read_batches(path, 100, num_threads=1, shuffle_buffer=0))
+    next(batches)
+    for name in os.listdir(path):
+        if name.startswith("part-"):
+            os.remove(os.path.join(path, name))  # the one being read stays readable (Linux)
+    with pytest.raises(FileNotFoundError, match=r"part-\d+\.tfrecord: named for reading but it "
+                                                r"does not exist: the data set was overwritten "
+                                                r"since this reader began \(start a new reader\)"):
+        list(batches)

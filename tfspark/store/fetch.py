@@ -71,10 +71,13 @@ class Fetcher:
             cached = self.cache.get(loc, key)
             if cached is not None:
                 return Bounded(cached, start, end)
-        if loc.is_local:
-            return Bounded(loc.open_input(), start, end)
-        if size is None:
-            size = loc.size()
+        try:  # (a reader opens files ahead, outside `reading`)
+            if loc.is_local:
+                return Bounded(loc.open_input(), start, end)
+            if size is None:
+                size = loc.size()
+        except FileNotFoundError:
+            raise missing(loc.uri) from None
         stream = RangeStream(loc, size if end is None else end, self._executor(),
                              min(self.range_bytes, size if end is None else end - start),
                              self.ahead, start, self._spares)
@@ -366,13 +369,19 @@ def reading(loc: Location, name: str, gz: bool) -> Iterator[None]:
     try:
         yield
     except FileNotFoundError:
-        raise FileNotFoundError(f"{name}: named for reading but it does not exist; the data "
-                                f"set is incomplete (deleted or moved files?)") from None
+        raise missing(name) from None
     except CorruptRecordError as e:
         if not gz:
             raise
         with loc.open_stream() as again:
             raise (first_damage(again, "gzip", name) or e) from None
+
+
+def missing(name: str) -> FileNotFoundError:
+    """A data file the reader planned from the manifest is gone: how every reader says so."""
+    return FileNotFoundError(f"{name}: named for reading but it does not exist: the data set "
+                             f"was overwritten since this reader began (start a new reader), "
+                             f"or is incomplete (deleted or moved files?)")
 
 
 def hand_over(to: queue.Queue, item: Any, stop: threading.Event) -> bool:
