@@ -229,3 +229,35 @@ def test_torch_dataset_takes_processes_and_refuses_worker_processes_too(data):
     with pytest.raises(OptionError, match="use one of them"):
         next(iter(DataLoader(tfspark.torch_dataset(data["rows"], 64, **kw), batch_size=None,
                              num_workers=2)))
+
+
+@pytest.mark.parametrize("processes", [None, 2])
+def test_close_while_another_thread_is_inside_the_iteration(data, processes):
+    """Keras fit on TensorFlow reads through tf.data's from_generator, whose threads call
+    next(): when fit stops early, one may still be inside the reader's iteration. close()
+    from the user's thread then ends it (no "generator already executing") and the thread
+    stops at its next step; processes= ends its processes."""
+    import threading
+
+    for _ in range(3):
+        reader = tfspark.read_batches(data["blocks"], 7, epochs=None, processes=processes)
+        it = iter(reader)
+        got = threading.Event()
+        ended: list = []
+
+        def consume(it=it, got=got, ended=ended) -> None:
+            try:
+                for _ in it:  # never ends by itself: epochs=None
+                    got.set()
+            except BaseException as e:  # noqa: BLE001 - reported below
+                ended.append(e)
+            else:
+                ended.append("stopped")
+
+        thread = threading.Thread(target=consume, daemon=True)  # a failure must not hang
+        thread.start()
+        assert got.wait(60)
+        reader.close()
+        thread.join(60)
+        assert not thread.is_alive() and ended == ["stopped"], ended
+    assert not _children()

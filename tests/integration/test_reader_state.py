@@ -125,6 +125,21 @@ def test_every_row_once_per_epoch_and_a_new_shuffle_per_pass(data):
     assert [int(i) for _, y in again for i in y] == first  # ... the same in every run
 
 
+def test_a_resumed_reader_shuffles_its_next_passes_as_the_saved_run(data):
+    """A state given back without the seed: the rest of the pass and the passes after it are
+    those of the run that saved it (the seed the state was saved with draws them)."""
+    path = data["rows"]
+    run = tfspark.read_batches(path, 10, seed=5)
+    want = [[_rows(b) for b in run] for _ in range(2)]
+    reader = tfspark.read_batches(path, 10, seed=5)
+    it = iter(reader)
+    got = [_rows(next(it)) for _ in range(7)]
+    saved = json.loads(json.dumps(reader.state_dict()))
+    it.close()
+    again = tfspark.read_batches(path, 10, state=saved)
+    assert [got + [_rows(b) for b in again], [_rows(b) for b in again]] == want
+
+
 def test_worker_parts_resume(data):
     """A DataLoader worker's part (for_worker) has a state of its own."""
     for path in (data["rows"], data["one-file"]):
@@ -160,6 +175,10 @@ def test_a_state_of_other_batches_is_refused(data):
     with pytest.raises(OptionError, match="num_threads="):
         tfspark.read_batches(data["rows"], 10, seed=1, num_threads=saved["settings"][
             "num_threads"] + 1, state=saved)
+    # the seed draws the next passes' shuffles: another one is refused, none takes the state's
+    with pytest.raises(OptionError, match=r"seed=1 there, 2 here"):
+        tfspark.read_batches(data["rows"], 10, seed=2, state=saved)
+    assert tfspark.read_batches(data["rows"], 10, state=saved).seed == 1
 
 
 def test_a_file_changed_under_a_gzip_state_is_named(data, tmp_path):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import os
+import threading
 import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -29,17 +30,18 @@ import numpy as np
 from tfspark.numpy import state as states
 from tfspark.numpy import units
 from tfspark.numpy.arguments import check_batch_args
+from tfspark.numpy.closing import close_iteration, stoppable
 from tfspark.numpy.columns import Table, cut_rows, num_rows, slice_table
 from tfspark.numpy.decode import NumpyDecoder
 from tfspark.numpy.interleave import FileChunks, Interleave
 from tfspark.numpy.padding import pad_batch, pad_lengths
 from tfspark.numpy.prefetch import Mixer, ahead
-from tfspark.numpy.processes import ProcessBatches, saved_threads
+from tfspark.numpy.processes import ProcessBatches
 from tfspark.numpy.stacking import Stack, plan_stacks
 from tfspark.numpy.units import Span
 from tfspark.spec.model import FeatureSpec
 from tfspark.store.cache import FileCache
-from tfspark.store.concurrency import cores, files_ahead
+from tfspark.store.concurrency import files_ahead
 from tfspark.store.fetch import IO_THREADS, Fetcher
 from tfspark.store.memory import keep_freed_memory
 from tfspark.store.read_plan import ReadPlan, check_io_args, check_read_args, plan_read
@@ -118,8 +120,8 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
     state: what reader.state_dict() gave (saved with a checkpoint, e.g. as JSON): the first
       iteration then resumes there, yielding exactly the batches an uninterrupted iteration
       would still have yielded. The data set and the arguments that shape the batches must be
-      the same (else OptionError says which differ); num_threads, when not given, is the
-      state's.
+      the same (else OptionError says which differ); num_threads and seed, when not given,
+      are the state's.
 
     The order of the batches depends on the data, the arguments and the seed only: with a
     seed, every run yields the same batches (each pass over the reader a new shuffle).
@@ -146,10 +148,7 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
                          pad_to) if ragged == "padded" else {}
     vocabularies = string_vocabularies(plan.example_spec, plan.manifest, vocabulary) \
         if strings == "ids" else None
-    if num_threads is None:
-        num_threads = saved_threads(state)
-        if not isinstance(num_threads, int) or num_threads < 1:
-            num_threads = max(1, min(8, cores() // (processes or 1)))
+    num_threads, seed = states.given_back(state, num_threads, seed, processes)
     reader = BatchReader(plan, batch_size, shuffle_buffer=shuffle_buffer, seed=seed,
                          epochs=epochs, shard=shard, even_shards=even_shards,
                          drop_remainder=drop_remainder, num_threads=num_threads,
@@ -160,7 +159,8 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
     reader.pad_widths = widths
     reader.stacks = plan_stacks(stack, plan.example_spec, plan.labels, strings)
     if processes is not None and processes > 1:
-        kwargs = {k: v for k, v in given.items() if k not in _OWN} | {"num_threads": num_threads}
+        kwargs = {k: v for k, v in given.items() if k not in _OWN} | {
+            "num_threads": num_threads, "seed": seed}
         spread = ProcessBatches(reader, (path_or_files, batch_size, kwargs), processes)
         if state is not None:
             spread.load_state_dict(state)
@@ -187,8 +187,7 @@ class BatchReader:
         self.seed, self.drop_remainder = seed, drop_remainder
         self.num_threads, self.shuffle_files = num_threads, shuffle_files
         self.labels, self.strings, self.vocabularies = plan.labels, strings, vocabularies
-        self.io_threads, self.cache_dir = io_threads, cache_dir  # for remote files
-        self.shuffle = shuffle
+        self.io_threads, self.cache_dir, self.shuffle = io_threads, cache_dir, shuffle
         self.pad_widths: dict[str, int] = {}  # ragged="padded": {feature: width}
         self.stacks: tuple[Stack, ...] = ()  # stack=: arrays of several features
         if shuffle == "global":
@@ -197,7 +196,7 @@ class BatchReader:
         self._iterations = 0
         self._pending: states.ReaderState | None = None  # where the next iteration starts
         self._state: states.ReaderState | None = None  # after the latest batch handed on
-        self._live: weakref.ref | None = None  # the latest iteration, for close()
+        self._live: tuple | None = None  # the latest iteration and its stop, for close()
 
     def for_worker(self, workers: int, worker: int) -> BatchReader:
         """This reader's part for one of `workers` loader workers of one process (a PyTorch
@@ -235,7 +234,7 @@ class BatchReader:
             shuffle_files=self.shuffle_files, shuffle=self.shuffle, epochs=self.epochs,
             drop_remainder=self.drop_remainder, chunk_records=self._chunk_records(),
             columns=list(self.plan.example_spec.names), strings=self.strings,
-            vocabularies=self.vocabularies)
+            seed=self.seed, vocabularies=self.vocabularies)
 
     def state_dict(self) -> dict[str, Any]:
         """Where the latest iteration is, after the last batch it handed on (before any: where
@@ -261,16 +260,17 @@ class BatchReader:
             start = states.fresh(self.seed, self._iterations + 1, self.settings())
         self._pending, self._state = None, start
         self._iterations = start.iteration
-        run = self._run(start)
-        self._live = weakref.ref(run)
+        stop = threading.Event()
+        run = stoppable(self._run(start), stop)
+        self._live = (weakref.ref(run), stop)
         return run
 
     def close(self) -> None:
         """End the latest iteration and its reading threads (as a processes= reader's close()
         ends its processes); `with read_batches(...) as reader:` closes it at the end."""
-        run = self._live() if self._live else None
-        if run is not None:
-            run.close()
+        run = self._live[0]() if self._live else None
+        if run is not None:  # (a tf.data thread may be inside it: Keras fit's)
+            close_iteration(run, self._live[1])  # type: ignore[index]
 
     def __enter__(self) -> BatchReader:
         return self

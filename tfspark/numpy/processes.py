@@ -24,14 +24,16 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import weakref
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from multiprocessing.connection import Connection
 from typing import Any, NoReturn
 
 from tfspark.errors import OptionError
 from tfspark.numpy import state as states
+from tfspark.numpy.closing import close_iteration, stoppable
 from tfspark.numpy.shared import Segment, unsendable, view
 
 FORMAT = "tfspark.read_batches.processes/1"
@@ -54,7 +56,8 @@ class ProcessBatches:
         self._iterations = 0
         self._pending: dict[str, Any] | None = None  # where the next iteration starts
         self._state: dict[str, Any] | None = None  # after the latest batch handed on
-        self._running: Iterator[Any] | None = None
+        self._running: Generator[Any, Any, None] | None = None
+        self._stop = threading.Event()
 
     def __len__(self) -> int:
         return sum(len(p) for p in self.parts)
@@ -77,9 +80,13 @@ class ProcessBatches:
 
     def close(self) -> None:
         """End the reading processes (a later iteration starts new ones)."""
-        if self._running is not None:
-            self._running.close()  # type: ignore[attr-defined]
+        self._end_running()
         self._pool.close()
+
+    def _end_running(self) -> None:
+        """End the iteration in progress (a tf.data thread may be inside it: Keras fit's)."""
+        if self._running is not None:
+            close_iteration(self._running, self._stop)
 
     def __enter__(self) -> ProcessBatches:
         return self
@@ -120,12 +127,12 @@ class ProcessBatches:
     # ---- iterating
 
     def __iter__(self) -> Iterator[Any]:
-        if self._running is not None:  # one iteration at a time: the earlier one ends
-            self._running.close()  # type: ignore[attr-defined]
+        self._end_running()  # one iteration at a time: the earlier one ends
         start = self._pending or self._fresh(self._iterations + 1)
         self._pending, self._state = None, start
         self._iterations = int(start["iteration"])
-        self._running = self._run(start)
+        self._stop = threading.Event()
+        self._running = stoppable(self._run(start), self._stop)
         return self._running
 
     def _run(self, start: dict[str, Any]) -> Iterator[Any]:
@@ -152,17 +159,6 @@ class ProcessBatches:
         finally:
             pool.end()
             self._running = None
-
-
-def saved_threads(state: Any) -> Any:
-    """The num_threads a state was saved with (a reader's or, processes=N, its processes')."""
-    if not isinstance(state, dict):
-        return None
-    workers = state.get("workers")
-    if isinstance(workers, list) and workers and isinstance(workers[0], dict):
-        state = workers[0]
-    saved = state.get("settings")
-    return saved.get("num_threads") if isinstance(saved, dict) else None
 
 
 class _Pool:

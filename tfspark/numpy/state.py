@@ -22,9 +22,11 @@ import numpy as np
 
 from tfspark.errors import OptionError
 from tfspark.numpy.interleave import Position
+from tfspark.store.concurrency import cores
 from tfspark.store.shards import Shard
 
 FORMAT = "tfspark.read_batches/1"
+_ADDED = {"seed"}  # settings that states saved by earlier versions lack: not compared then
 
 
 @dataclass(frozen=True)
@@ -68,10 +70,11 @@ def fresh(seed: int | None, iteration: int, settings: dict[str, Any]) -> ReaderS
 
 def settings_of(part: Shard, *, batch_size: int, buffer: int, slots: int, shuffle_files: bool,
                 shuffle: str, epochs: int | None, drop_remainder: bool, chunk_records: int,
-                columns: list[str], strings: str,
+                columns: list[str], strings: str, seed: int | None,
                 vocabularies: dict[str, list[bytes]] | None = None) -> dict[str, Any]:
     """What shapes an iteration's batches: the reader's settings and which rows of which
-    files of which write it reads (a digest), and the vocabularies of strings="ids"."""
+    files of which write it reads (a digest), and the vocabularies of strings="ids". seed:
+    the one given (a state carries its iteration's own; this one draws the next passes')."""
     files = [[loc.uri, part.versions[f] if part.versions else None,
               part.records[f] if part.records else None,
               part.keep[f] if part.keep else None] for f, loc in enumerate(part.files)]
@@ -80,8 +83,8 @@ def settings_of(part: Shard, *, batch_size: int, buffer: int, slots: int, shuffl
             "shuffle_files": shuffle_files, "shuffle": shuffle, "epochs": epochs,
             "drop_remainder": drop_remainder,
             "chunk_records": chunk_records, "columns": columns, "strings": strings,
-            "files": digest.hexdigest()[:16], **({"vocabularies": _digest(vocabularies)}
-                                                 if vocabularies is not None else {})}
+            "seed": seed, "files": digest.hexdigest()[:16],
+            **({"vocabularies": _digest(vocabularies)} if vocabularies is not None else {})}
 
 
 def _digest(vocabularies: dict[str, list[bytes]]) -> str:
@@ -107,7 +110,8 @@ def load(state: Any, settings: dict[str, Any]) -> ReaderState:
         raise OptionError(f"state: a damaged read_batches state ({e}); save "
                           f"reader.state_dict() as it is (JSON keeps it whole)") from None
     theirs = got.settings or {}
-    differ = [k for k in settings if theirs.get(k) != settings[k]]
+    differ = [k for k in settings if theirs.get(k) != settings[k]
+              and (k in theirs or k not in _ADDED)]
     if differ:
         what = "; ".join(
             "the data set's files or the shard differ" if k == "files" else
@@ -123,3 +127,27 @@ def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
 
+
+def saved_setting(state: Any, key: str) -> Any:
+    """The setting (num_threads, seed) a state was saved with (a reader's or, processes=N, its
+    processes'); None when it has none."""
+    if not isinstance(state, dict):
+        return None
+    workers = state.get("workers")
+    if isinstance(workers, list) and workers and isinstance(workers[0], dict):
+        state = workers[0]
+    saved = state.get("settings")
+    return saved.get(key) if isinstance(saved, dict) else None
+
+
+def given_back(state: Any, num_threads: int | None, seed: int | None,
+               processes: int | None) -> tuple[int, int | None]:
+    """num_threads and seed, when not given, as the state (if any) was saved with; else
+    num_threads: the cores this process may use (shared by `processes`), at most 8."""
+    if num_threads is None:
+        num_threads = saved_setting(state, "num_threads")
+        if not isinstance(num_threads, int) or num_threads < 1:
+            num_threads = max(1, min(8, cores() // (processes or 1)))
+    if seed is None and isinstance(saved_setting(state, "seed"), int):
+        seed = saved_setting(state, "seed")  # the next passes' shuffles as in the saved run
+    return num_threads, seed
