@@ -191,6 +191,47 @@ def test_a_cache_keeps_what_was_read_whole(gcs, local_sets, tmp_path):
                                     label_cols=["id"]))
 
 
+def test_an_overwrite_leaves_no_stale_copies_in_the_cache(gcs, local_sets, spark, tmp_path):
+    """Each rewrite of a data set would add a copy of it to a cache that keeps every write's:
+    a reader drops the copies of writes its data set no longer holds (not another data set's),
+    and the half-written copies of a process killed while filling (not a live one's)."""
+    import subprocess
+
+    fs, bucket = gcs.filesystem(), gcs.bucket()
+    ds, cache = f"{bucket}/ds", tmp_path / "cache"
+    upload(local_sets["blocks"], fs, ds)
+    old = tfspark.manifest.read_manifest(local_sets["blocks"]).last_write
+    want = ids_of(tfspark.read_batches(local_sets["blocks"], 256, label_cols=["id"]))
+    assert ids_of(tfspark.read_batches(ds, 256, filesystem=fs, cache_dir=cache,
+                                       label_cols=["id"])) == want
+    assert any((cache / old / bucket / "ds").iterdir())
+    other = cache / old / bucket / "other" / "part-0.tfrecord"  # another data set's copy
+    other.parent.mkdir(parents=True)
+    other.write_bytes(b"kept")
+    newer = str(tmp_path / "newer")  # the overwrite: the same layout, another write
+    tfspark.write_tfrecords(spark.range(100, 400).selectExpr("id", "id % 5 AS y"), newer,
+                            label_cols=["y"], rows_per_record=64, stats=False)
+    fs.delete_dir_contents(ds)
+    upload(newer, fs, ds)
+    new = tfspark.manifest.read_manifest(newer).last_write
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    filling = cache / new / bucket / "ds"
+    filling.mkdir(parents=True)
+    dead, live = f"part-9.tfrecord.tmp-{gone.pid}-1", f"part-8.tfrecord.tmp-{os.getpid()}-1"
+    for name in (dead, live):
+        (filling / name).write_bytes(b"half")
+    got = tfspark.make_dataset(ds, 64, filesystem=fs, cache_dir=cache, label_cols=["id"])
+    assert sorted(int(i) for _, y in got for i in y.numpy()) == list(range(100, 400))
+    assert not (cache / old / bucket / "ds").exists() and other.read_bytes() == b"kept"
+    names = {p.name for p in filling.iterdir()}
+    assert live in names and dead not in names, names
+    (filling / dead).write_bytes(b"half")  # read_batches sweeps as well
+    assert ids_of(tfspark.read_batches(ds, 64, filesystem=fs, cache_dir=cache,
+                                       label_cols=["id"])) == list(range(100, 400))
+    assert not (filling / dead).exists() and (filling / live).exists()
+
+
 def test_a_uri_keeps_its_options_and_shows_none_of_them(s3, local_sets):
     fs = s3.filesystem()
     bucket = s3.bucket()

@@ -335,8 +335,8 @@ class BatchReader:
         """One epoch's rows, a permuted window at a time (in turn order without shuffling),
         each with its number and where the turns stood when it began; from the window of
         `resume` on when given."""
-        fetcher = Fetcher(self.io_threads, cache=FileCache(self.cache_dir)
-                          if self.cache_dir else None)
+        fetcher = Fetcher(self.io_threads, cache=FileCache.swept(  # (the whole data set's)
+            self.cache_dir, self.plan.locations, self.plan.versions))
         if self.shuffle == "global":
             if self._units is None:
                 self._units = units.units(self.part, self.plan.rows_per_record, fetcher)

@@ -3,8 +3,11 @@ filled as a file is read and kept only once it was read whole and checked."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import threading
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from tfspark.store.fs import Location
@@ -18,6 +21,34 @@ class FileCache:
 
     def __init__(self, directory: str):
         self.directory = os.path.abspath(directory)
+
+    @classmethod
+    def swept(cls, directory: str | os.PathLike | None, files: Sequence[Location],
+              versions: Sequence[str | None] | None) -> FileCache | None:
+        """The cache in `directory` (None: no cache), first rid of what these files' data set
+        left there that no reader can use again: its directories under the keys of writes it
+        no longer holds (an overwrite's: else each rewrite would add a copy), and copies a
+        process killed while filling left half-written."""
+        if directory is None:
+            return None
+        cache = cls(os.fspath(directory))
+        current = {v for v in versions or () if v}
+        if not current:  # files of no known write are not cached
+            return cache
+        dirs = {os.path.dirname(cache.path(loc, "")) for loc in files if not loc.is_local}
+        try:
+            keys = os.listdir(cache.directory)
+        except FileNotFoundError:
+            return cache
+        for key in keys:
+            for d in dirs:
+                here = os.path.join(cache.directory, key, os.path.relpath(d, cache.directory))
+                if key not in current:  # files only: a data set's directory may hold others'
+                    _drop_files(here, _not_filling)  # (a newer write's being filled: kept)
+                    _prune(here, os.path.join(cache.directory, key))
+                else:
+                    _drop_files(here, _dead_fill)
+        return cache
 
     def path(self, loc: Location, key: str) -> str:
         """Where loc's file of write `key` is (or would be) kept."""
@@ -79,17 +110,21 @@ class _Filling:
             return
         self._out.close()
         self._out = None
-        if self._seen == self._size:
-            os.replace(self._tmp, self._target)
-        else:
-            os.unlink(self._tmp)
+        try:  # (gone: swept by a reader of an older version of the data set; not kept)
+            if self._seen == self._size:
+                os.replace(self._tmp, self._target)
+            else:
+                os.unlink(self._tmp)
+        except FileNotFoundError:
+            pass
 
     def close(self) -> None:
         """Close the stream; a copy not completed is dropped."""
         if self._out is not None:
             self._out.close()
             self._out = None
-            os.unlink(self._tmp)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._tmp)
         self._stream.close()
         self.closed = True
 
@@ -98,3 +133,51 @@ class _Filling:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+_FILLING = re.compile(r"\.tmp-(\d+)-\d+$")  # _Filling's temporary name: .tmp-<pid>-<thread>
+
+
+def _drop_files(directory: str, drop: Callable[[str], bool]) -> None:
+    """Remove the files directly in directory whose name `drop` accepts."""
+    try:
+        entries = list(os.scandir(directory))
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    for entry in entries:
+        if entry.is_file(follow_symlinks=False) and drop(entry.name):
+            try:
+                os.unlink(entry.path)
+            except FileNotFoundError:
+                pass
+
+
+def _not_filling(name: str) -> bool:
+    """A kept copy, or a temporary one whose filling process is gone."""
+    return not _FILLING.search(name) or _dead_fill(name)
+
+
+def _dead_fill(name: str) -> bool:
+    """A temporary copy whose filling process is gone (killed)."""
+    m = _FILLING.search(name)
+    return bool(m) and not _alive(int(m.group(1)))  # type: ignore[union-attr]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's: alive
+        return True
+    return True
+
+
+def _prune(directory: str, stop: str) -> None:
+    """Remove directory and its parents up to and including `stop` while they are empty."""
+    while directory.startswith(stop):
+        try:
+            os.rmdir(directory)
+        except OSError:
+            return
+        directory = os.path.dirname(directory)

@@ -22,6 +22,7 @@ from dataclasses import replace
 from typing import Any
 
 from tfspark.spec.model import FeatureSpec
+from tfspark.store.cache import FileCache
 from tfspark.store.concurrency import cores
 from tfspark.store.fetch import IO_THREADS
 from tfspark.store.memory import keep_freed_memory
@@ -123,6 +124,7 @@ def make_dataset(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
     keep_freed_memory()  # (fewer page faults: store/memory.py)
     plan = plan_read(path_or_files, split=split, spec=spec, label_cols=label_cols,
                      compression=compression, filesystem=filesystem, columns=columns)
+    FileCache.swept(cache_dir, plan.locations, plan.versions)  # (None: no cache)
     return build_pipeline(plan, batch_size, shuffle_buffer=shuffle_buffer, seed=seed,
                           epochs=epochs, cache=cache, deterministic=deterministic,
                           drop_remainder=drop_remainder, num_parallel_reads=num_parallel_reads,
