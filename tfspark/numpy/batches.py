@@ -187,7 +187,9 @@ class BatchReader:
         self.seed, self.drop_remainder = seed, drop_remainder
         self.num_threads, self.shuffle_files = num_threads, shuffle_files
         self.labels, self.strings, self.vocabularies = plan.labels, strings, vocabularies
-        self.io_threads, self.cache_dir, self.shuffle = io_threads, cache_dir, shuffle
+        self.io_threads, self.shuffle = io_threads, shuffle
+        # swept once, of the whole data set's stale copies (not each pass, not each part's)
+        self.cache = FileCache.swept(cache_dir, plan.locations, plan.versions)
         self.pad_widths: dict[str, int] = {}  # ragged="padded": {feature: width}
         self.stacks: tuple[Stack, ...] = ()  # stack=: arrays of several features
         if shuffle == "global":
@@ -196,7 +198,7 @@ class BatchReader:
         self._iterations = 0
         self._pending: states.ReaderState | None = None  # where the next iteration starts
         self._state: states.ReaderState | None = None  # after the latest batch handed on
-        self._live: tuple | None = None  # the latest iteration and its stop, for close()
+        self._live: tuple[weakref.ref, threading.Event] | None = None  # for close()
 
     def for_worker(self, workers: int, worker: int) -> BatchReader:
         """This reader's part for one of `workers` loader workers of one process (a PyTorch
@@ -268,9 +270,8 @@ class BatchReader:
     def close(self) -> None:
         """End the latest iteration and its reading threads (as a processes= reader's close()
         ends its processes); `with read_batches(...) as reader:` closes it at the end."""
-        run = self._live[0]() if self._live else None
-        if run is not None:  # (a tf.data thread may be inside it: Keras fit's)
-            close_iteration(run, self._live[1])  # type: ignore[index]
+        if self._live is not None and (run := self._live[0]()) is not None:
+            close_iteration(run, self._live[1])  # (a tf.data thread may be in it: Keras fit's)
 
     def __enter__(self) -> BatchReader:
         return self
@@ -335,8 +336,7 @@ class BatchReader:
         """One epoch's rows, a permuted window at a time (in turn order without shuffling),
         each with its number and where the turns stood when it began; from the window of
         `resume` on when given."""
-        fetcher = Fetcher(self.io_threads, cache=FileCache.swept(  # (the whole data set's)
-            self.cache_dir, self.plan.locations, self.plan.versions))
+        fetcher = Fetcher(self.io_threads, cache=self.cache)
         if self.shuffle == "global":
             if self._units is None:
                 self._units = units.units(self.part, self.plan.rows_per_record, fetcher)

@@ -148,6 +148,7 @@ def given_back(state: Any, num_threads: int | None, seed: int | None,
         num_threads = saved_setting(state, "num_threads")
         if not isinstance(num_threads, int) or num_threads < 1:
             num_threads = max(1, min(8, cores() // (processes or 1)))
-    if seed is None and isinstance(saved_setting(state, "seed"), int):
-        seed = saved_setting(state, "seed")  # the next passes' shuffles as in the saved run
+    saved_seed = saved_setting(state, "seed")
+    if seed is None and isinstance(saved_seed, int):
+        seed = saved_seed  # the next passes' shuffles as in the saved run
     return num_threads, seed

@@ -35,14 +35,15 @@ class FileCache:
         current = {v for v in versions or () if v}
         if not current:  # files of no known write are not cached
             return cache
-        dirs = {os.path.dirname(cache.path(loc, "")) for loc in files if not loc.is_local}
+        dirs = {os.path.relpath(os.path.dirname(cache.path(loc, "")), cache.directory)
+                for loc in files if not loc.is_local}  # as they lie under each key
         try:
             keys = os.listdir(cache.directory)
         except FileNotFoundError:
             return cache
         for key in keys:
             for d in dirs:
-                here = os.path.join(cache.directory, key, os.path.relpath(d, cache.directory))
+                here = os.path.join(cache.directory, key, d)
                 if key not in current:  # files only: a data set's directory may hold others'
                     _drop_files(here, _not_filling)  # (a newer write's being filled: kept)
                     _prune(here, os.path.join(cache.directory, key))
