@@ -70,6 +70,20 @@ def require(module: str, part: str, extra: str, why: str = "") -> None:
         raise MissingExtraError(part, module, extra, why)
 
 
+# How pyarrow's S3, GCS and Azure filesystems say that no server answered (their HTTP clients'
+# words: curl's, GCS's and Azure's SDKs).
+_UNREACHABLE = re.compile(r"NETWORK_CONNECTION|could(?: not|n't) (?:connect|resolve)|failed to "
+                          r"connect|connection refused|timed? ?out|timeout was reached", re.I)
+
+
+def unreachable_hint(error: BaseException) -> str | None:
+    """What to check when an object store's server did not answer; None for other errors."""
+    if _UNREACHABLE.search(str(error)):
+        return ("no server answered: check the store's endpoint (endpoint_override; Azure: "
+                "blob_storage_authority), the network, and that the server runs")
+    return None
+
+
 # A tfspark error raised in a Spark task or in the data source on the driver reaches the caller
 # inside a Spark exception, as "tfspark.<module>.<Class>: <message>": a line of its traceback,
 # or after Spark's own prefix when spark.sql.execution.pyspark.udf.hideTraceback is on.

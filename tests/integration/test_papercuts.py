@@ -63,7 +63,7 @@ def test_keras_inputs_takes_a_spec_or_a_path(spark, tmp_path, tf):
     tfspark.write_tfrecords(spark.range(5).selectExpr("id", "id * 1.5 as x"), out,
                             label_cols=["id"], stats=False)
     assert list(tfspark.keras_inputs(out)) == ["x"]
-    with pytest.raises(tfspark.ManifestError, match=r"no _tfspark.json in 'x'"):
+    with pytest.raises(tfspark.ManifestError, match=r"'x' does not exist: check the path"):
         tfspark.keras_inputs("x")
     with pytest.raises(SchemaError, match="needs a tfspark.FeatureSpec or a data set's path, "
                                           "got int"):

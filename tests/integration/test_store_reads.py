@@ -5,6 +5,7 @@ reads them without TensorFlow's own file systems (stock TensorFlow has no s3 or 
 
 from __future__ import annotations
 
+import datetime
 import os
 import time
 
@@ -293,3 +294,39 @@ def test_the_train_job_reads_a_store_on_tensorflow_and_on_jax(gcs, local_sets, t
     assert "numeric features (1): x" in done.stdout, out[-3000:]
     saved = keras.saving.load_model(str(tmp_path / "jax.keras"))
     assert set(saved.input) == {"x", "s"}, saved.input
+
+
+def test_a_wrong_path_or_endpoint_says_which(store, local_sets, tmp_path):
+    """A mistyped path or bucket, a directory that is not a data set, and a server that does
+    not answer: each is named as such (not as a data set without a manifest)."""
+    from stores import free_port
+
+    fs = store.filesystem()
+    bucket = store.bucket()
+    upload(local_sets["rows"], fs, f"{bucket}/rows/train")  # a split's directory a level down
+    for path in (f"{bucket}/nothing", f"nobucket{bucket[1:]}/rows"):
+        for split in (None, "train"):
+            with pytest.raises(tfspark.ManifestError, match=rf"^'{path}' does not exist: check "
+                                                             r"the path and its bucket$"):
+                tfspark.read_batches(path, 10, split=split, filesystem=fs)
+    with pytest.raises(tfspark.ManifestError, match=rf"no _tfspark.json in '{bucket}' nor in "
+                                                     r"its 'rows' directory"):
+        tfspark.read_batches(bucket, 10, split="rows", filesystem=fs)
+    if store.scheme != "abfs":  # (Azure's client retries for 12 s: its words were checked by hand)
+        port = free_port()  # nothing listens there
+        gone = pafs.S3FileSystem(access_key="k", secret_key="s3cr3t", scheme="http",
+                                 endpoint_override=f"127.0.0.1:{port}", region="us-east-1") \
+            if store.scheme == "s3" else \
+            pafs.GcsFileSystem(anonymous=True, scheme="http", endpoint_override=f"127.0.0.1:{port}",
+                               retry_time_limit=datetime.timedelta(seconds=1))
+        with pytest.raises(tfspark.ManifestError, match=r"cannot read .*_tfspark\.json .*no server "
+                                                         r"answered: check the store's endpoint"):
+            tfspark.read_batches(f"{bucket}/rows", 10, filesystem=gone)
+    local = tmp_path / "plain"
+    local.mkdir()
+    with pytest.raises(tfspark.ManifestError, match=rf"'{tmp_path}/nothing' does not exist: "
+                                                     r"check the path$"):
+        tfspark.make_dataset(str(tmp_path / "nothing"), 10, split="train")
+    with pytest.raises(tfspark.ManifestError, match=rf"no _tfspark.json in '{local}' nor in its "
+                                                     r"'train' directory"):
+        tfspark.make_dataset(str(local), 10, split="train")

@@ -1,12 +1,11 @@
 """Where files live: local paths (Databricks /Volumes and /dbfs mounts too) and object stores
 (s3://, gs://, abfs://, hdfs://) through pyarrow's filesystems; the one way tfspark touches files.
 
-A `Location` pairs a filesystem with a path inside it and carries it along: a child of a
-location is on the same filesystem, so options given once (a URI's query options such as
-`?endpoint_override=...&region=...`, or a `filesystem=` object: pyarrow's, or fsspec's through
-pyarrow's PyFileSystem) hold for every file below it, on the driver and, pickled, on Spark's
-executors. Its `uri` is for people: the scheme and path, never the query (which may hold
-credentials).
+A `Location` pairs a filesystem with a path inside it: a child of a location is on the same
+filesystem, so options given once (a URI's query options such as `?endpoint_override=...`, or a
+`filesystem=` object: pyarrow's, or fsspec's through pyarrow's PyFileSystem) hold for every
+file below it, on the driver and, pickled, on Spark's executors. Its `uri` is for people: the
+scheme and path, never the query (which may hold credentials).
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from typing import Any, TypeVar
 
 import pyarrow.fs as pafs
 
-from tfspark.errors import OptionError
+from tfspark.errors import OptionError, unreachable_hint
 
 T = TypeVar("T")
 _DIR_TRIES = 10  # tries at making a directory another write's clean-up may remove meanwhile
@@ -243,8 +242,9 @@ class Location:
                 f.write(b"")
             self.delete(probe)
         except (OSError, ValueError) as e:
-            raise OptionError(f"cannot write to {self.uri!r}: {e}. Check the path and its "
-                              f"permissions (or credentials for object stores)") from None
+            what = unreachable_hint(e) or "check the path and its permissions (or " \
+                "credentials for object stores)"
+            raise OptionError(f"cannot write to {self.uri!r}: {e}; {what}") from None
 
     def delete(self, rel: str) -> None:
         """Delete the file base/rel; a file that is already gone is fine."""

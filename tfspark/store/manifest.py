@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from tfspark import __version__
-from tfspark.errors import ManifestError, OptionError, SchemaError
+from tfspark.errors import ManifestError, OptionError, SchemaError, unreachable_hint
 from tfspark.spec.kinds import STORED_RECORD_TYPES
 from tfspark.spec.model import FeatureSpec
 from tfspark.store import stats_files
@@ -310,10 +310,24 @@ def read_manifest(path: str | os.PathLike | Location, filesystem: Any = None) ->
     loc = locate(path, filesystem)
     manifest = find_manifest(loc)
     if manifest is None:
-        raise ManifestError(f"no {NAME} in {loc.uri!r}: it was not written by tfspark, or its "
-                            f"write did not commit. Rewrite it, or read the files with an "
-                            f"explicit spec")
+        raise no_manifest(loc)
     return manifest
+
+
+def no_manifest(loc: Location, split: str | None = None) -> ManifestError:
+    """Why directory loc (nor its `split` directory) holds no manifest: it does not exist (a
+    mistyped path), or it is not a data set of tfspark's. Asked only on this error path (on a
+    store, one round trip more)."""
+    try:
+        missing = not loc.exists()
+    except OSError:  # cannot tell: say what was looked for
+        missing = False
+    if missing:
+        return ManifestError(f"{loc.uri!r} does not exist: check the path" +
+                             ("" if loc.is_local else " and its bucket"))
+    where = f"{loc.uri!r}" + (f" nor in its {split!r} directory" if split else "")
+    return ManifestError(f"no {NAME} in {where}: it was not written by tfspark, or its write "
+                         f"did not commit. Rewrite it, or read the files with an explicit spec")
 
 
 def find_manifest(loc: Location) -> Manifest | None:
@@ -324,8 +338,9 @@ def find_manifest(loc: Location) -> Manifest | None:
     except FileNotFoundError:
         return None
     except OSError as e:  # no permission, a directory in its place, a failing filesystem
-        raise ManifestError(f"cannot read {loc.join(NAME)} ({e}); check that it is a file "
-                            f"you may read (permissions, credentials)") from None
+        what = unreachable_hint(e) or "check that it is a file you may read (permissions, " \
+            "credentials)"
+        raise ManifestError(f"cannot read {loc.child(NAME).uri} ({e}); {what}") from None
     try:
         doc = json.loads(raw)
     except json.JSONDecodeError as e:

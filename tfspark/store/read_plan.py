@@ -133,7 +133,11 @@ def _plan(path_or_files: Any, split: str | None, spec: Any, label_cols: Any,
                 raise mf.ManifestError("a file")
             root, manifest = _resolve_split(loc, split, whole=False, top=top)
         except (mf.ManifestError, NotADirectoryError):
-            if loc.kind() != "file":
+            try:
+                one_file = loc.kind() == "file"
+            except OSError:  # (the store failing again: the first error says it)
+                one_file = False
+            if not one_file:
                 raise
             return _plan([loc], split, spec, label_cols, compression, check_files, filesystem)
         plan = _from_manifest(root, manifest, compression, override=False)
@@ -270,7 +274,7 @@ def _resolve_split(loc: Location, split: str | None, whole: bool,
         if here.split == split:  # the path is that split's directory already
             return loc, here
         raise _no_split(path, split, here)
-    return sub, mf.read_manifest(sub)  # raises: no manifest here
+    raise mf.no_manifest(loc, split)
 
 
 def _no_split(path: str, split: str, manifest: mf.Manifest) -> mf.ManifestError:
