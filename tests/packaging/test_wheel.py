@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SOURCES = sorted(str(p.relative_to(ROOT / "tfspark")) for p in (ROOT / "tfspark").rglob("*.py"))
 # Shipped in the sdist next to the package (MANIFEST.in): spark-submit entry points, configs,
 # the spec's JSON Schema, and what the sdist's own tests need.
-SDIST_EXTRAS = ["README.md", "pyproject.toml", "PKG-INFO", "MANIFEST.in",
+SDIST_EXTRAS = ["README.md", "pyproject.toml", "pyspark_tfspark.py", "PKG-INFO", "MANIFEST.in",
                 "jobs/export_tfrecords.py", "jobs/train_keras.py", "conf/export.toml",
                 "conf/spark-defaults.conf", "schemas/feature_spec.schema.json",
                 "scripts/local_cluster.py", "tests/conftest.py"]
@@ -107,8 +107,9 @@ def test_wheel_contents_and_metadata(dists):
         entry_points = z.read(f"{info}/entry_points.txt").decode()
     assert not [s for s in SOURCES if f"tfspark/{s}" not in names]
     assert "tfspark/cli/log4j2.properties" in names  # the CLI's quiet Spark logging
-    # Only the package and its metadata: no tests, jobs, conf or schemas at the top level.
-    assert {n.split("/")[0] for n in names} == {"tfspark", info}
+    # Only the package, the module Spark 4 finds the data source by, and the metadata: no
+    # tests, jobs, conf or schemas at the top level.
+    assert {n.split("/")[0] for n in names} == {"tfspark", "pyspark_tfspark.py", info}
     assert re.search(r"^\[console_scripts\]\s*^tfspark = tfspark\.cli\.main:main$", entry_points,
                      re.M), entry_points
 
@@ -187,9 +188,15 @@ class Venv:
 
 
 @pytest.fixture(scope="module")
-def exported(dists, tmp_path_factory) -> Path:
+def spark_venv(dists, tmp_path_factory) -> Venv:
+    """A fresh venv with wheel[spark] (no TensorFlow)."""
+    return Venv(tmp_path_factory.mktemp("spark_venv"), dists["wheel"], "[spark]")
+
+
+@pytest.fixture(scope="module")
+def exported(spark_venv) -> Path:
     """The export job run from a fresh venv with wheel[spark] (no TensorFlow); its output."""
-    venv = Venv(tmp_path_factory.mktemp("spark_venv"), dists["wheel"], "[spark]")
+    venv = spark_venv
     venv.lacks("tensorflow")  # the write side needs no TensorFlow
     venv.tfspark_from_venv()
     out = venv.run_dir / "out"
@@ -204,12 +211,27 @@ def exported(dists, tmp_path_factory) -> Path:
     return out
 
 
-def test_fresh_venv_export_without_tensorflow(exported):
+def test_fresh_venv_export_without_tensorflow(exported, spark_venv):
     out = exported
     assert (out / "_SUCCESS").is_file()
     manifest = json.loads((out / "_tfspark.json").read_text())
     assert manifest["records"] == ROWS == sum(f["records"] for f in manifest["files"])
     assert sorted(manifest["splits"]) == ["test", "train"]
+    # Spark finds the installed source by itself (pyspark_tfspark): no import of tfspark, no
+    # register(), and from a thread other than the session's.
+    code = ("import sys, threading; from pyspark.sql import SparkSession\n"
+            "spark = SparkSession.builder.master('local[1]').getOrCreate()\n"
+            "def read(split):\n"
+            f"    print(split, spark.read.format('tfspark').option('split', split).load("
+            f"{str(out)!r}).count())\n"
+            "read('train'); t = threading.Thread(target=read, args=('test',)); t.start(); "
+            "t.join()\n"
+            "print('tfspark imported:', 'tfspark' in sys.modules)")
+    done = spark_venv.run(code, timeout=300)
+    counts = dict(re.findall(r"^(train|test) (\d+)$", done.stdout, re.MULTILINE))
+    assert done.returncode == 0 and sum(map(int, counts.values())) == ROWS and \
+        len(counts) == 2, done.stdout[-2000:] + done.stderr[-4000:]
+    assert "tfspark imported: False" in done.stdout
 
 
 def test_base_install_reads_without_spark_or_tensorflow(dists, exported, tmp_path):
