@@ -5,8 +5,11 @@ string feature read needs one, and the error names those without."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
+from jaxcheck import path_without_tensorflow
 
 import tfspark
 from tfspark.errors import OptionError
@@ -117,7 +120,6 @@ def test_every_string_feature_needs_a_vocabulary(written):
 
 FIT = r'''
 import os, sys
-sys.modules["tensorflow"] = None  # as on a machine without TensorFlow
 os.environ["KERAS_BACKEND"] = sys.argv[2]
 import keras
 import numpy as np
@@ -129,16 +131,24 @@ layers = tfspark.keras_preprocessing(path, strings="ids", split="train", skip=["
                                      categorical=[])
 city = layers["city"]
 assert isinstance(city, tfspark.VocabularyIds), type(city)
-inputs = tfspark.keras_inputs(path, names=["city"], strings="ids")
+try:  # a variable-length feature is refused by name: this backend takes it only padded
+    tfspark.keras_inputs(path, strings="ids")
+    raise SystemExit("keras_inputs took the variable-length 'tags' unpadded")
+except tfspark.SchemaError as e:
+    assert "takes no ragged Inputs, and 'grid', 'tags' are variable-length" in str(e) and \
+        "('grid': 2-D, which cannot be padded)" in str(e), e
+inputs = tfspark.keras_inputs(path, names=["city", "key"], strings="ids")
 x = keras.layers.Embedding(city.vocabulary_size(), 4)(city(inputs["city"]))
+key = layers["key"](inputs["key"])  # a scalar's Normalization takes its Input as it is
+x = keras.layers.Concatenate()([x, keras.layers.Reshape((1,))(key)])
 model = keras.Model(inputs, keras.layers.Dense(1, activation="sigmoid")(x))
 model.compile(optimizer=keras.optimizers.Adam(0.05), loss="binary_crossentropy",
               metrics=["accuracy"])
 train = tfspark.read_batches(path, 64, split="train", strings="ids", vocabulary="train",
-                             columns=["city"], epochs=None, seed=1)
+                             columns=["city", "key"], epochs=None, seed=1)
 model.fit(iter(train), steps_per_epoch=train.steps_per_epoch(), epochs=4, verbose=0)
 test = tfspark.read_batches(path, 400, split="validation", strings="ids", vocabulary="train",
-                            columns=["city"])
+                            columns=["city", "key"])
 acc = model.evaluate(iter(test), steps=test.steps_per_epoch(), verbose=0,
                      return_dict=True)["accuracy"]
 print("BACKEND", keras.backend.backend(), "TF", "tensorflow" in sys.modules and
@@ -156,8 +166,11 @@ def test_keras_learns_from_ids_on_a_backend_without_tensorflow(written, backend,
     pytest.importorskip(backend)
     script = tmp_path / "fit.py"
     script.write_text(FIT)
+    # A tensorflow that fails to import, as on a machine without it (sys.modules["tensorflow"]
+    # = None would not do: Keras's preprocessing layers take the name's presence for TensorFlow)
+    env = {**os.environ, "PYTHONPATH": path_without_tensorflow(tmp_path)}
     done = subprocess.run([sys.executable, str(script), written[64], backend],
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     line = [ln for ln in done.stdout.splitlines() if ln.startswith("BACKEND")][-1]
     _, name, _, tf_loaded, _, acc = line.split()

@@ -58,6 +58,8 @@ def keras_inputs(spec: FeatureSpec | str | os.PathLike, *, include_labels: bool 
         spec.check_names(names, "keras_inputs: names")
         features = [spec[n] for n in names]
     inside = {c for st in stacks for c in st.columns}
+    _check_ragged([f for f in features if f.name not in inside and f.name not in (padded or {})],
+                  keras.backend.backend())
     out: dict[str, Any] = {}
     used: set[str] = set()
     for f in (f for f in features if f.name not in inside):
@@ -74,6 +76,21 @@ def keras_inputs(spec: FeatureSpec | str | os.PathLike, *, include_labels: bool 
         out[st.name] = keras.Input(shape=(st.width,), dtype=st.dtype.__name__,
                                    name=_unique(keras_name(st.name), used))
     return out
+
+
+def _check_ragged(features: list[Feature], backend: str) -> None:
+    """Only Keras on TensorFlow takes ragged Inputs: on the others, name the variable-length
+    features (keras.Input's own error names neither the feature nor what to do)."""
+    ragged = [f for f in features if input_shape(f)[1]]
+    if not ragged or backend == "tensorflow":
+        return
+    two = [f.name for f in ragged if f.kind == "ragged"]
+    raise SchemaError(f"keras_inputs: Keras on the {backend} backend takes no ragged Inputs, and "
+                      f"{', '.join(repr(f.name) for f in ragged)} are variable-length: read them "
+                      f"with read_batches(..., ragged='padded') and give that reader's "
+                      f"pad_widths as padded=" +
+                      (f" ({', '.join(map(repr, two))}: 2-D, which cannot be padded)"
+                       if two else "") + ", or leave them out with names=[...]")
 
 
 def input_shape(f: Feature) -> tuple[tuple[int | None, ...], bool]:

@@ -151,7 +151,9 @@ def _layer(f: Feature, s: dict[str, Any], bucketize: bool, categorical: bool,
         warnings.warn(f"feature {f.name!r}: {missing} rows are NaN or infinite to the model and "
                       f"stay so through its Normalization; impute=True replaces them with the "
                       f"mean and adds an is-missing input", stacklevel=3)
-    return keras.layers.Normalization(mean=moments[0], variance=moments[1], name=name)
+    # axis=None: one mean and variance, so the layer takes keras_inputs' scalar Input (None,)
+    # as it is (the default axis=-1 would be the batch axis there, which Keras refuses)
+    return keras.layers.Normalization(mean=moments[0], variance=moments[1], axis=None, name=name)
 
 
 def _nonfinite_rows(f: Feature, s: dict[str, Any]) -> int:
