@@ -46,6 +46,11 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
         .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={derby_home}")
         .getOrCreate()
     )
+    # As the README tells users: the tests of format("tfrecord") must not depend on an
+    # earlier test's write_tfrecords having registered it (xdist reorders tests).
+    import tfspark
+
+    tfspark.register(session)
     try:
         yield session
     finally:

@@ -124,3 +124,22 @@ def test_an_export_config_with_a_store_table_writes_there(spark, gcs, tmp_path):
     assert len(ids(f"{bucket}/sample", fs)) == 300
     assert backup_ids(fs, f"{bucket}/backup") == ids(f"{bucket}/sample", fs)
     assert tfspark.verify(f"{bucket}/sample", filesystem=fs).ok
+
+
+def test_a_write_names_a_missing_bucket_or_a_silent_server(spark, s3):
+    """The write's first requests fail: one line says which and what to check, before Spark
+    runs a job (a network error was pyarrow's raw OSError)."""
+    from stores import free_port
+
+    df = frame(spark, 0, 10)
+    with pytest.raises(OptionError, match=r"cannot write to 'nobucket-[0-9a-f]+/x': Bucket "
+                                          r"'nobucket-[0-9a-f]+' not found"):
+        tfspark.write_tfrecords(df, f"nobucket-{s3.bucket()[2:]}/x", filesystem=pafs.S3FileSystem(
+            access_key="testing", secret_key="testing", endpoint_override=s3.endpoint(),
+            scheme="http", region="us-east-1"))  # (s3.filesystem() makes missing buckets)
+    gone = pafs.S3FileSystem(access_key="k", secret_key="s3cr3t", region="us-east-1",
+                             endpoint_override=f"127.0.0.1:{free_port()}", scheme="http")
+    with pytest.raises(OptionError, match=r"cannot look at 'b/x' before writing there: .*; no "
+                                          r"server answered: check the store's endpoint") as info:
+        tfspark.write_tfrecords(df, "b/x", filesystem=gone)
+    assert "s3cr3t" not in str(info.value)

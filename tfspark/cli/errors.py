@@ -9,7 +9,7 @@ import re
 import sys
 from typing import Any
 
-from tfspark.errors import TfsparkError, wrapped
+from tfspark.errors import TfsparkError, unreachable_hint, wrapped
 
 DEBUG_HINT = "run again with --debug for the full traceback"
 _SPARK_HINT = "run again with --debug for the full Spark error and stack trace"
@@ -53,8 +53,8 @@ def describe_error(exc: BaseException) -> tuple[str, str | None]:
                     "this command needs Spark: pip install 'tfspark[spark]'")
         return f"{top} is not installed", f"install it (pip install {top}), or reinstall tfspark"
     text = _first_line(str(exc))
-    if isinstance(exc, (OSError, ValueError)):
-        return text or type(exc).__name__, DEBUG_HINT
+    if isinstance(exc, (OSError, ValueError)):  # (a store's client error says what failed)
+        return text or type(exc).__name__, unreachable_hint(exc) or DEBUG_HINT
     return (f"{type(exc).__name__}: {text}" if text else type(exc).__name__,
             "run again with --debug for the full traceback; if it points into tfspark, "
             "please report it")

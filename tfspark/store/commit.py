@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from tfspark.errors import ManifestError
+from tfspark.errors import ManifestError, OptionError, unreachable_hint
 from tfspark.store import manifest as mf
 from tfspark.store.fs import Location
 
@@ -54,8 +54,13 @@ class StartedFrom:
 def existing_manifest(loc: Location, mode: str) -> mf.Manifest | None:
     """The manifest at loc, if any. A damaged one fails every mode but overwrite, which is
     how the data set is repaired."""
-    if not loc.exists(mf.NAME):
-        return None
+    try:
+        if not loc.exists(mf.NAME):
+            return None
+    except OSError as e:  # the first request of a write: say what to check
+        what = unreachable_hint(e) or "check the path and the credentials"
+        raise OptionError(f"cannot look for a data set at {loc.uri!r}: {str(e).rstrip('.')}; "
+                          f"{what}") from None
     try:
         return mf.read_manifest(loc)
     except ManifestError as e:

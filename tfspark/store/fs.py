@@ -242,9 +242,9 @@ class Location:
                 f.write(b"")
             self.delete(probe)
         except (OSError, ValueError) as e:
-            what = unreachable_hint(e) or "check the path and its permissions (or " \
-                "credentials for object stores)"
-            raise OptionError(f"cannot write to {self.uri!r}: {e}; {what}") from None
+            what = unreachable_hint(e) or "check the path, its permissions, credentials"
+            why = str(e).rstrip(".")
+            raise OptionError(f"cannot write to {self.uri!r}: {why}; {what}") from None
 
     def delete(self, rel: str) -> None:
         """Delete the file base/rel; a file that is already gone is fine."""

@@ -9,14 +9,24 @@ from __future__ import annotations
 
 import posixpath
 
-from tfspark.errors import OptionError, TfsparkError
+from tfspark.errors import OptionError, TfsparkError, unreachable_hint
 from tfspark.store import manifest as mf
 from tfspark.store.fs import Location
 
 
 def check_placement(loc: Location, mode: str) -> None:
     """OptionError when `loc` is inside another data set, or (unless it is empty) holds one
-    that is not its own split."""
+    that is not its own split; also when the store cannot be asked (a write's first request:
+    it says what to check)."""
+    try:
+        _check_placement(loc, mode)
+    except OSError as e:
+        what = unreachable_hint(e) or "check the path and the credentials"
+        raise OptionError(f"cannot look at {loc.uri!r} before writing there: "
+                          f"{str(e).rstrip('.')}; {what}") from None
+
+
+def _check_placement(loc: Location, mode: str) -> None:
     outer = enclosing_data_set(loc)
     if outer is not None:
         where, split = outer
