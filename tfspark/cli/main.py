@@ -286,7 +286,8 @@ def add_export_args(p: argparse.ArgumentParser, config_help: str = "") -> None:
         else:
             p.add_argument(flag, type=float if t.config else (t.typed or str), help=text,
                            choices=None if t.typed else _choices(t))
-    p.add_argument("--sample-rows", type=int, help="rows of the embedded sample")
+    p.add_argument("--sample-rows", type=int,
+                   help=f"rows of the embedded sample (default {ExportConfig().sample_rows:,})")
     p.add_argument("--master", help="Spark master of the local session (default local[*])")
     p.add_argument("--warehouse", help="spark.sql.warehouse.dir and metastore directory")
     p.add_argument("--app-name", help="Spark application name (default tfspark-export)")
