@@ -242,7 +242,7 @@ class Location:
                 f.write(b"")
             self.delete(probe)
         except (OSError, ValueError) as e:
-            what = unreachable_hint(e) or "check the path, its permissions, credentials"
+            what = unreachable_hint(e) or "check the path, its permissions and the credentials"
             why = str(e).rstrip(".")
             raise OptionError(f"cannot write to {self.uri!r}: {why}; {what}") from None
 
