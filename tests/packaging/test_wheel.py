@@ -226,12 +226,15 @@ def test_fresh_venv_export_without_tensorflow(exported, spark_venv):
             f"{str(out)!r}).count())\n"
             "read('train'); t = threading.Thread(target=read, args=('test',)); t.start(); "
             "t.join()\n"
-            "print('tfspark imported:', 'tfspark' in sys.modules)")
+            "print('tfspark imported:', 'tfspark' in sys.modules)\n"
+            "import tfspark; print(tfspark.register(spark))")  # and register() as before
     done = spark_venv.run(code, timeout=300)
     counts = dict(re.findall(r"^(train|test) (\d+)$", done.stdout, re.MULTILINE))
     assert done.returncode == 0 and sum(map(int, counts.values())) == ROWS and \
         len(counts) == 2, done.stdout[-2000:] + done.stderr[-4000:]
-    assert "tfspark imported: False" in done.stdout
+    assert "tfspark imported: False" in done.stdout and "['tfspark', 'tfrecord']" in done.stdout
+    # register() keeps the source Spark found (replacing it, Spark warned in every session)
+    assert "replaced a statically registered" not in done.stderr, done.stderr[-2000:]
 
 
 def test_base_install_reads_without_spark_or_tensorflow(dists, exported, tmp_path):

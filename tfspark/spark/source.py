@@ -103,7 +103,8 @@ def register(spark: Any) -> list[str]:
     with _REGISTERING:
         if id(spark) in _REGISTERED:  # once per session: Spark warns on each replacement
             return list(_REGISTERED[id(spark)][1])
-        spark.dataSource.register(TfsparkDataSource)
+        if not _found_installed(spark, TfsparkDataSource.name()):  # (replacing it, Spark warns)
+            spark.dataSource.register(TfsparkDataSource)
         names = ["tfspark"]
         try:
             spark.dataSource.register(TfrecordDataSource)
@@ -117,3 +118,15 @@ def register(spark: Any) -> list[str]:
                 register._warned = True  # type: ignore[attr-defined]
         _REGISTERED[id(spark)] = (spark, tuple(names))  # the session kept: ids stay unique
     return names
+
+
+def _found_installed(spark: Any, name: str) -> bool:
+    """Whether Spark 4 already has the source `name` from an installed pyspark_* module (the
+    wheel's pyspark_tfspark); False where that cannot be asked (Spark Connect: no JVM here)."""
+    jvm_session = getattr(spark, "_jsparkSession", None)
+    if jvm_session is None:
+        return False
+    try:
+        return bool(jvm_session.sessionState().dataSourceManager().dataSourceExists(name))
+    except Exception:  # noqa: BLE001 - an older or changed JVM API: register as before
+        return False
