@@ -84,6 +84,12 @@ def unreachable_hint(error: BaseException) -> str | None:
     return None
 
 
+def failed_request(error: BaseException, otherwise: str) -> str:
+    """A store request's error for a message: the client's words, then what to check (`otherwise`
+    unless no server answered)."""
+    return f"{str(error).rstrip('.')}; {unreachable_hint(error) or otherwise}"
+
+
 # A tfspark error raised in a Spark task or in the data source on the driver reaches the caller
 # inside a Spark exception, as "tfspark.<module>.<Class>: <message>": a line of its traceback,
 # or after Spark's own prefix when spark.sql.execution.pyspark.udf.hideTraceback is on.

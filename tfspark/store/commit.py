@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from tfspark.errors import ManifestError, OptionError, unreachable_hint
+from tfspark.errors import ManifestError, OptionError, failed_request
 from tfspark.store import manifest as mf
 from tfspark.store.fs import Location
 
@@ -58,9 +58,8 @@ def existing_manifest(loc: Location, mode: str) -> mf.Manifest | None:
         if not loc.exists(mf.NAME):
             return None
     except OSError as e:  # the first request of a write: say what to check
-        what = unreachable_hint(e) or "check the path and the credentials"
-        raise OptionError(f"cannot look for a data set at {loc.uri!r}: {str(e).rstrip('.')}; "
-                          f"{what}") from None
+        raise OptionError(f"cannot look for a data set at {loc.uri!r}: "
+                          f"{failed_request(e, 'check the path and the credentials')}") from None
     try:
         return mf.read_manifest(loc)
     except ManifestError as e:

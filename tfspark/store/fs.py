@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import pyarrow.fs as pafs
 
-from tfspark.errors import OptionError, unreachable_hint
+from tfspark.errors import OptionError, failed_request
 
 T = TypeVar("T")
 _DIR_TRIES = 10  # tries at making a directory another write's clean-up may remove meanwhile
@@ -242,9 +242,8 @@ class Location:
                 f.write(b"")
             self.delete(probe)
         except (OSError, ValueError) as e:
-            what = unreachable_hint(e) or "check the path, its permissions and the credentials"
-            why = str(e).rstrip(".")
-            raise OptionError(f"cannot write to {self.uri!r}: {why}; {what}") from None
+            what = failed_request(e, "check the path, its permissions and the credentials")
+            raise OptionError(f"cannot write to {self.uri!r}: {what}") from None
 
     def delete(self, rel: str) -> None:
         """Delete the file base/rel; a file that is already gone is fine."""

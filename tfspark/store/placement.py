@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import posixpath
 
-from tfspark.errors import OptionError, TfsparkError, unreachable_hint
+from tfspark.errors import OptionError, TfsparkError, failed_request
 from tfspark.store import manifest as mf
 from tfspark.store.fs import Location
 
@@ -21,9 +21,8 @@ def check_placement(loc: Location, mode: str) -> None:
     try:
         _check_placement(loc, mode)
     except OSError as e:
-        what = unreachable_hint(e) or "check the path and the credentials"
         raise OptionError(f"cannot look at {loc.uri!r} before writing there: "
-                          f"{str(e).rstrip('.')}; {what}") from None
+                          f"{failed_request(e, 'check the path and the credentials')}") from None
 
 
 def _check_placement(loc: Location, mode: str) -> None:
