@@ -283,10 +283,12 @@ class Azurite:
     def __init__(self, binary: str, workdir: Path) -> None:
         self.port = free_port()
         workdir.mkdir(parents=True, exist_ok=True)
+        preload = Path(__file__).with_name("azurite_continue.js")  # why: in that file
+        env = {**os.environ, "NODE_OPTIONS": f"--require {preload}"}
         self._proc = subprocess.Popen(
             [binary, "--blobHost", "127.0.0.1", "--blobPort", str(self.port), "--location",
              str(workdir), "--silent", "--skipApiVersionCheck", "--loose"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         wait_for_port(self.port, self._proc)
 
     def bucket(self) -> str:
