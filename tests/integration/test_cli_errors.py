@@ -317,3 +317,32 @@ def test_the_spark_submit_job_reports_one_line_too(tmp_path):
     done = subprocess.run([*job, "--debug"], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 1 and "Traceback (most recent call last)" in done.stderr
+
+
+def test_train_on_workers_checks_its_settings_before_spark_runs_a_task(spark, tmp_path, cli):
+    """`tfspark train --workers 2` with a setting every worker would refuse: one line at once,
+    and no Spark job. (Found in the workers, it failed each worker of each of the four attempts
+    of the stage Spark retries: half a minute and pages of Spark's log before the error.)"""
+    from pyspark.sql import functions as F
+
+    import tfspark
+
+    data = str(tmp_path / "ds")
+    df = spark.range(200).select("id", (F.col("id") % 2).alias("y"),
+                                 (F.col("id") * 0.5).alias("x"))
+    tfspark.write_tfrecords(df, data, label_cols=["y"], split={"train": 0.8, "validation": 0.2},
+                            split_key="id")
+    jobs = spark.sparkContext.statusTracker().getJobIdsForGroup()
+    workers = ["train", data, "--workers", "2", "--model-out", str(tmp_path / "m.keras")]
+    for flags, words in ((["--label", "nosuch"], "label 'nosuch' is not a feature"),
+                         (["--batch-size", "33"], "batch_size 33 is the global batch of 2 "
+                                                  "workers: make it a multiple of 2"),
+                         (["--backend", "jax", "--label", "nosuch"], "label 'nosuch'")):
+        line = _one_error(cli([*workers, *flags]))
+        assert words in line, line
+    conf = tmp_path / "train.toml"
+    conf.write_text('train_split = "nope"\n')
+    line = _one_error(cli([*workers, "--config", str(conf)]))
+    assert "no 'nope'" in line and "set train_split" in line, line
+    assert spark.sparkContext.statusTracker().getJobIdsForGroup() == jobs  # no job ran
+    assert not (tmp_path / "m.checkpoints").exists()

@@ -42,10 +42,7 @@ def train(config: TrainConfig | Mapping[str, Any],
     """
     cfg = config if isinstance(config, TrainConfig) else TrainConfig.from_mapping(config)
     n = worker.num_workers if worker is not None else 1
-    if cfg.batch_size % n:
-        raise OptionError(f"batch_size {cfg.batch_size} is the global batch of {n} workers: "
-                          f"make it a multiple of {n}")
-    data = _Data.of(cfg, cfg.batch_size // n, worker)
+    data = _Data.of(cfg, _batch_per_worker(cfg, n), worker)
     chosen = _choose(cfg, data)
     chosen.describe(cfg, data.label.name, echo)
     with worker.scope() if worker is not None else contextlib.nullcontext():
@@ -61,6 +58,23 @@ def train(config: TrainConfig | Mapping[str, Any],
              f"{data.train_split or 'data'} at {data.batch} examples per step (global batch "
              f"{cfg.batch_size}), {steps} steps per epoch")
     return _fit(cfg, data, chosen, model, train_ds, val_ds, echo, worker)
+
+
+def check(cfg: TrainConfig, workers: int) -> None:
+    """What train() on `workers` workers refuses before it trains (the batch, the data set,
+    its splits, the label, the statistics' plan), found without Keras or a framework. The
+    driver of train --workers checks here first: in the workers, a bad setting would fail
+    every worker of every attempt of the stage Spark retries, with pages of Spark's log."""
+    data = _Data.of(cfg, _batch_per_worker(cfg, workers), None)
+    if data.jax or (cfg.use_stats and data.top.feature_stats(data.train_split)):
+        _choose(cfg, data)  # without statistics it adapts on a sample: that reads the data
+
+
+def _batch_per_worker(cfg: TrainConfig, workers: int) -> int:
+    if cfg.batch_size % workers:
+        raise OptionError(f"batch_size {cfg.batch_size} is the global batch of {workers} "
+                          f"workers: make it a multiple of {workers}")
+    return cfg.batch_size // workers
 
 
 @dataclasses.dataclass

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tfspark.cli.config import TrainConfig
-from tfspark.cli.train import train
+from tfspark.cli.train import check, train
 
 
 def train_distributed(cfg: TrainConfig, echo: Callable[[str], None] = print,
@@ -31,6 +31,7 @@ def train_distributed(cfg: TrainConfig, echo: Callable[[str], None] = print,
 
     cfg = _absolute(cfg)
     assert cfg.checkpoint_dir is not None
+    check(cfg, cfg.workers)  # a bad setting: one line now, before Spark starts any task
     if spark is None:
         spark = _session(cfg.master, cfg.workers)
     found = latest_checkpoint(cfg.checkpoint_dir)

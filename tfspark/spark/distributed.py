@@ -248,8 +248,10 @@ def _run_worker(cmd: list[str], env: dict[str, str], checkpoint_dir: str | None,
     if code == 0:
         return None
     how = f"killed by signal {-code}" if code < 0 else f"exited with status {code}"
-    return (f"tfspark training worker {index} {how}; its last output lines:\n"
-            + "".join(tail))
+    # The exception it died of on the first line: a command line shows only that one.
+    raised = next((ln.strip() for ln in reversed(tail) if _EXCEPTION_LINE.match(ln)), None)
+    return (f"tfspark training worker {index} {how}" + (f" ({raised})" if raised else "")
+            + "; its last output lines:\n" + "".join(tail))
 
 
 def _free_port(host: str) -> int:
