@@ -83,3 +83,43 @@ def test_the_relayed_lines_say_which_worker_wrote_them(tmp_path, capfd):
                                                     "[tfspark worker 1] Epoch 1/2"]
     assert (tmp_path / "logs" / "worker-1.log").read_text().splitlines() == [
         "[tfspark worker 1/2 task 7] started", "Epoch 1/2"]
+
+
+def test_a_failed_worker_names_its_exception_on_the_first_line(tmp_path, capfd):
+    """The first line is all a command line shows of the error: it carries the exception."""
+    import sys
+
+    from tfspark.spark.distributed import _run_worker
+
+    script = "print('Epoch 1/2'); raise ValueError(\"column 'age' is not in the data set\")"
+    text = _run_worker([sys.executable, "-c", script], {}, str(tmp_path), 1)
+    assert text is not None
+    assert text.splitlines()[0] == ("tfspark training worker 1 exited with status 1 (ValueError: "
+                                    "column 'age' is not in the data set); its last output "
+                                    "lines:")
+    assert "Epoch 1/2" in text and "Traceback (most recent call last)" in text
+    script = "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"
+    text = _run_worker([sys.executable, "-c", script], {}, str(tmp_path), 0)
+    assert text is not None
+    assert text.splitlines()[0] == ("tfspark training worker 0 killed by signal 9; its last "
+                                    "output lines:")
+
+
+def test_a_training_process_writes_a_warning_as_one_line(tmp_path):
+    """Python's own form adds the warning's source line, which on the driver's terminal reads
+    as a stray line of the worker's ('[tfspark worker 0]   return read_batches(')."""
+    import os
+    import pickle
+    import subprocess
+    import sys
+
+    (tmp_path / "job.pkl").write_bytes(pickle.dumps({}))
+    code = ("import warnings\nfrom tfspark.keras.worker import read_job\n"
+            "read_job(['job.pkl', 'result.pkl'], 'tfspark.keras.jax_worker')\n"
+            "warnings.warn('even_shards: worker 0 of 2 reads 9 of its 10 rows')\n")
+    env = {**os.environ, "TFSPARK_TASK_PID": str(os.getpid())}
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, timeout=120,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stderr == ("UserWarning: even_shards: worker 0 of 2 reads 9 of its 10 rows "
+                           "(<string>:4)\n")

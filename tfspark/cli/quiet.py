@@ -18,9 +18,10 @@ import sys
 import threading
 from collections.abc import Iterator
 
-# Start-up notices of the JVM, Spark, Hadoop and Hive's metastore, matched at a line's start.
+# Start-up notices of the JVM, Spark, Hadoop and Hive's metastore, matched at a line's start
+# (after the tag of a train --workers training process, whose lines the Spark task relays).
 NOISE = re.compile(
-    rb"(WARNING: Using incubator modules: "
+    rb"(\[tfspark worker \d+\] )?(WARNING: Using incubator modules: "
     rb"|Using Spark's default log4j profile"
     rb"|Setting default log level to "
     rb"|To adjust logging level use sc\.setLogLevel"

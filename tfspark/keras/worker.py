@@ -16,6 +16,7 @@ import pickle
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -127,6 +128,14 @@ def exit_with_parent() -> None:
     threading.Thread(target=watch, name="tfspark-exit-with-parent", daemon=True).start()
 
 
+def one_line_warning(message: Warning | str, category: type[Warning], filename: str,
+                     lineno: int, line: str | None = None) -> str:
+    """A warning as one line, where it came from at its end: each line of a training process
+    reaches the driver's terminal tagged with the worker's index (Python's own form adds the
+    source line, which reads there as a stray line of its own)."""
+    return f"{category.__name__}: {message} ({os.path.basename(filename)}:{lineno})\n"
+
+
 def read_job(argv: list[str], module: str) -> dict[str, Any] | None:
     """The job of `python -m <module> JOB RESULT`, after the parent watch is started; None
     (and a usage line) for other arguments."""
@@ -134,6 +143,7 @@ def read_job(argv: list[str], module: str) -> dict[str, Any] | None:
         print(f"usage: python -m {module} JOB RESULT", file=sys.stderr)
         return None
     exit_with_parent()
+    warnings.formatwarning = one_line_warning
     with open(argv[0], "rb") as f:
         job: dict[str, Any] = pickle.load(f)
     return job
