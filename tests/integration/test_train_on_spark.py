@@ -293,3 +293,39 @@ def test_each_worker_trains_on_its_whole_batches(spark):
     stopped the epoch after as many steps as batches: half of every shard)."""
     got = tfspark.train_on_spark(spark, steps_of_whole_shards, 2)
     assert got == {"known": 32, "unknown": 32}, got
+
+
+def test_train_workers_failing_on_a_corrupt_file_print_no_spark_log(spark, tmp_path):
+    """`tfspark train --workers 2` whose workers fail (a data file cut in half after the
+    export): the workers' own lines, then one error line naming the worker, its exception and
+    the file; not Spark's log of each failed task, a Python and a JVM trace each (--verbose
+    keeps it)."""
+    import subprocess
+
+    from pyspark.sql import functions as F
+
+    data = tmp_path / "ds"
+    df = spark.range(2000).select("id", (F.col("id") % 2).alias("y"),
+                                  (F.col("id") * 0.5).alias("x"))
+    tfspark.write_tfrecords(df, str(data), label_cols=["y"], split={"train": 0.8,
+                            "validation": 0.2}, split_key="id")
+    part = sorted((data / "train").glob("*.tfrecord"))[0]
+    part.write_bytes(part.read_bytes()[: part.stat().st_size // 2])
+    # One attempt of the stage, not Spark's four: the same lines, a quarter of the time.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "PYSPARK_SUBMIT_ARGS":
+           "--conf spark.stage.maxConsecutiveAttempts=1 pyspark-shell"}
+    done = subprocess.run(
+        [sys.executable, "-m", "tfspark.cli", "train", str(data), "--workers", "2", "--backend",
+         "jax", "--epochs", "1", "--model-out", str(tmp_path / "m.keras")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 2, done.stderr[-3000:]
+    lines = done.stderr.strip().splitlines()
+    assert lines[-1].startswith("error: distributed training failed (2 workers): "
+                                "tfspark training worker "), lines[-1]
+    assert "CorruptRecordError" in lines[-1] and part.name in lines[-1], lines[-1]
+    assert any(ln.startswith("[tfspark worker ") and "CorruptRecordError" in ln
+               for ln in lines), done.stderr[-3000:]
+    spark_log = [ln for ln in lines if re.match(r"\d\d/\d\d/\d\d [\d:]+ (ERROR|WARN) "
+                                                r"(Executor|TaskSetManager): ", ln)
+                 or ln.startswith("\tat ")]
+    assert not spark_log, done.stderr[-3000:]

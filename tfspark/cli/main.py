@@ -253,7 +253,7 @@ def _train(args: argparse.Namespace) -> int:
         if cfg.workers > 1:
             from tfspark.cli.train_cluster import train_distributed
 
-            train_distributed(cfg)
+            train_distributed(cfg, spark_log=args.verbose)
         else:
             train(cfg)
     return 0

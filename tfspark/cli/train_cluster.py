@@ -23,9 +23,11 @@ from tfspark.cli.train import check, train
 
 
 def train_distributed(cfg: TrainConfig, echo: Callable[[str], None] = print,
-                      spark: Any = None) -> dict[str, Any]:
+                      spark: Any = None, spark_log: bool = True) -> dict[str, Any]:
     """Train on cfg.workers Spark tasks; spark: the session (None: spark-submit's, else one on
-    cfg.master)."""
+    cfg.master). spark_log=False (the command line without --verbose): a session made here
+    leaves out Spark's log of each failed task, which repeats what the workers' own lines and
+    the error already say, with a JVM stack trace, for each worker of each attempt."""
     from tfspark.keras.resume import latest_checkpoint, remove_checkpoints
     from tfspark.spark.distributed import train_on_spark
 
@@ -33,7 +35,7 @@ def train_distributed(cfg: TrainConfig, echo: Callable[[str], None] = print,
     assert cfg.checkpoint_dir is not None
     check(cfg, cfg.workers)  # a bad setting: one line now, before Spark starts any task
     if spark is None:
-        spark = _session(cfg.master, cfg.workers)
+        spark = _session(cfg.master, cfg.workers, spark_log)
     found = latest_checkpoint(cfg.checkpoint_dir)
     if found is None:  # a fresh run: the logs of earlier runs go
         shutil.rmtree(os.path.join(cfg.checkpoint_dir, "logs"), ignore_errors=True)
@@ -65,9 +67,9 @@ def _absolute(cfg: TrainConfig) -> TrainConfig:
                                checkpoint_dir=fix(ckpt))
 
 
-def _session(master: str, workers: int) -> Any:
+def _session(master: str, workers: int, spark_log: bool) -> Any:
     """Under spark-submit its session; else one on `master` whose Python workers run this
-    interpreter."""
+    interpreter. Without spark_log, the task failures' loggers are off."""
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(f"tfspark-train-{workers}-workers")
@@ -81,4 +83,10 @@ def _session(master: str, workers: int) -> Any:
             .config("spark.ui.showConsoleProgress", "false")
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
+    if not spark_log:
+        jvm: Any = spark.sparkContext._jvm
+        log4j = jvm.org.apache.logging.log4j
+        for name in ("org.apache.spark.executor.Executor",  # "Exception in task" (local mode)
+                     "org.apache.spark.scheduler.TaskSetManager"):  # "Lost task" (the driver)
+            log4j.core.config.Configurator.setLevel(name, log4j.Level.OFF)
     return spark
