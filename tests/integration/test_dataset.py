@@ -412,12 +412,8 @@ def test_train_job_on_jax_without_tensorflow_as_on_tensorflow(data, spark, tmp_p
     saved = keras.saving.load_model(str(tmp_path / "two.keras"))
     # Large integers (timestamps in microseconds) go in as float32: JAX wraps int64 arrays.
     assert saved.input["ts"].dtype == "float32", saved.input["ts"]
-    logs = tmp_path / "two.checkpoints" / "logs"
-    log = (logs / "worker-1.log").read_text()
+    log = (tmp_path / "two.checkpoints" / "logs" / "worker-1.log").read_text()
     assert "started: 2 processes, 2 devices in sync" in log, log[-3000:]
-    # what the model is made of is the same on every worker: the chief says it, once
-    assert "preprocessing: from the export's statistics" not in log, log[-3000:]
-    assert "preprocessing: from" in (logs / "worker-0.log").read_text()
     aucs = {"tensorflow": on_tf["final"]["val_auc"], "jax": jax_auc,
             "jax, 2 workers": two["final"]["val_auc"]}
     assert min(aucs.values()) > 0.9 and max(aucs.values()) - min(aucs.values()) < 0.02, aucs

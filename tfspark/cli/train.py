@@ -44,8 +44,7 @@ def train(config: TrainConfig | Mapping[str, Any],
     n = worker.num_workers if worker is not None else 1
     data = _Data.of(cfg, _batch_per_worker(cfg, n), worker)
     chosen = _choose(cfg, data)
-    if worker is None or worker.is_chief:  # the same on every worker: said once
-        chosen.describe(cfg, data.label.name, echo)
+    chosen.describe(cfg, data.label.name, echo)
     with worker.scope() if worker is not None else contextlib.nullcontext():
         model = _model(cfg, data, chosen)
     train_ds = data.read_train(cfg, chosen.used)
