@@ -4,8 +4,8 @@
 // body Azurite's final answer follows at once, often in the same TCP segment, and the Azure SDK
 // for C++ in pyarrow then loses that answer (Azure/azure-sdk-for-cpp#550): it waits until
 // Azurite closes the idle connection (about 6 s) and sends the request again. Every
-// delete_file on Azurite makes such a request (the lease release, answered 404), so about one
-// delete in 40 took 7 s. HTTP lets a server skip the 100 when it needs no body: this does so.
+// delete_file on Azurite makes such a request (the lease release, answered 404), so one
+// delete in a few dozen took 7 s. HTTP lets a server skip the 100 when it needs no body: so here.
 "use strict";
 const http = require("http");
 const createServer = http.createServer;
