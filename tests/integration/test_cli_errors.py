@@ -320,9 +320,10 @@ def test_the_spark_submit_job_reports_one_line_too(tmp_path):
 
 
 def test_train_on_workers_checks_its_settings_before_spark_runs_a_task(spark, tmp_path, cli):
-    """`tfspark train --workers 2` with a setting every worker would refuse: one line at once,
-    and no Spark job. (Found in the workers, it failed each worker of each of the four attempts
-    of the stage Spark retries: half a minute and pages of Spark's log before the error.)"""
+    """`tfspark train --workers 2` with a setting every worker would refuse, or that the
+    checkpoints of an unfinished run cannot continue: one line at once, and no Spark job.
+    (Found in the workers, it failed each worker of each of the four attempts of the stage
+    Spark retries: half a minute and pages of Spark's log before the error.)"""
     from pyspark.sql import functions as F
 
     import tfspark
@@ -346,3 +347,27 @@ def test_train_on_workers_checks_its_settings_before_spark_runs_a_task(spark, tm
     assert "no 'nope'" in line and "set train_split" in line, line
     assert spark.sparkContext.statusTracker().getJobIdsForGroup() == jobs  # no job ran
     assert not (tmp_path / "m.checkpoints").exists()
+
+    # What an unfinished run leaves for a rerun to resume: its settings, and a complete
+    # checkpoint (an epoch directory with its state file, which the workers would restore).
+    # A rerun with another batch would fail on it in every worker: refused here, at once.
+    import dataclasses
+
+    from tfspark.cli.config import TrainConfig
+    from tfspark.cli.train_cluster import record_run, same_run
+    from tfspark.keras.resume import checkpoint_name
+
+    ckpt = tmp_path / "m.checkpoints"
+    ran = TrainConfig.from_mapping({"data": data, "workers": 2, "epochs": 5,
+                                    "checkpoint_dir": str(ckpt)})
+    record_run(ran)
+    (ckpt / checkpoint_name(1)).mkdir()
+    (ckpt / checkpoint_name(1) / "state.json").write_text("{}")
+    line = _one_error(cli([*workers, "--batch-size", "128"]))
+    assert (f"{str(ckpt)!r} holds the checkpoints of an unfinished run with other settings "
+            f"(batch_size 256 there, 128 here): rerun with those to resume it, or remove "
+            f"that directory") in line, line
+    assert spark.sparkContext.statusTracker().getJobIdsForGroup() == jobs
+    # how long, where to and how loud may change: the rerun goes on from that checkpoint
+    same_run(dataclasses.replace(ran, epochs=9, verbose=0, model_out=str(tmp_path / "n.keras"),
+                                 checkpoint_every=10))

@@ -10,8 +10,10 @@ trains from scratch), kept when it fails (a rerun resumes). The workers' output 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import json
 import os
 import shutil
 import sys
@@ -20,6 +22,8 @@ from typing import Any
 
 from tfspark.cli.config import TrainConfig
 from tfspark.cli.train import check, train
+from tfspark.errors import OptionError
+from tfspark.store.fs import redact
 
 
 def train_distributed(cfg: TrainConfig, echo: Callable[[str], None] = print,
@@ -34,11 +38,14 @@ def train_distributed(cfg: TrainConfig, echo: Callable[[str], None] = print,
     cfg = _absolute(cfg)
     assert cfg.checkpoint_dir is not None
     check(cfg, cfg.workers)  # a bad setting: one line now, before Spark starts any task
-    if spark is None:
-        spark = _session(cfg.master, cfg.workers, spark_log)
     found = latest_checkpoint(cfg.checkpoint_dir)
     if found is None:  # a fresh run: the logs of earlier runs go
         shutil.rmtree(os.path.join(cfg.checkpoint_dir, "logs"), ignore_errors=True)
+        record_run(cfg)
+    else:
+        same_run(cfg)
+    if spark is None:
+        spark = _session(cfg.master, cfg.workers, spark_log)
     master = spark.conf.get("spark.master", "?")  # a Connect session has no sparkContext
     echo(f"training on {cfg.workers} Spark tasks ({master}); checkpoints and worker logs in "
          f"{cfg.checkpoint_dir}"
@@ -47,9 +54,53 @@ def train_distributed(cfg: TrainConfig, echo: Callable[[str], None] = print,
                             backend=cfg.backend, checkpoint_dir=cfg.checkpoint_dir,
                             shared_paths=[cfg.data])
     remove_checkpoints(cfg.checkpoint_dir)
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(os.path.join(cfg.checkpoint_dir, RUN))
     echo("final: " + ", ".join(f"{k}={v:.4f}" for k, v in result["final"].items()))
     echo(f"model saved to {result['model_path']} by worker 0")
     return result
+
+
+# The settings of the run whose checkpoints a checkpoint directory holds, and those a rerun may
+# change and still resume it (how long, where, how loud); any other makes another model or
+# other batches, which the checkpoint cannot continue.
+RUN = "run.json"
+_MAY_CHANGE = frozenset({"epochs", "verbose", "model_out", "checkpoint_dir", "checkpoint_every",
+                         "master", "bench_batches", "store"})
+
+
+def _settings(cfg: TrainConfig) -> dict[str, Any]:
+    """cfg's settings that a resumed run must share, as JSON reads them back (no [store]: it
+    may hold credentials; the data path without a URI's secrets)."""
+    kept = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in _MAY_CHANGE}
+    return dict(json.loads(json.dumps({**kept, "data": redact(cfg.data)})))
+
+
+def record_run(cfg: TrainConfig) -> None:
+    """Write cfg's settings into its checkpoint directory, for a rerun to compare."""
+    assert cfg.checkpoint_dir is not None
+    os.makedirs(cfg.checkpoint_dir, exist_ok=True)
+    with open(os.path.join(cfg.checkpoint_dir, RUN), "w") as f:
+        json.dump(_settings(cfg), f, indent=1, sort_keys=True)
+
+
+def same_run(cfg: TrainConfig) -> None:
+    """OptionError, before any task starts, when the checkpoints kept in cfg's directory are
+    of a run with other settings: every worker would fail on them, on every stage attempt."""
+    assert cfg.checkpoint_dir is not None
+    try:
+        with open(os.path.join(cfg.checkpoint_dir, RUN)) as f:
+            saved = json.load(f)
+    except FileNotFoundError:  # kept by a version without this file: the workers check
+        return
+    now = _settings(cfg)
+    changed = [f"{k} {saved.get(k)!r} there, {now.get(k)!r} here"
+               for k in sorted(now.keys() | saved.keys()) if saved.get(k) != now.get(k)]
+    if changed:
+        raise OptionError(
+            f"{cfg.checkpoint_dir!r} holds the checkpoints of an unfinished run with other "
+            f"settings ({'; '.join(changed)}): rerun with those to resume it, or remove that "
+            f"directory (or give another --checkpoint-dir) to start afresh")
 
 
 def _worker_train(cfg: TrainConfig, ctx: Any) -> dict[str, Any]:
