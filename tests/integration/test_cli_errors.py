@@ -358,15 +358,17 @@ def test_train_on_workers_checks_its_settings_before_spark_runs_a_task(spark, tm
     from tfspark.keras.resume import checkpoint_name
 
     ckpt = tmp_path / "m.checkpoints"
-    ran = TrainConfig.from_mapping({"data": data, "workers": 2, "epochs": 5,
+    # (the label as resolved: that run named none, and the data set's is y)
+    ran = TrainConfig.from_mapping({"data": data, "workers": 2, "epochs": 5, "label": "y",
                                     "checkpoint_dir": str(ckpt)})
     record_run(ran)
     (ckpt / checkpoint_name(1)).mkdir()
     (ckpt / checkpoint_name(1) / "state.json").write_text("{}")
-    line = _one_error(cli([*workers, "--batch-size", "128"]))
-    assert (f"{str(ckpt)!r} holds the checkpoints of an unfinished run with other settings "
-            f"(batch_size 256 there, 128 here): rerun with those to resume it, or remove "
-            f"that directory") in line, line
+    for label in ([], ["--label", "y"]):  # naming the label it found by itself is no change
+        line = _one_error(cli([*workers, *label, "--batch-size", "128"]))
+        assert (f"{str(ckpt)!r} holds the checkpoints of an unfinished run with other "
+                f"settings (batch_size 256 there, 128 here): rerun with those to resume it, "
+                f"or remove that directory") in line, line
     assert spark.sparkContext.statusTracker().getJobIdsForGroup() == jobs
     # how long, where to and how loud may change: the rerun goes on from that checkpoint
     same_run(dataclasses.replace(ran, epochs=9, verbose=0, model_out=str(tmp_path / "n.keras"),

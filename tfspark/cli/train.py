@@ -60,14 +60,15 @@ def train(config: TrainConfig | Mapping[str, Any],
     return _fit(cfg, data, chosen, model, train_ds, val_ds, echo, worker)
 
 
-def check(cfg: TrainConfig, workers: int) -> None:
+def check(cfg: TrainConfig, workers: int) -> str:
     """What train() on `workers` workers refuses before it trains (the batch, the data set,
-    its splits, the label, the statistics' plan), found without Keras or a framework. The
-    driver of train --workers checks here first: in the workers, a bad setting would fail
-    every worker of every attempt of the stage Spark retries, with pages of Spark's log."""
+    its splits, the label, the statistics' plan), found without Keras or a framework; the
+    label it trains on. The driver of train --workers checks here first: in the workers, a
+    bad setting would fail every worker of every attempt of the stage Spark retries."""
     data = _Data.of(cfg, _batch_per_worker(cfg, workers), None)
     if data.jax or (cfg.use_stats and data.top.feature_stats(data.train_split)):
         _choose(cfg, data)  # without statistics it adapts on a sample: that reads the data
+    return data.label.name
 
 
 def _batch_per_worker(cfg: TrainConfig, workers: int) -> int:

@@ -35,9 +35,11 @@ def train_distributed(cfg: TrainConfig, echo: Callable[[str], None] = print,
     from tfspark.keras.resume import latest_checkpoint, remove_checkpoints
     from tfspark.spark.distributed import train_on_spark
 
+    # a bad setting: one line now, before Spark starts any task (the label resolved, so that
+    # naming the one found by itself is no change to the run)
     cfg = _absolute(cfg)
+    cfg = dataclasses.replace(cfg, label=check(cfg, cfg.workers))
     assert cfg.checkpoint_dir is not None
-    check(cfg, cfg.workers)  # a bad setting: one line now, before Spark starts any task
     found = latest_checkpoint(cfg.checkpoint_dir)
     if found is None:  # a fresh run: the logs of earlier runs go
         shutil.rmtree(os.path.join(cfg.checkpoint_dir, "logs"), ignore_errors=True)
