@@ -137,8 +137,8 @@ def one_line_warning(message: Warning | str, category: type[Warning], filename: 
 
 
 def read_job(argv: list[str], module: str) -> dict[str, Any] | None:
-    """The job of `python -m <module> JOB RESULT`, after the parent watch is started; None
-    (and a usage line) for other arguments."""
+    """The job of `python -m <module> JOB RESULT`, after the parent watch is started and
+    warnings are set to print as one line; None (and a usage line) for other arguments."""
     if len(argv) != 2:
         print(f"usage: python -m {module} JOB RESULT", file=sys.stderr)
         return None
