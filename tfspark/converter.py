@@ -18,8 +18,9 @@ import uuid
 from typing import Any
 
 from tfspark.errors import OptionError
-from tfspark.store.fs import Location, locate, redact
+from tfspark.store.fs import Location, locate
 from tfspark.store.manifest import read_manifest
+from tfspark.store.redaction import redact
 
 # Where converters write when make_converter gets no location (a Spark conf, as Petastorm's
 # petastorm.spark.converter.parentCacheDirUrl): every executor must reach it.

@@ -127,6 +127,23 @@ def test_missing_source_table_exits_2(tmp_path):
     assert "Traceback" not in done.stderr and not (tmp_path / "out").exists()
 
 
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_source_uri_spark_cannot_read_is_one_line_without_its_secret(tmp_path):
+    """Spark reads the source: a scheme its Hadoop has no file system for (s3:// here, no
+    hadoop-aws) fails in one line naming the source redacted, not in Spark's JVM trace
+    (which printed the URI with its secret)."""
+    uri = "s3://AKIA:S3CR3T@bucket/events?endpoint_override=127.0.0.1:1&region=r"
+    done = _run(["-m", "tfspark.cli", "export", "--source", uri, "--output", "out",
+                 "--warehouse", "wh", "--master", "local[1]"], cwd=tmp_path)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert done.stderr.startswith("error: cannot read source 's3://AKIA:***@bucket/events?...': "
+                                  "Spark reads the source through its Hadoop file systems, "
+                                  "and this Spark has none for s3://"), done.stderr[-3000:]
+    assert "S3CR3T" not in done.stdout + done.stderr and "\tat " not in done.stderr
+    assert len(done.stderr.splitlines()) <= 2 and not (tmp_path / "out").exists()
+
+
 def test_job_entry_point_parses_the_export_flags(tmp_path):
     done = _run([str(ROOT / "jobs" / "export_tfrecords.py"), "--help"], cwd=tmp_path)
     assert done.returncode == 0, done.stderr

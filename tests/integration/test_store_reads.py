@@ -141,6 +141,32 @@ def test_the_cli_reads_a_store_named_in_a_store_table(store, local_sets, tmp_pat
     assert not any(str(v) in out for v in secrets)
 
 
+def test_the_cli_shows_no_secret_of_a_uri(s3, local_sets, tmp_path, capsys):
+    """A URI holding a password and query options, given to the CLI's commands: every line
+    they print shows it redacted, their errors' too (the same data set read each time)."""
+    from tfspark.cli.main import main
+
+    bucket = s3.bucket()
+    upload(local_sets["rows"], s3.filesystem(), f"{bucket}/rows")
+    uri = s3.uri(f"testing:s3cr3t@{bucket}/rows")  # moto takes any secret
+    assert main(["verify", uri]) == 0
+    assert main(["inspect", uri, "--records", "1", "--split", "test"]) == 0
+    assert main(["stats", uri, "--split", "train"]) == 0
+    out, err = capsys.readouterr()
+    shown = f"s3://testing:***@{bucket}/rows?..."
+    assert f"{shown}: 3,000 Example records" in out and f"statistics of {shown} (" in out, out
+    assert main(["stats", uri, "--split", "nosuch"]) == 2
+    assert main(["train", uri, "--data", f"{uri}&x=1"]) == 2
+    conf = tmp_path / "train.toml"
+    conf.write_text(f'data = "{uri}"\ntrain_split = "nosuch"\n')
+    assert main(["train", "--config", str(conf)]) == 2
+    more, err = capsys.readouterr()
+    assert f"error: no split 'nosuch' in {shown}; its splits are" in err, err
+    assert f"the data set is named twice, '{shown}' and --data '{shown}'" in err, err
+    assert f"error: '{shown}' has splits ['test', 'train'] but no 'nosuch'" in err, err
+    assert "s3cr3t" not in out + more + err and "endpoint_override" not in out + more + err
+
+
 def test_explicit_files_on_a_store(gcs, local_sets):
     fs = gcs.filesystem()
     bucket = gcs.bucket()

@@ -7,7 +7,8 @@ import pyarrow.fs as pafs
 import pytest
 
 from tfspark.errors import OptionError
-from tfspark.store.fs import locate, redact
+from tfspark.store.fs import locate
+from tfspark.store.redaction import redact, redact_text
 
 
 @pytest.mark.parametrize("uri,shown", [
@@ -19,6 +20,27 @@ from tfspark.store.fs import locate, redact
 ])
 def test_redact_hides_query_and_password(uri, shown):
     assert redact(uri) == shown
+
+
+def test_redact_text_hides_every_uris_secrets_in_a_message():
+    text = ("Error while looking for metadata in the path: s3://AKIA:S3CR3T@b/k?"
+            "endpoint_override=h:1&region=r. Also 'gs://b/x?token=T0K', and s3://b/plain.")
+    shown = redact_text(text)
+    assert "S3CR3T" not in shown and "T0K" not in shown and "endpoint" not in shown, shown
+    assert "s3://AKIA:***@b/k?..." in shown and "'gs://b/x?...'" in shown, shown
+    assert shown.endswith("and s3://b/plain."), shown  # nothing to hide: as it was
+    assert redact_text("no uri here: /tmp/a?b=1") == "no uri here: /tmp/a?b=1"
+    assert redact_text("in s3://b/k?x=1; its splits") == "in s3://b/k?...; its splits"
+
+
+def test_the_clis_error_line_redacts_what_others_repeat():
+    """Spark's and the stores' messages repeat a path as the user gave it: the CLI's one
+    line shows it redacted, whatever raised it."""
+    from tfspark.cli.errors import describe_error
+
+    message, hint = describe_error(ValueError("cannot open s3://K:S3CR3T@b/x?secret=y"))
+    assert "S3CR3T" not in message and "secret=y" not in message, message
+    assert "s3://K:***@b/x?..." in message, message
 
 
 @pytest.mark.parametrize("scheme,use", [("s3a", "s3"), ("wasbs", "abfs")])

@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 from tfspark.errors import TfsparkError, unreachable_hint, wrapped
+from tfspark.store.redaction import redact_text
 
 DEBUG_HINT = "run again with --debug for the full traceback"
 _SPARK_HINT = "run again with --debug for the full Spark error and stack trace"
@@ -22,7 +23,15 @@ _MAX_LINE = 600
 
 
 def describe_error(exc: BaseException) -> tuple[str, str | None]:
-    """(one-line message, hint or None) that tell a command-line user what went wrong.
+    """(one-line message, hint or None) that tell a command-line user what went wrong, with
+    any URI in them redacted (Spark's and the stores' messages repeat paths as given).
+    """
+    message, hint = _describe(exc)
+    return redact_text(message), None if hint is None else redact_text(hint)
+
+
+def _describe(exc: BaseException) -> tuple[str, str | None]:
+    """describe_error, before redaction.
 
     tfspark errors keep their message (it already says what to do). Spark errors become
     `[ERROR_CLASS] message` (no SQLSTATE, query plan or JVM stack trace); an error raised in a

@@ -16,6 +16,7 @@ from tfspark.errors import OptionError
 from tfspark.spec import FeatureSpec
 from tfspark.store import manifest as mf
 from tfspark.store.fs import locate
+from tfspark.store.redaction import redact
 from tfspark.wire.example_py import decode_sequence_example, decode_with_spec
 from tfspark.wire.stream import read_records
 
@@ -47,7 +48,7 @@ def describe(path: str, filesystem: Any = None, manifest: mf.Manifest | None = N
     block = m.rows_per_record
     what = f"{m.record_type} records" if block == 1 else \
         f"rows in {m.records:,} Example blocks of up to {block:,} rows"
-    lines = [f"{path}: {m.rows:,} {what} in "
+    lines = [f"{redact(path)}: {m.rows:,} {what} in "
              f"{len(m.files)} files, {m.bytes / 2**20:,.2f} MiB, "
              f"compression={m.compression or 'none'}"]
     if m.description:

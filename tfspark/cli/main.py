@@ -39,6 +39,7 @@ from tfspark.cli.errors import describe_error, interrupted, silence_stdout
 from tfspark.cli.progress_lines import ProgressLines
 from tfspark.cli.quiet import quiet_tensorflow, stderr_filtered
 from tfspark.errors import OptionError, require
+from tfspark.store.redaction import redact
 
 DEMO = ExportConfig(output="out/sample_tfrecords", mode="overwrite", label_cols=("label",),
                     compression="gzip", backup_table="tfspark_demo.sample_backup",
@@ -230,8 +231,8 @@ def _train(args: argparse.Namespace) -> int:
     from tfspark.cli.train_jax import use_backend
 
     if args.path and args.data and args.path != args.data:
-        raise OptionError(f"train: the data set is named twice, {args.path!r} and --data "
-                          f"{args.data!r}; give one")
+        raise OptionError(f"train: the data set is named twice, {redact(args.path)!r} and "
+                          f"--data {redact(args.data)!r}; give one")
     data = args.path or args.data
     flags: dict[str, Any] = {k: v for k, v in (("data", data), ("label", args.label),
                                ("batch_size", args.batch_size), ("epochs", args.epochs),

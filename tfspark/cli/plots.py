@@ -24,6 +24,7 @@ from tfspark.cli.inspect import missing_local_path, stats_table
 from tfspark.errors import OptionError, SchemaError, require
 from tfspark.spec.kinds import float_of_json
 from tfspark.store import manifest as mf
+from tfspark.store.redaction import redact
 
 TOP_BARS = 20
 _KINDS = {"values": "rows per value", "histogram": "histogram of the deciles",
@@ -51,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     m = mf.read_manifest(args.path, filesystem=filesystem_of(args.path, args.store))
     per = feature_stats(m, args.path, args.split)
     what = f"split {args.split!r}" if args.split else "all rows"
-    print(f"statistics of {args.path} ({what}; of present values, nulls counted apart):")
+    print(f"statistics of {redact(args.path)} ({what}; of present values, nulls counted apart):")
     print("\n".join(stats_table(per)))
     if args.plot:
         encodings = {f.name: f.encoding for f in m.spec.features} if m.spec else {}
@@ -68,10 +69,10 @@ def feature_stats(m: mf.Manifest, path: str, split: str | None) -> dict[str, Any
     m.check_split(split, path)
     per = m.feature_stats(split)
     if per is None and split is not None:
-        raise OptionError(f"{path} has no statistics for split {split!r}; splits with "
+        raise OptionError(f"{redact(path)} has no statistics for split {split!r}; splits with "
                           f"statistics: {m.stats_splits()}")
     if per is None:
-        raise SchemaError(f"{path} has no feature statistics: write it with "
+        raise SchemaError(f"{redact(path)} has no feature statistics: write it with "
                           f"tfspark.write_tfrecords(..., stats=True) (the default) or "
                           f"`tfspark export` without --no-stats")
     return per

@@ -13,6 +13,7 @@ from typing import Any
 from tfspark.cli.config import ExportConfig
 from tfspark.cli.quiet import stderr_filtered
 from tfspark.errors import OptionError
+from tfspark.store.redaction import redact, redact_text
 
 _REPO_CONF = Path(__file__).resolve().parents[2] / "conf"
 _PACKAGED = Path(__file__).resolve().parent  # log4j2.properties, a copy of conf/'s
@@ -154,10 +155,12 @@ def load_source(spark: Any, cfg: ExportConfig) -> Any:
 
         return sample_dataframe(spark, rows=cfg.sample_rows, seed=cfg.seed)
     fmt = cfg.source_kind()
+    if fmt != "table":
+        check_source_scheme(spark, src)
     try:
         if fmt == "table":
             if not spark.catalog.tableExists(src):
-                raise OptionError(f"source {src!r} not found: no such table in the catalog "
+                raise OptionError(f"source {redact(src)!r} not found: no such table in the catalog "
                                   f"(warehouse {cfg.warehouse!r}) and no such file")
             return spark.table(src)
         if fmt == "csv":
@@ -165,6 +168,29 @@ def load_source(spark: Any, cfg: ExportConfig) -> Any:
         return spark.read.parquet(src)
     except AnalysisException as e:
         first = str(e).strip().splitlines()[0]
-        raise OptionError(f"cannot read source {src!r} as {fmt}: {first}") from None
+        raise OptionError(f"cannot read source {redact(src)!r} as {fmt}: "
+                          f"{redact_text(first)}") from None
 
 
+
+
+def check_source_scheme(spark: Any, src: str) -> None:
+    """A source URI that Spark has no Hadoop file system for fails here in one line, not in a
+    JVM stack trace: Spark reads the source, not tfspark's pyarrow layer (so neither a
+    [store] table nor a URI's ?options reach that read)."""
+    if "://" not in src or src.startswith("file:"):
+        return
+    scheme = src.split("://", 1)[0].lower()
+    try:
+        jvm, conf = spark._jvm, spark._jsc.hadoopConfiguration()
+    except Exception:  # Spark Connect: no JVM here; the server says it itself
+        return
+    try:
+        jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass(scheme, conf)
+    except Exception:
+        raise OptionError(
+            f"cannot read source {redact(src)!r}: Spark reads the source through its Hadoop "
+            f"file systems, and this Spark has none for {scheme}:// (tfspark's [store] settings "
+            f"and a URI's ?options are not seen there); use a scheme this Spark is set up for "
+            f"(on a cluster e.g. s3a://, gs://, abfss://), or copy the files to a local path"
+        ) from None

@@ -27,7 +27,8 @@ from tfspark.errors import OptionError, SchemaError
 from tfspark.numpy.columns import num_rows
 from tfspark.spec import Feature, FeatureSpec
 from tfspark.store import manifest as mf
-from tfspark.store.fs import locate, redact
+from tfspark.store.fs import locate
+from tfspark.store.redaction import redact
 from tfspark.store.store_options import store_filesystem
 
 # ---------------------------------------------------------------- the job
@@ -102,12 +103,12 @@ class _Data:
         top = mf.read_manifest(locate(cfg.data, fs))
         spec = top.spec
         if spec is None:
-            raise SchemaError(f"{cfg.data!r} holds raw records, not Examples: nothing to "
+            raise SchemaError(f"{redact(cfg.data)!r} holds raw records, not Examples: nothing to "
                               f"train on")
         splits = list(top.splits)
         if splits and cfg.train_split not in splits:
-            raise OptionError(f"{cfg.data!r} has splits {splits} but no {cfg.train_split!r}; "
-                              f"set train_split")
+            raise OptionError(f"{redact(cfg.data)!r} has splits {splits} but no "
+                              f"{cfg.train_split!r}; set train_split")
         label = pick_label(spec, cfg.label)
         return cls(cfg.data, top, spec, cfg.train_split if splits else None,
                    cfg.validation_split if cfg.validation_split in splits else None, label,
@@ -202,7 +203,8 @@ def _choose(cfg: TrainConfig, data: _Data) -> _Chosen:
                          {f.name: h for f, _, h in p.categorical}, plan=p)
     elif data.jax:
         raise OptionError(f"backend 'jax' builds its preprocessing from the export's statistics "
-                          f"and {cfg.data!r} has none for {data.train_split or 'its rows'}: "
+                          f"and {redact(cfg.data)!r} has none for "
+                          f"{data.train_split or 'its rows'}: "
                           f"write it with statistics, or train on backend 'tensorflow'")
     else:
         usable = [f for f in data.candidates if f.kind == "fixed"]
@@ -214,7 +216,7 @@ def _choose(cfg: TrainConfig, data: _Data) -> _Chosen:
                          task_of(data.label, sample_y.tolist()), {}, sample_x=sample_x,
                          sample_y=sample_y)
     if not chosen.used:
-        raise SchemaError(f"no usable feature in {cfg.data!r}: {chosen.ignored}")
+        raise SchemaError(f"no usable feature in {redact(cfg.data)!r}: {chosen.ignored}")
     return chosen
 
 

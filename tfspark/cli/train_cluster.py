@@ -23,7 +23,7 @@ from typing import Any
 from tfspark.cli.config import TrainConfig
 from tfspark.cli.train import check, train
 from tfspark.errors import OptionError
-from tfspark.store.fs import redact
+from tfspark.store.redaction import redact
 
 
 def train_distributed(cfg: TrainConfig, echo: Callable[[str], None] = print,

@@ -35,9 +35,10 @@ from tfspark.spark.write_plan import Workflow
 from tfspark.spec import FeatureSpec, infer_spec
 from tfspark.store import manifest as mf
 from tfspark.store.commit import StartedFrom, existing_manifest, last_write, new_write_id
-from tfspark.store.fs import Location, locate, redact
+from tfspark.store.fs import Location, locate
 from tfspark.store.options import WriteOptions, workflow_doc, workflow_signature, write_settings
 from tfspark.store.placement import check_placement, enclosing_data_set
+from tfspark.store.redaction import redact
 
 log = logging.getLogger("tfspark")
 REPORTS_BYTES = 128 * 2**20  # the tasks' statistics the driver takes in at most (about)

@@ -26,9 +26,10 @@ from tfspark.store.commit import (
     new_write_id,
     write_id_of,
 )
-from tfspark.store.fs import Location, locate, redact
+from tfspark.store.fs import Location, locate
 from tfspark.store.options import WriteOptions
 from tfspark.store.placement import check_placement
+from tfspark.store.redaction import redact
 
 log = logging.getLogger("tfspark")
 PARTITION_TYPES = ("string", "int", "bigint", "smallint", "tinyint", "boolean", "date")

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import pyarrow.fs as pafs
 
 from tfspark.errors import OptionError, failed_request
+from tfspark.store.redaction import redact
 
 T = TypeVar("T")
 _DIR_TRIES = 10  # tries at making a directory another write's clean-up may remove meanwhile
@@ -294,20 +295,6 @@ def absolute(path: str) -> str:
     return os.path.abspath(path)
 
 
-def redact(uri: str) -> str:
-    """A path or URI as it may be shown: its query (options that may hold keys) as "?..." and
-    a password in it (s3://KEY:SECRET@bucket/...) as "***"."""
-    if "://" not in uri:
-        return uri
-    scheme, rest = uri.split("://", 1)
-    rest, query, _ = rest.partition("?")
-    authority, slash, tail = rest.partition("/")
-    user, at, host = authority.rpartition("@")
-    if at and ":" in user:
-        authority = f"{user.split(':', 1)[0]}:***@{host}"
-    return f"{scheme}://{authority}{slash}{tail}" + ("?..." if query else "")
-
-
 def as_filesystem(filesystem: Any) -> pafs.FileSystem:
     """A pyarrow FileSystem from what `filesystem=` accepts: a pyarrow FileSystem, or an fsspec
     filesystem (wrapped in pyarrow's PyFileSystem(FSSpecHandler(...)))."""
@@ -386,7 +373,7 @@ def local_directory(path: str, option: str) -> str:
     what is saved through plain files (Keras's checkpoints). OptionError names `option` for an
     object-store URI or a directory that cannot be made."""
     if "://" in path and not path.startswith("file://"):
-        raise OptionError(f"{option} {path!r}: Keras saves checkpoints to files, so give a "
+        raise OptionError(f"{option} {redact(path)!r}: Keras saves checkpoints to files, so give a "
                           f"directory on a filesystem (a mounted or network one that every "
                           f"machine training sees, e.g. /dbfs/... on Databricks), not an "
                           f"object-store URI")

@@ -22,7 +22,8 @@ from tfspark.errors import CorruptRecordError, TfsparkError
 from tfspark.spec.model import FeatureSpec
 from tfspark.store import manifest as mf
 from tfspark.store.fetch import Fetcher
-from tfspark.store.fs import Location, locate, redact, uri_to_path
+from tfspark.store.fs import Location, locate, uri_to_path
+from tfspark.store.redaction import redact
 from tfspark.wire.stream import read_records
 
 _DATA_FILE = re.compile(r"\.tfrecords?(\.gz)?$")

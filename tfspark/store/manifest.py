@@ -40,6 +40,7 @@ from tfspark.spec.kinds import STORED_RECORD_TYPES
 from tfspark.spec.model import FeatureSpec
 from tfspark.store import stats_files
 from tfspark.store.fs import Location, locate
+from tfspark.store.redaction import redact
 
 NAME = "_tfspark.json"
 SUCCESS = "_SUCCESS"
@@ -180,6 +181,7 @@ class Manifest:
         """OptionError when `split` is given and this data set (at `where`) has no such split."""
         if split is None or split in self.splits:
             return
+        where = redact(where)
         if not self.splits:
             raise OptionError(f"no split {split!r} in {where}: it was written without "
                               f"split=; leave split out")

@@ -16,7 +16,8 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from tfspark.errors import OptionError
-from tfspark.store.fs import STORE_SCHEMES, redact
+from tfspark.store.fs import STORE_SCHEMES
+from tfspark.store.redaction import redact
 
 
 def check_store_table(value: Any, where: str) -> dict[str, Any]:
