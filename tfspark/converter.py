@@ -35,10 +35,14 @@ class Converter:
     """A DataFrame written for training, in a directory of its own that it deletes.
 
     len(converter) is its number of rows (of every split); rows(split) one split's. path is
-    the directory (any of tfspark's readers, and spark.read.format("tfrecord"), read it)."""
+    the directory, a URI with the location's query options (any of tfspark's readers, and
+    spark.read.format("tfrecord"), read it; with make_converter's filesystem=, give them that
+    filesystem too: the converter's own readers do)."""
 
-    def __init__(self, path: str, loc: Location, rows: int, splits: dict[str, int]):
-        self.path, self._loc, self._rows, self._splits = path, loc, rows, splits
+    def __init__(self, path: str, loc: Location, filesystem: Any, rows: int,
+                 splits: dict[str, int]):
+        self.path, self._loc, self._fs = path, loc, filesystem
+        self._rows, self._splits = rows, splits
 
     def __len__(self) -> int:
         return self._rows
@@ -72,19 +76,19 @@ class Converter:
         """tfspark.make_dataset of this data (a tf.data.Dataset; needs tfspark[tf])."""
         from tfspark.tf.dataset import make_dataset
 
-        return make_dataset(self._readable(), batch_size, **kwargs)
+        return make_dataset(self._readable(), batch_size, **self._with_fs(kwargs))
 
     def read_batches(self, batch_size: int, **kwargs: Any) -> Any:
         """tfspark.read_batches of this data (NumPy batches; no TensorFlow)."""
         from tfspark.numpy import read_batches
 
-        return read_batches(self._readable(), batch_size, **kwargs)
+        return read_batches(self._readable(), batch_size, **self._with_fs(kwargs))
 
     def torch_dataset(self, batch_size: int, **kwargs: Any) -> Any:
         """tfspark.torch_dataset of this data (a torch IterableDataset; needs torch)."""
         from tfspark.numpy.frameworks import torch_dataset
 
-        return torch_dataset(self._readable(), batch_size, **kwargs)
+        return torch_dataset(self._readable(), batch_size, **self._with_fs(kwargs))
 
     def delete(self) -> None:
         """Delete the converted data (a second call does nothing). Readers made from it stop
@@ -93,6 +97,9 @@ class Converter:
             loc = _live.pop(self._loc.uri, None)
         if loc is not None:
             loc.delete_all()
+
+    def _with_fs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        return {"filesystem": self._fs, **kwargs}
 
     def _readable(self) -> str:
         if self.deleted:
@@ -123,12 +130,13 @@ def make_converter(df: Any, location: str | None = None, *, filesystem: Any = No
     if spark is None:
         raise OptionError(f"make_converter needs a Spark DataFrame, got {type(df).__name__}")
     parent = location or spark.conf.get(LOCATION_CONF, None) or _local_default(spark)
-    root = locate(parent, filesystem)
-    loc = root.child(f"tfspark-{uuid.uuid4().hex[:12]}")
+    name = f"tfspark-{uuid.uuid4().hex[:12]}"
+    loc = locate(parent, filesystem).child(name)
+    path = _child(str(parent), name)  # what the writer and readers are given
     with _lock:
         _live[loc.uri] = loc
     try:
-        write_tfrecords(df, loc.uri, filesystem=filesystem, **{
+        write_tfrecords(df, path, filesystem=filesystem, **{
             "rows_per_record": ROWS_PER_RECORD, **settings})
         manifest = read_manifest(loc)
     except BaseException:
@@ -136,8 +144,14 @@ def make_converter(df: Any, location: str | None = None, *, filesystem: Any = No
             _live.pop(loc.uri, None)
         loc.delete_all()  # nothing half-written stays behind
         raise
-    return Converter(loc.uri, loc, manifest.rows,
+    return Converter(path, loc, filesystem, manifest.rows,
                      {name: manifest.rows_of_split(name) for name in manifest.splits})
+
+
+def _child(parent: str, name: str) -> str:
+    """parent/name; a URI keeps its query options (they say how to reach its store)."""
+    base, mark, query = parent.partition("?") if "://" in parent else (parent, "", "")
+    return f"{base.rstrip('/')}/{name}{mark}{query}"
 
 
 def _local_default(spark: Any) -> str:
