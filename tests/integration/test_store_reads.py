@@ -322,6 +322,32 @@ def test_the_train_job_reads_a_store_on_tensorflow_and_on_jax(gcs, local_sets, t
     assert set(saved.input) == {"x", "s"}, saved.input
 
 
+@pytest.mark.training
+@pytest.mark.slow
+def test_train_on_two_spark_workers_reads_a_store_named_in_a_store_table(spark, gcs, local_sets,
+                                                                          tmp_path, capsys):
+    """`tfspark train --workers 2 --store FILE` with the data on the emulator: the check that
+    every executor sees the data goes through the [store] table's filesystem (it went to
+    Google's servers without it), and the workers train from there."""
+    from tfspark.cli.main import main
+
+    bucket = gcs.bucket()
+    upload(local_sets["rows"], gcs.filesystem(), f"{bucket}/rows")
+    conf = tmp_path / "store.toml"
+    conf.write_text(store_table(gcs))
+    out = tmp_path / "m.keras"
+    assert main(["train", f"gs://{bucket}/rows", "--store", str(conf), "--workers", "2",
+                 "--epochs", "1", "--batch-size", "200", "--model-out", str(out),
+                 "--config", str(write_train_config(tmp_path / "t.toml", {
+                     "validation_split": "test", "exclude": ["id"], "hidden_units": [4],
+                     "bench_batches": 0, "verbose": 0}))]) == 0, capsys.readouterr().err
+    assert "model saved to" in capsys.readouterr().out and out.exists()
+    missing = f"gs://{bucket}/nothing"
+    with pytest.raises(tfspark.OptionError, match=f"cannot see '{missing}'"):
+        tfspark.train_on_spark(spark, print, 2, shared_paths=[missing],
+                               filesystem=gcs.filesystem())
+
+
 def test_a_wrong_path_or_endpoint_says_which(store, local_sets, tmp_path):
     """A mistyped path or bucket, a directory that is not a data set, and a server that does
     not answer: each is named as such (not as a data set without a manifest)."""

@@ -24,6 +24,7 @@ from tfspark.cli.config import TrainConfig
 from tfspark.cli.train import check, train
 from tfspark.errors import OptionError
 from tfspark.store.redaction import redact
+from tfspark.store.store_options import store_filesystem
 
 
 def train_distributed(cfg: TrainConfig, echo: Callable[[str], None] = print,
@@ -54,7 +55,8 @@ def train_distributed(cfg: TrainConfig, echo: Callable[[str], None] = print,
          + (f"; resuming an earlier run after its epoch {found[0]}" if found else ""))
     result = train_on_spark(spark, functools.partial(_worker_train, cfg), cfg.workers,
                             backend=cfg.backend, checkpoint_dir=cfg.checkpoint_dir,
-                            shared_paths=[cfg.data])
+                            shared_paths=[cfg.data],
+                            filesystem=store_filesystem(cfg.data, cfg.store, "the train config"))
     remove_checkpoints(cfg.checkpoint_dir)
     with contextlib.suppress(FileNotFoundError):
         os.remove(os.path.join(cfg.checkpoint_dir, RUN))

@@ -28,6 +28,7 @@ from typing import Any
 
 from tfspark.errors import OptionError, TrainingError
 from tfspark.store.fs import local_directory, locate
+from tfspark.store.redaction import redact
 
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_.]*(Error|Exception): ")
 _TAIL = 30  # lines of a failed worker's output quoted in the error
@@ -37,7 +38,8 @@ WORKERS = {"tensorflow": "tfspark.tf.worker", "jax": "tfspark.keras.jax_worker"}
 
 def train_on_spark(spark: Any, train_fn: Callable[[Any], Any], num_workers: int, *,
                    backend: str = "tensorflow", checkpoint_dir: str | None = None,
-                   shared_paths: Iterable[str] = (), env: dict[str, str] | None = None) -> Any:
+                   shared_paths: Iterable[str] = (), env: dict[str, str] | None = None,
+                   filesystem: Any = None) -> Any:
     """Run train_fn(ctx) on num_workers Spark tasks at once, one Keras model trained by all.
 
     train_fn: a picklable function of a tfspark.keras.worker.WorkerContext (ctx.scope(),
@@ -60,6 +62,8 @@ def train_on_spark(spark: Any, train_fn: Callable[[Any], Any], num_workers: int,
       by a short job of one task per slot (and checkpoint_dir by a marker file written here).
     env: extra environment variables for the training processes (KERAS_BACKEND is always
       `backend`).
+    filesystem: where shared_paths are, as make_dataset's filesystem= (pickled to the
+      executors for the check); default: from each path.
 
     Returns the chief's (worker 0's) return value. Raises OptionError before any training
     task starts for bad arguments, too few slots, or a path the executors cannot see;
@@ -80,8 +84,8 @@ def train_on_spark(spark: Any, train_fn: Callable[[Any], Any], num_workers: int,
         checkpoint_dir = local_directory(checkpoint_dir, "checkpoint_dir")
     shared = [str(p) for p in shared_paths]
     for p in shared:
-        locate(p)  # a bad URI fails here, with its own message
-    _check_visible(sc, shared, checkpoint_dir, slots)
+        locate(p, filesystem)  # a bad URI fails here, with its own message
+    _check_visible(sc, shared, checkpoint_dir, slots, filesystem)
     job = _task(_pickled(train_fn), num_workers, checkpoint_dir, dict(env or {}), backend)
     # The barrier stage writes shuffle output that one more task collects: Spark retries a
     # failed barrier stage only when it is a shuffle-map stage (a result stage is aborted).
@@ -140,8 +144,10 @@ def task_slots(sc: Any) -> int:
         return int(sc.defaultParallelism)
 
 
-def _check_visible(sc: Any, paths: list[str], checkpoint_dir: str | None, slots: int) -> None:
-    """Every executor sees `paths` and the driver's checkpoint_dir (a marker written here)."""
+def _check_visible(sc: Any, paths: list[str], checkpoint_dir: str | None, slots: int,
+                   filesystem: Any = None) -> None:
+    """Every executor sees `paths` (on `filesystem`) and the driver's checkpoint_dir (a marker
+    written here, on local disk)."""
     marker = None
     if checkpoint_dir is not None:
         marker = os.path.join(checkpoint_dir, f".visible-{uuid.uuid4().hex}")
@@ -155,7 +161,7 @@ def _check_visible(sc: Any, paths: list[str], checkpoint_dir: str | None, slots:
         host = socket.gethostname()
         for p in wanted:
             try:
-                seen = locate(p).exists()
+                seen = locate(p, None if p == marker else filesystem).exists()
             except Exception:  # noqa: BLE001 - e.g. no credentials on this executor
                 seen = False
             if not seen:
@@ -170,7 +176,7 @@ def _check_visible(sc: Any, paths: list[str], checkpoint_dir: str | None, slots:
             os.remove(marker)
     if missing:
         host, p = missing[0]
-        what = f"checkpoint_dir {checkpoint_dir!r}" if p == marker else repr(p)
+        what = f"checkpoint_dir {checkpoint_dir!r}" if p == marker else repr(redact(p))
         raise OptionError(f"the executor on {host} cannot see {what}: use a path every "
                           f"executor shares (a mounted or network filesystem)")
 
