@@ -52,8 +52,8 @@ def model() -> object:
 
 
 def reader(path: str, **kw) -> object:
-    return tfspark.read_batches(path, BATCH, label_cols=["y"], seed=7, epochs=None,
-                                shuffle_buffer=100, **kw)
+    return tfspark.read_batches(path, BATCH, **{"label_cols": ["y"], "seed": 7, "epochs": None,
+                                                "shuffle_buffer": 100, **kw})
 
 
 class Stop(Exception):
@@ -210,3 +210,17 @@ def test_bad_arguments_say_what_to_do(data, tmp_path):
           callbacks=[resume.epoch_checkpoint(str(tmp_path / "plain"), is_chief=True)])
     with pytest.raises(OptionError, match="no reader state for worker 0"):
         tfspark.resumable_fit(model(), reader(data), 2, str(tmp_path / "plain"))
+    # A checkpoint of a run whose reader gave other batches: named, and what to do said in
+    # resumable_fit's terms (its user never gave read_batches a state=).
+    kept = str(tmp_path / "kept")
+    with pytest.raises(Stop):
+        tfspark.resumable_fit(model(), reader(data), 2, kept, every=EVERY, verbose=0,
+                              callbacks=[stop_at(0, EVERY + 1)])
+    for kw, differs in (({"shuffle_buffer": 50}, "shuffle_buffer=100 there, 50 here"),
+                        ({"processes": 2}, "saved by a reader without processes=")):
+        with pytest.raises(OptionError) as info:
+            tfspark.resumable_fit(model(), reader(data, **kw), 2, kept, every=EVERY,
+                                  verbose=0)
+        line = str(info.value)
+        assert line.startswith(f"checkpoint '{kept}/") and f"({differs})" in line, line
+        assert f"remove '{kept}' to start afresh" in line and "state=" not in line, line

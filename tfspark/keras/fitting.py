@@ -25,6 +25,7 @@ from typing import Any
 
 from tfspark.errors import OptionError
 from tfspark.keras import resume
+from tfspark.numpy.state import StateMismatch
 from tfspark.store.fs import local_directory
 
 _OWN = ("x", "y", "batch_size", "initial_epoch", "shuffle")  # fit's, that resumable_fit sets
@@ -162,7 +163,13 @@ def resumable_fit(model: Any, batches: Any, epochs: int, checkpoint_dir: str | N
                 raise OptionError(f"checkpoint {found[2]!r} has no reader state for worker "
                                   f"{worker} (saved by another kind of run): remove "
                                   f"{checkpoint_dir!r} to start afresh")
-            feed.load(state)
+            try:
+                feed.load(state)
+            except StateMismatch as e:  # (its words are for read_batches' own state=)
+                raise OptionError(f"checkpoint {found[2]!r} was saved with a reader that gives "
+                                  f"other batches ({e.what}): resume with the same data set "
+                                  f"and reader arguments, or remove {checkpoint_dir!r} to "
+                                  f"start afresh") from None
             done.resumed_at = (epoch, step)
             if log is not None:
                 log(f"resumed from the checkpoint of epoch {epoch}"

@@ -107,14 +107,17 @@ class ProcessBatches:
         data set, arguments and processes)."""
         if not isinstance(state, dict) or state.get("format") != FORMAT:
             got = state.get("format") if isinstance(state, dict) else type(state).__name__
-            raise OptionError(f"state: not a state of read_batches(..., processes=...) "
-                              f"(format {FORMAT!r}; got {got!r}): resume with the arguments "
-                              f"it was saved with")
+            raise states.StateMismatch(
+                "saved by a reader without processes=",
+                f"state: not a state of read_batches(..., processes=...) (format {FORMAT!r}; "
+                f"got {got!r}): resume with the arguments it was saved with")
         workers = state.get("workers")
         if state.get("processes") != self.processes or not isinstance(workers, list) or \
                 len(workers) != self.processes:
-            raise OptionError(f"state: saved with processes={state.get('processes')!r}, this "
-                              f"reader has processes={self.processes}; resume with the same")
+            raise states.StateMismatch(
+                f"processes={state.get('processes')!r} there, {self.processes} here",
+                f"state: saved with processes={state.get('processes')!r}, this reader has "
+                f"processes={self.processes}; resume with the same")
         for part, saved in zip(self.parts, workers):
             states.load(saved, part.settings())  # says what differs
         self._pending, self._state = dict(state), None

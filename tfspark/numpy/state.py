@@ -94,6 +94,16 @@ def _digest(vocabularies: dict[str, list[bytes]]) -> str:
     return h.hexdigest()[:16]
 
 
+class StateMismatch(OptionError):
+    """A state saved by a reader that gives other batches; `what` says what differs."""
+
+    def __init__(self, what: str, message: str | None = None):
+        super().__init__(message or f"state: saved by a reader that gives other batches "
+                                    f"({what}); resume with the same data set and arguments, "
+                                    f"or start without state=")
+        self.what = what
+
+
 def load(state: Any, settings: dict[str, Any]) -> ReaderState:
     """A state given back (state_dict() of an earlier reader), checked against this reader's
     settings; OptionError says what differs."""
@@ -117,9 +127,7 @@ def load(state: Any, settings: dict[str, Any]) -> ReaderState:
             "the data set's files or the shard differ" if k == "files" else
             "the vocabularies differ" if k == "vocabularies" else
             f"{k}={theirs.get(k)!r} there, {settings[k]!r} here" for k in differ)
-        raise OptionError(f"state: saved by a reader that gives other batches ({what}); "
-                          f"resume with the same data set and arguments, or start without "
-                          f"state=")
+        raise StateMismatch(what)
     return got
 
 
