@@ -132,7 +132,9 @@ def make_converter(df: Any, location: str | None = None, *, filesystem: Any = No
     parent = location or spark.conf.get(LOCATION_CONF, None) or _local_default(spark)
     name = f"tfspark-{uuid.uuid4().hex[:12]}"
     loc = locate(parent, filesystem).child(name)
-    path = _child(str(parent), name)  # what the writer and readers are given
+    # what the writer and readers are given: a URI as given (its password and query options
+    # say how to reach the store), a local path made absolute
+    path = _child(str(parent), name) if "://" in str(parent) else loc.uri
     with _lock:
         _live[loc.uri] = loc
     try:
@@ -149,8 +151,8 @@ def make_converter(df: Any, location: str | None = None, *, filesystem: Any = No
 
 
 def _child(parent: str, name: str) -> str:
-    """parent/name; a URI keeps its query options (they say how to reach its store)."""
-    base, mark, query = parent.partition("?") if "://" in parent else (parent, "", "")
+    """The URI parent/name, with parent's query options (they say how to reach its store)."""
+    base, mark, query = parent.partition("?")
     return f"{base.rstrip('/')}/{name}{mark}{query}"
 
 

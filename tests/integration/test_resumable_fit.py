@@ -218,9 +218,9 @@ def test_bad_arguments_say_what_to_do(data, tmp_path):
                               callbacks=[stop_at(0, EVERY + 1)])
     for kw, differs in (({"shuffle_buffer": 50}, "shuffle_buffer=100 there, 50 here"),
                         ({"processes": 2}, "saved by a reader without processes=")):
-        with pytest.raises(OptionError) as info:
-            tfspark.resumable_fit(model(), reader(data, **kw), 2, kept, every=EVERY,
-                                  verbose=0)
+        # (closed: a reader of processes keeps shared memory mapped until then)
+        with reader(data, **kw) as other, pytest.raises(OptionError) as info:
+            tfspark.resumable_fit(model(), other, 2, kept, every=EVERY, verbose=0)
         line = str(info.value)
         assert line.startswith(f"checkpoint '{kept}/") and f"({differs})" in line, line
         assert f"remove '{kept}' to start afresh" in line and "state=" not in line, line

@@ -172,8 +172,6 @@ def load_source(spark: Any, cfg: ExportConfig) -> Any:
                           f"{redact_text(first)}") from None
 
 
-
-
 def check_source_scheme(spark: Any, src: str) -> None:
     """A source URI that Spark has no Hadoop file system for fails here in one line, not in a
     JVM stack trace: Spark reads the source, not tfspark's pyarrow layer (so neither a
