@@ -126,17 +126,21 @@ def test_an_export_config_with_a_store_table_writes_there(spark, gcs, tmp_path):
     assert tfspark.verify(f"{bucket}/sample", filesystem=fs).ok
 
 
-def test_a_write_names_a_missing_bucket_or_a_silent_server(spark, s3):
+def test_a_write_names_a_missing_bucket_or_a_silent_server(spark, s3, gcs):
     """The write's first requests fail: one line says which and what to check, before Spark
-    runs a job (a network error was pyarrow's raw OSError)."""
+    runs a job (a network error was pyarrow's raw OSError; a missing bucket on GCS, the
+    client's "missing project id" from its attempt to create one)."""
     from stores import free_port
 
     df = frame(spark, 0, 10)
-    with pytest.raises(OptionError, match=r"cannot write to 'nobucket-[0-9a-f]+/x': Bucket "
-                                          r"'nobucket-[0-9a-f]+' not found"):
+    missing = (r"cannot write to 'nobucket-[0-9a-f]+/x': its bucket 'nobucket-[0-9a-f]+' does "
+               r"not exist, or these credentials cannot see it: create it first")
+    with pytest.raises(OptionError, match=missing):
         tfspark.write_tfrecords(df, f"nobucket-{s3.bucket()[2:]}/x", filesystem=pafs.S3FileSystem(
             access_key="testing", secret_key="testing", endpoint_override=s3.endpoint(),
             scheme="http", region="us-east-1"))  # (s3.filesystem() makes missing buckets)
+    with pytest.raises(OptionError, match=missing):
+        tfspark.write_tfrecords(df, f"nobucket-{gcs.bucket()[2:]}/x", filesystem=gcs.filesystem())
     gone = pafs.S3FileSystem(access_key="k", secret_key="s3cr3t", region="us-east-1",
                              endpoint_override=f"127.0.0.1:{free_port()}", scheme="http")
     with pytest.raises(OptionError, match=r"cannot look at 'b/x' before writing there: .*; no "

@@ -243,8 +243,22 @@ class Location:
                 f.write(b"")
             self.delete(probe)
         except (OSError, ValueError) as e:
+            if self._no_bucket():  # (GCS's client says "missing project id" then)
+                raise OptionError(f"cannot write to {self.uri!r}: its bucket "
+                                  f"{self.base.split('/')[0]!r} does not exist, or these "
+                                  f"credentials cannot see it: create it first, or check the "
+                                  f"path") from None
             what = failed_request(e, "check the path, its permissions and the credentials")
             raise OptionError(f"cannot write to {self.uri!r}: {what}") from None
+
+    def _no_bucket(self) -> bool:
+        """True when this is a path on an object store whose bucket is not there."""
+        if self.fs.type_name not in ("gcs", "s3", "abfs"):
+            return False
+        try:
+            return self.fs.get_file_info(self.base.split("/")[0]).type == pafs.FileType.NotFound
+        except (OSError, ValueError):
+            return False
 
     def delete(self, rel: str) -> None:
         """Delete the file base/rel; a file that is already gone is fine."""
