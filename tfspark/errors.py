@@ -28,6 +28,16 @@ class OptionError(TfsparkError, ValueError):
     """An unknown option, or an option with a value we do not accept."""
 
 
+class StateMismatch(OptionError):
+    """A state saved by a reader that gives other batches; `what` says what differs."""
+
+    def __init__(self, what: str, message: str | None = None):
+        super().__init__(message or f"state: saved by a reader that gives other batches "
+                                    f"({what}); resume with the same data set and arguments, "
+                                    f"or start without state=")
+        self.what = what
+
+
 class CorruptRecordError(TfsparkError, IOError):
     """A TFRecord file with a bad CRC or a truncated record."""
 

@@ -23,9 +23,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfspark.errors import OptionError
+from tfspark.errors import OptionError, StateMismatch
 from tfspark.keras import resume
-from tfspark.numpy.state import StateMismatch
 from tfspark.store.fs import local_directory
 
 _OWN = ("x", "y", "batch_size", "initial_epoch", "shuffle")  # fit's, that resumable_fit sets

@@ -31,7 +31,7 @@ from collections.abc import Generator, Iterator
 from multiprocessing.connection import Connection
 from typing import Any, NoReturn
 
-from tfspark.errors import OptionError
+from tfspark.errors import OptionError, StateMismatch
 from tfspark.numpy import state as states
 from tfspark.numpy.closing import close_iteration, stoppable
 from tfspark.numpy.shared import Segment, unsendable, view
@@ -107,14 +107,14 @@ class ProcessBatches:
         data set, arguments and processes)."""
         if not isinstance(state, dict) or state.get("format") != FORMAT:
             got = state.get("format") if isinstance(state, dict) else type(state).__name__
-            raise states.StateMismatch(
+            raise StateMismatch(
                 "saved by a reader without processes=",
                 f"state: not a state of read_batches(..., processes=...) (format {FORMAT!r}; "
                 f"got {got!r}): resume with the arguments it was saved with")
         workers = state.get("workers")
         if state.get("processes") != self.processes or not isinstance(workers, list) or \
                 len(workers) != self.processes:
-            raise states.StateMismatch(
+            raise StateMismatch(
                 f"processes={state.get('processes')!r} there, {self.processes} here",
                 f"state: saved with processes={state.get('processes')!r}, this reader has "
                 f"processes={self.processes}; resume with the same")

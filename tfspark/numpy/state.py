@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from tfspark.errors import OptionError
+from tfspark.errors import OptionError, StateMismatch
 from tfspark.numpy.interleave import Position
 from tfspark.store.concurrency import cores
 from tfspark.store.shards import Shard
@@ -92,16 +92,6 @@ def _digest(vocabularies: dict[str, list[bytes]]) -> str:
     for name in sorted(vocabularies):
         h.update(json.dumps([name, [v.hex() for v in vocabularies[name]]]).encode())
     return h.hexdigest()[:16]
-
-
-class StateMismatch(OptionError):
-    """A state saved by a reader that gives other batches; `what` says what differs."""
-
-    def __init__(self, what: str, message: str | None = None):
-        super().__init__(message or f"state: saved by a reader that gives other batches "
-                                    f"({what}); resume with the same data set and arguments, "
-                                    f"or start without state=")
-        self.what = what
 
 
 def load(state: Any, settings: dict[str, Any]) -> ReaderState:
