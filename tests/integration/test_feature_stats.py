@@ -299,7 +299,7 @@ def test_no_statistics(spark, tmp_path):
                                     categorical=["nope"])
 
 
-def test_stats_command_prints_and_plots(written, tmp_path, capsys):
+def test_stats_command_prints_and_plots(written, tmp_path, capsys, monkeypatch):
     from tfspark.cli.main import main
 
     assert main(["stats", written, "--split", "train", "--plot", str(tmp_path / "png")]) == 0
@@ -323,6 +323,13 @@ def test_stats_command_prints_and_plots(written, tmp_path, capsys):
     assert main(["stats", written, "--split", "nope"]) == 2
     assert capsys.readouterr().err.strip() == \
         f"error: no split 'nope' in {written}; its splits are ['test', 'train']"
+    # a URI for the charts was a local directory named "s3:"
+    monkeypatch.chdir(tmp_path)
+    assert main(["stats", written, "--plot", "s3://bucket/png?endpoint_override=h:1"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: --plot 's3://bucket/png?...': the charts are written to a local directory; give "
+        "a local path (and copy them to the store after)")
+    assert not (tmp_path / "s3:").exists()
 
 
 def test_data_source_opt_in_matches_the_workflow(spark, tmp_path):

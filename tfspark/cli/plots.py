@@ -48,6 +48,11 @@ def add_command(command: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """The stats command: the table, then the charts when --plot is given."""
+    if args.plot and "://" in args.plot and not args.plot.startswith("file://"):
+        raise OptionError(f"--plot {redact(args.plot)!r}: the charts are written to a local "
+                          f"directory; give a local path (and copy them to the store after)")
+    if args.plot and args.plot.startswith("file://"):
+        args.plot = args.plot[len("file://"):]
     missing_local_path(args.path)
     m = mf.read_manifest(args.path, filesystem=filesystem_of(args.path, args.store))
     per = feature_stats(m, args.path, args.split)
