@@ -128,6 +128,14 @@ def test_bad_flag_value_and_missing_config_in_process(tmp_path, capsys):
     assert main(["train", "--workers", "2", "--master", ""]) == 2
     assert _lines(capsys.readouterr().err) == [
         "error: key 'master' in the command line must be a non-empty string, got ''"]
+    # Keras saves to files: a URI was found after training (TensorFlow's "scheme 's3' not
+    # implemented", and a local directory named "s3:"), or after Spark had started
+    for flags in (["--model-out", "s3://b/m.keras?secret_key=x"],
+                  ["--workers", "2", "--checkpoint-dir", "gs://b/c"]):
+        assert main(["train", str(tmp_path), *flags]) == 2
+        err = _lines(capsys.readouterr().err)
+        assert len(err) == 1 and "in the command line: Keras saves to files, so give a local " \
+            "path" in err[0] and "secret_key" not in err[0], err
     assert main(["inspect", str(tmp_path), "--records", "-1"]) == 2
     assert _lines(capsys.readouterr().err) == ["error: --records must be >= 0, got -1"]
     # train takes the data set as inspect and verify do (or as --data), not twice
