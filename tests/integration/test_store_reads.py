@@ -167,6 +167,36 @@ def test_the_cli_shows_no_secret_of_a_uri(s3, local_sets, tmp_path, capsys):
     assert "s3cr3t" not in out + more + err and "endpoint_override" not in out + more + err
 
 
+def test_a_lone_file_is_inspected_and_verified_on_a_store_and_locally(gcs, local_sets,
+                                                                       tmp_path, capsys):
+    """One TFRecord file (no manifest): inspect decodes its records and verify checks its
+    framing and CRCs, on a store as on local disk (both failed looking for a manifest in it);
+    a damaged copy is named with the record's offset."""
+    from tfspark.cli.main import main
+
+    bucket = gcs.bucket()
+    upload(local_sets["rows"], gcs.filesystem(), f"{bucket}/rows")
+    name = next(r for r in locate(local_sets["rows"]).list_files() if r.endswith(".gz"))
+    conf = tmp_path / "store.toml"
+    conf.write_text(store_table(gcs))
+    local = f"{local_sets['rows']}/{name}"
+    damaged = tmp_path / "cut.tfrecord"
+    import gzip
+
+    damaged.write_bytes(gzip.decompress(open(local, "rb").read())[:-3])
+    for where, store in ((f"gs://{bucket}/rows/{name}", ["--store", str(conf)]), (local, [])):
+        assert main(["inspect", where, "--records", "2", *store]) == 0
+        out = capsys.readouterr().out
+        assert "record 1:" in out and "  id: [" in out, out
+        assert main(["verify", where, *store]) == 0
+        out = capsys.readouterr().out
+        assert "compression gzip" in out and "OK: the framing and both CRCs of every record " \
+            "check out" in out, out
+    assert main(["verify", str(damaged)]) == 1
+    out = capsys.readouterr().out
+    assert f"{damaged}: truncated record" in out and "byte offset" in out, out
+
+
 def test_explicit_files_on_a_store(gcs, local_sets):
     fs = gcs.filesystem()
     bucket = gcs.bucket()

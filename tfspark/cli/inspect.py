@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     missing_local_path(args.path)
     fs = filesystem_of(args.path, args.store)
     m = None
-    if not is_file(args.path):  # the manifest read once (a store: one request)
+    if not is_file(args.path, fs):  # the manifest read once (a store: one request)
         m = mf.read_manifest(args.path, fs)
         m.check_split(args.split, args.path)  # named before anything is printed
         print(describe(args.path, fs, m))
@@ -120,10 +120,11 @@ def print_records(path: str, n: int, split: str | None, filesystem: Any = None,
 def _records(path: str, n: int, split: str | None, filesystem: Any = None,
              manifest: mf.Manifest | None = None):
     """The first n records of a data set (one split's when given), decoded with its spec."""
-    if is_file(path):  # a lone file: no manifest, so no spec; show the raw Example keys
-        yield from islice(map(_raw_keys, read_records(path, "auto", path=path)), n)
-        return
     loc = locate(path, filesystem)
+    if manifest is None and is_file(path, filesystem):  # a lone file: no spec; its raw keys
+        with loc.open_input() as f:  # (random access: its compression found from its start)
+            yield from islice(map(_raw_keys, read_records(f, "auto", path=loc.uri)), n)
+        return
     m = manifest or mf.read_manifest(loc)
     m.check_split(split, path)
     files = m.files_of(split=split)
@@ -167,9 +168,11 @@ def _raw_keys(data: bytes) -> dict[str, Any]:
     return {**context, **{f"{k} (feature list)": v for k, v in lists.items()}}
 
 
-def is_file(path: str) -> bool:
-    """Whether path is a local file (not a directory, not a URI)."""
-    return "://" not in path and Path(path).is_file()
+def is_file(path: str, filesystem: Any = None) -> bool:
+    """Whether path is a lone file (local, or on a store: one request), not a directory."""
+    if "://" not in path and filesystem is None:
+        return Path(path).is_file()
+    return locate(path, filesystem).kind() == "file"
 
 
 def _fmt(value: Any, width: int = 100) -> str:
