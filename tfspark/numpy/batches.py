@@ -38,13 +38,13 @@ from tfspark.numpy.padding import pad_batch, pad_lengths
 from tfspark.numpy.prefetch import Mixer, ahead
 from tfspark.numpy.processes import ProcessBatches
 from tfspark.numpy.stacking import Stack, plan_stacks
-from tfspark.numpy.units import Span
 from tfspark.spec.model import FeatureSpec
 from tfspark.store.cache import FileCache
 from tfspark.store.concurrency import files_ahead
 from tfspark.store.fetch import IO_THREADS, Fetcher
 from tfspark.store.memory import keep_freed_memory
-from tfspark.store.read_plan import ReadPlan, check_io_args, check_read_args, plan_read
+from tfspark.store.read_args import check_io_args, check_read_args
+from tfspark.store.read_plan import ReadPlan, plan_read
 from tfspark.store.shards import Shard, split_shard
 from tfspark.store.shards import shard as shard_plan
 from tfspark.store.vocabulary import string_vocabularies
@@ -194,7 +194,7 @@ class BatchReader:
         self.stacks: tuple[Stack, ...] = ()  # stack=: arrays of several features
         if shuffle == "global":
             units.check_global(self.part)
-        self._units: list[Span] | None = None  # the global shuffle's, found once
+        self._units: list[units.Span] | None = None  # the global shuffle's, found once
         self._iterations = 0
         self._pending: states.ReaderState | None = None  # where the next iteration starts
         self._state: states.ReaderState | None = None  # after the latest batch handed on

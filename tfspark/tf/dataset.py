@@ -26,11 +26,10 @@ from tfspark.store.cache import FileCache
 from tfspark.store.concurrency import cores
 from tfspark.store.fetch import IO_THREADS
 from tfspark.store.memory import keep_freed_memory
+from tfspark.store.read_args import check_io_args, check_read_args
 from tfspark.store.read_plan import (
     AUTOTUNE,
     ReadPlan,
-    check_io_args,
-    check_read_args,
     plan_read,
 )
 from tfspark.store.shards import Shard

@@ -1,0 +1,30 @@
+"""A reader's arguments checked before anything is read (store/read_args.py): one line naming
+the argument, and what to give instead."""
+
+from __future__ import annotations
+
+import pytest
+
+from tfspark.errors import OptionError
+from tfspark.store.read_args import check_io_args
+
+
+@pytest.mark.parametrize("threads", [0, -1, True, 2.0])
+def test_io_threads_must_be_a_positive_int(threads):
+    with pytest.raises(OptionError, match=r"^io_threads must be a positive int or None, got "):
+        check_io_args(threads, None)
+
+
+def test_a_cache_dir_is_a_local_directory_this_process_can_write(tmp_path):
+    with pytest.raises(OptionError, match=r"^cache_dir must be a local directory, got "
+                                          r"'s3://K:\*\*\*@b/c\?\.\.\.'$"):
+        check_io_args(None, "s3://K:S3CR3T@b/c?endpoint_override=h:1")
+    (tmp_path / "f").write_text("")
+    with pytest.raises(OptionError, match=r"is a file, not a directory"):
+        check_io_args(None, tmp_path / "f")
+    # found at once, not when a reading thread keeps its first file
+    with pytest.raises(OptionError, match=r"^cache_dir '.*f/sub' cannot be written here "
+                                          r"\(Not a directory\): give a directory"):
+        check_io_args(None, str(tmp_path / "f" / "sub"))
+    check_io_args(4, tmp_path / "new" / "cache")
+    assert (tmp_path / "new" / "cache").is_dir()
