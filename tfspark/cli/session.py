@@ -160,7 +160,7 @@ def load_source(spark: Any, cfg: ExportConfig) -> Any:
     try:
         if fmt == "table":
             if not spark.catalog.tableExists(src):
-                raise OptionError(f"source {redact(src)!r} not found: no such table in the catalog "
+                raise OptionError(f"source {src!r} not found: no such table in the catalog "
                                   f"(warehouse {cfg.warehouse!r}) and no such file")
             return spark.table(src)
         if fmt == "csv":

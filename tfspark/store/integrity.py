@@ -24,6 +24,7 @@ from tfspark.store import manifest as mf
 from tfspark.store.fetch import Fetcher
 from tfspark.store.fs import Location, locate, uri_to_path
 from tfspark.store.redaction import redact
+from tfspark.wire.compression import sniff_gzip
 from tfspark.wire.stream import read_records
 
 _DATA_FILE = re.compile(r"\.tfrecords?(\.gz)?$")
@@ -79,7 +80,7 @@ def verify(path: str | os.PathLike, filesystem: Any = None) -> Report:
     try:
         manifest = mf.read_manifest(loc)
     except TfsparkError as e:
-        if loc.kind() == "file":  # a lone TFRecord file (asked only now: no extra request)
+        if _is_file(loc):  # a lone TFRecord file (asked only now: no extra request)
             return _check_lone(loc, report)
         report.problems.append(str(e))
         return report
@@ -125,17 +126,22 @@ def _check_lone(loc: Location, report: Report) -> Report:
                       "manifest: no counts or spec to check against)")
     try:
         report.bytes = loc.size()
-        with loc.open_stream() as f:
-            head = f.read(2)
-        report.compression = "gzip" if head == b"\x1f\x8b" else None
-        with loc.open_stream() as f:
-            for _ in read_records(f, report.compression, path=loc.uri):
+        with loc.open_input() as f:  # (random access: read_records finds its compression)
+            report.compression = "gzip" if sniff_gzip(f) else None
+            for _ in read_records(f, "auto", path=loc.uri):
                 report.records += 1
     except CorruptRecordError as e:
         report.problems.append(str(e))
     except OSError as e:
         report.problems.append(f"cannot read {loc.uri}: {e}")
     return report
+
+
+def _is_file(loc: Location) -> bool:
+    try:
+        return loc.kind() == "file"
+    except (OSError, ValueError):  # (the manifest's error says what went wrong)
+        return False
 
 
 def _check_backup(home: Location, manifest: mf.Manifest, report: Report) -> None:
