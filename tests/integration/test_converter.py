@@ -8,7 +8,6 @@ import importlib.util
 import os
 
 import numpy as np
-import pyarrow.fs as pafs
 import pytest
 
 import tfspark
@@ -95,26 +94,3 @@ def test_bad_inputs_leave_nothing_behind(spark, df, tmp_path):
     with pytest.raises(TypeError):
         tfspark.make_converter(df, str(tmp_path), rows_per_recrod=4)
     assert list(tmp_path.iterdir()) == []
-
-
-def test_a_converter_on_a_store_reads_with_the_stores_options(df, s3, gcs):
-    """On a store named by a URI with query options (S3) or by filesystem= (GCS): the
-    converter writes there, its readers read there (the options kept in path), and delete()
-    removes it from the store."""
-    bucket = s3.bucket()
-    with tfspark.make_converter(df, s3.uri(f"testing:s3cr3t@{bucket}/tmp"),
-                                label_cols=["y"]) as conv:
-        assert len(conv) == ROWS and _keys(conv.read_batches(500)) == list(range(ROWS))
-        assert conv.path.endswith(s3.uri("x").split("?", 1)[1])  # its query options kept
-        assert _keys(tfspark.read_batches(conv.path, 500)) == list(range(ROWS))
-        assert "s3cr3t" not in repr(conv) and "endpoint" not in repr(conv)
-    assert s3.filesystem().get_file_info(pafs.FileSelector(f"{bucket}/tmp", recursive=True,
-                                                           allow_not_found=True)) == []
-    fs, bucket = gcs.filesystem(), gcs.bucket()
-    conv = tfspark.make_converter(df, f"gs://{bucket}/tmp", filesystem=fs, label_cols=["y"])
-    try:
-        assert _keys(conv.read_batches(500)) == list(range(ROWS))
-    finally:
-        conv.delete()
-    assert fs.get_file_info(pafs.FileSelector(f"{bucket}/tmp", recursive=True,
-                                              allow_not_found=True)) == []

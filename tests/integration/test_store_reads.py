@@ -197,6 +197,33 @@ def test_a_lone_file_is_inspected_and_verified_on_a_store_and_locally(gcs, local
     assert f"{damaged}: truncated record" in out and "byte offset" in out, out
 
 
+def test_a_converter_on_a_store_reads_with_the_stores_options(spark, s3, gcs):
+    """make_converter on a store named by a URI with a password and query options (S3) or by
+    filesystem= (GCS): the converter writes there, its readers read there (the options kept
+    in its path), and delete() removes it from the store."""
+    rows = 3000
+    df = spark.range(rows, numPartitions=3).selectExpr("id", "CAST(id % 2 AS INT) AS y")
+    bucket = s3.bucket()
+    with tfspark.make_converter(df, s3.uri(f"testing:s3cr3t@{bucket}/tmp"),
+                                label_cols=["y"]) as conv:
+        assert len(conv) == rows
+        assert ids_of(conv.read_batches(500, label_cols=["id"])) == list(range(rows))
+        assert conv.path.endswith(s3.uri("x").split("?", 1)[1])  # its query options kept
+        assert ids_of(tfspark.read_batches(conv.path, 500, label_cols=["id"])) == \
+            list(range(rows))
+        assert "s3cr3t" not in repr(conv) and "endpoint" not in repr(conv)
+    assert s3.filesystem().get_file_info(pafs.FileSelector(f"{bucket}/tmp", recursive=True,
+                                                           allow_not_found=True)) == []
+    fs, bucket = gcs.filesystem(), gcs.bucket()
+    conv = tfspark.make_converter(df, f"gs://{bucket}/tmp", filesystem=fs, label_cols=["y"])
+    try:
+        assert ids_of(conv.read_batches(500, label_cols=["id"])) == list(range(rows))
+    finally:
+        conv.delete()
+    assert fs.get_file_info(pafs.FileSelector(f"{bucket}/tmp", recursive=True,
+                                              allow_not_found=True)) == []
+
+
 def test_explicit_files_on_a_store(gcs, local_sets):
     fs = gcs.filesystem()
     bucket = gcs.bucket()
