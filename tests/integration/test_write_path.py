@@ -8,6 +8,7 @@ import decimal
 import json
 import os
 
+import numpy as np
 import pytest
 from tfcheck import check_rich_row, read_with_tf, rich_fields, rows_by
 
@@ -75,6 +76,48 @@ def test_mode_option_gives_errorifexists_and_ignore(spark, tmp_path):
             .save(out)
     spark.range(3).write.format("tfrecord").mode("append").option("mode", "ignore").save(out)
     assert manifest(out)["records"] == 10 and len(part_files(out)) == len(manifest(out)["files"])
+
+
+@pytest.mark.tf
+def test_a_partitions_directory_reads_as_its_rows_in_every_reader(spark, tf, tmp_path):
+    """README: partition columns are not in the records, so filter by reading a partition's
+    directory. Each reader (and spark.read) takes one, nested and null partitions and a split's
+    included, as the rows of that partition (every reader failed: no manifest there, or
+    "part files of a write that did not commit")."""
+    df = spark.range(300).selectExpr("id", "CAST(id % 3 AS STRING) AS c",
+                                     "IF(id % 5 = 0, NULL, CAST(id % 2 AS INT)) AS d",
+                                     "CAST(id % 2 AS INT) AS y")
+    out, cut = str(tmp_path / "p"), str(tmp_path / "s")
+    tfspark.write_tfrecords(df, out, label_cols=["y"], partition_by=["c", "d"], rows_per_record=4)
+    tfspark.write_tfrecords(df, cut, label_cols=["y"], partition_by=["c"], split_key="id",
+                            split={"train": 0.7, "test": 0.3})
+
+    def ids(reader):
+        return sorted(int(i) for x, _ in reader for i in np.asarray(x["id"]))
+
+    one = [i for i in range(300) if i % 3 == 1]
+    assert ids(tfspark.read_batches(f"{out}/c=1", 16)) == one
+    assert ids(tfspark.make_dataset(f"{out}/c=1/d=0", 16)) == \
+        [i for i in one if i % 5 and i % 2 == 0]
+    assert ids(tfspark.read_batches(f"{out}/c=1/d=__HIVE_DEFAULT_PARTITION__", 16)) == \
+        [i for i in one if i % 5 == 0]
+    train = set(ids(tfspark.read_batches(cut, 16, split="train")))
+    assert ids(tfspark.read_batches(f"{cut}/train/c=2", 16)) == \
+        sorted(i for i in train if i % 3 == 2)
+    assert ids(tfspark.read_batches(f"{cut}/c=2", 16, split="train")) == \
+        sorted(i for i in train if i % 3 == 2)
+    back = spark.read.format("tfrecord").load(f"{out}/c=1")
+    assert sorted(r.id for r in back.collect()) == one and back.schema == df.schema
+    for missing in (f"{out}/c=7", f"{out}/d=1"):  # no such partition; not the first level
+        with pytest.raises(tfspark.ManifestError, match="does not exist: check the path"):
+            tfspark.read_batches(missing, 16)
+    with pytest.raises(OptionError, match="holds the splits"):
+        tfspark.read_batches(f"{cut}/c=2", 16)
+    # what reads a data set as a whole (verify, inspect) names the data set around it
+    assert tfspark.verify(f"{out}/c=1").problems == [
+        f"'{out}/c=1' is a partition's directory of the data set '{out}', whose manifest is "
+        f"there: give that directory (make_dataset, read_batches and spark.read also take a "
+        f"partition's directory)"]
 
 
 @pytest.mark.tf

@@ -16,6 +16,7 @@ from tfspark.errors import OptionError
 from tfspark.spec import FeatureSpec
 from tfspark.store import manifest as mf
 from tfspark.store.fs import locate
+from tfspark.store.partition_dirs import read_data_set_manifest
 from tfspark.store.redaction import redact
 from tfspark.wire.example_py import decode_sequence_example, decode_with_spec
 from tfspark.wire.stream import read_records
@@ -35,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     fs = filesystem_of(args.path, args.store)
     m = None
     if not is_file(args.path, fs):  # the manifest read once (a store: one request)
-        m = mf.read_manifest(args.path, fs)
+        m = read_data_set_manifest(args.path, fs)
         m.check_split(args.split, args.path)  # named before anything is printed
         print(describe(args.path, fs, m))
     print_records(args.path, args.records, args.split, fs, m)

@@ -24,6 +24,7 @@ from tfspark.cli.inspect import missing_local_path, stats_table
 from tfspark.errors import OptionError, SchemaError, require
 from tfspark.spec.kinds import float_of_json
 from tfspark.store import manifest as mf
+from tfspark.store.partition_dirs import read_data_set_manifest
 from tfspark.store.redaction import redact
 
 TOP_BARS = 20
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     if args.plot and args.plot.startswith("file://"):
         args.plot = args.plot[len("file://"):]
     missing_local_path(args.path)
-    m = mf.read_manifest(args.path, filesystem=filesystem_of(args.path, args.store))
+    m = read_data_set_manifest(args.path, filesystem_of(args.path, args.store))
     per = feature_stats(m, args.path, args.split)
     what = f"split {args.split!r}" if args.split else "all rows"
     print(f"statistics of {redact(args.path)} ({what}; of present values, nulls counted apart):")

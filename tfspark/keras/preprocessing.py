@@ -31,6 +31,7 @@ from tfspark.spec.kinds import float_of_json
 from tfspark.spec.model import Feature
 from tfspark.store import manifest as mf
 from tfspark.store import stats_rules as rules
+from tfspark.store.partition_dirs import read_data_set_manifest
 from tfspark.store.vocabulary import vocabulary
 
 
@@ -74,7 +75,7 @@ def keras_preprocessing(path_or_manifest: str | os.PathLike | mf.Manifest | dict
     """
     m = path_or_manifest if isinstance(path_or_manifest, mf.Manifest) else \
         mf.Manifest.from_dict(path_or_manifest) if isinstance(path_or_manifest, dict) else \
-        mf.read_manifest(path_or_manifest, filesystem)
+        read_data_set_manifest(path_or_manifest, filesystem)
     if m.spec is None:
         raise SchemaError("the data set holds raw records (no spec): nothing to preprocess")
     spec = m.spec

@@ -23,6 +23,7 @@ from tfspark.spec.model import FeatureSpec
 from tfspark.store import manifest as mf
 from tfspark.store.fetch import Fetcher
 from tfspark.store.fs import Location, locate, uri_to_path
+from tfspark.store.partition_dirs import read_data_set_manifest
 from tfspark.store.redaction import redact
 from tfspark.wire.compression import sniff_gzip
 from tfspark.wire.stream import read_records
@@ -78,7 +79,7 @@ def verify(path: str | os.PathLike, filesystem: Any = None) -> Report:
     report = Report(redact(os.fspath(path)))
     loc = locate(path, filesystem)
     try:
-        manifest = mf.read_manifest(loc)
+        manifest = read_data_set_manifest(loc)
     except TfsparkError as e:
         if _is_file(loc):  # a lone TFRecord file (asked only now: no extra request)
             return _check_lone(loc, report)

@@ -22,6 +22,7 @@ from tfspark.spec.model import FeatureSpec
 from tfspark.store import manifest as mf
 from tfspark.store.commit import write_id_of
 from tfspark.store.fs import Location, locate
+from tfspark.store.partition_dirs import in_partition, partition_of
 from tfspark.store.read_spec import check_spec_keys, load_spec
 from tfspark.wire.compression import normalize_compression, sniff_gzip
 
@@ -127,20 +128,29 @@ def _plan(path_or_files: Any, split: str | None, spec: Any, label_cols: Any,
         loc = locate(path_or_files, filesystem)
         ahead = _listing_ahead(loc, split, check_files)
         # The manifest first: the common case costs no existence check (a round trip).
+        levels: dict[str, str] | None = None  # a partition's directory: its col=value levels
         try:
             top = mf.find_manifest(loc) if split is None else None
             if top is None and split is None and loc.kind() == "file":
                 raise mf.ManifestError("a file")
             root, manifest = _resolve_split(loc, split, whole=False, top=top)
-        except (mf.ManifestError, NotADirectoryError):
-            try:
-                one_file = loc.kind() == "file"
-            except OSError:  # (the store failing again: the first error says it)
-                one_file = False
-            if not one_file:
-                raise
-            return _plan([loc], split, spec, label_cols, compression, check_files, filesystem)
-        plan = _from_manifest(root, manifest, compression, override=False)
+        except (mf.ManifestError, NotADirectoryError) as e:
+            inside = partition_of(loc)
+            if inside is None:
+                try:
+                    one_file = loc.kind() == "file"
+                except OSError:  # (the store failing again: the first error says it)
+                    one_file = False
+                if not one_file:
+                    raise
+                return _plan([loc], split, spec, label_cols, compression, check_files,
+                             filesystem)
+            root, manifest = _resolve_split(inside[0], split, whole=False,
+                                            top=inside[1] if split is None else None)
+            levels, missing = inside[2], e
+        plan = _from_manifest(root, manifest, compression, override=False, partition=levels)
+        if levels is not None and not plan.locations:  # no such partition
+            raise missing
         if manifest.spec is None:
             raise _raw_records(root.uri, manifest.record_type)
         feature_spec = load_spec(spec, filesystem)[0] if spec is not None else \
@@ -179,8 +189,9 @@ def _plan(path_or_files: Any, split: str | None, spec: Any, label_cols: Any,
 
 
 def _from_manifest(root: Location, manifest: mf.Manifest, compression: str | None,
-                   override: bool, split: str | None = None) -> ReadPlan:
-    """The plan of the files a manifest names (of one split when given)."""
+                   override: bool, split: str | None = None,
+                   partition: Mapping[str, str] | None = None) -> ReadPlan:
+    """The plan of the files a manifest names (of one split, of one partition when given)."""
     comp = manifest.compression
     if compression is not None and normalize_compression(compression) != comp:
         if not override:
@@ -189,6 +200,8 @@ def _from_manifest(root: Location, manifest: mf.Manifest, compression: str | Non
                               f"directories")
         comp = normalize_compression(compression)
     entries = manifest.files_of(split=split)
+    if partition is not None:
+        entries = tuple(e for e in entries if in_partition(e, partition))
     rels = tuple(_safe_rel(e.path, root.uri) for e in entries)
     block = manifest.rows_per_record
     return ReadPlan(tuple(root.child(r) for r in rels), manifest.spec, comp,
@@ -205,17 +218,25 @@ def _plan_table(loc: Location, split: str | None, compression: str | None,
                 record_type: str | None) -> ReadPlan:
     """spark.read's plan (plan_read's `whole`)."""
     path = loc.uri
-    if loc.exists(mf.NAME) or split is not None:
-        if split is not None and not loc.exists(mf.NAME):
+    has_manifest = loc.exists(mf.NAME)
+    # a partition's directory (col=value/): its files of the data set around it
+    inside = None if has_manifest else partition_of(loc)
+    if has_manifest or inside is not None or split is not None:
+        if split is not None and not has_manifest and inside is None:
             raise OptionError(f"option split={split!r} needs a data set written with splits "
                               f"(a _tfspark.json manifest); {path!r} has no manifest")
-        root, manifest = _resolve_split(loc, None, whole=True)
+        root, manifest = _resolve_split(loc, None, whole=True) if inside is None else \
+            inside[:2]
         if record_type and record_type != manifest.record_type:
             raise OptionError(f"option recordType={record_type!r} contradicts the manifest of "
                               f"{path!r}, which says {manifest.record_type!r}; drop the option")
         if split is not None and split not in manifest.splits:
             raise _no_split(path, split, manifest)
-        return _from_manifest(root, manifest, compression, override=True, split=split)
+        plan = _from_manifest(root, manifest, compression, override=True, split=split,
+                              partition=None if inside is None else inside[2])
+        if plan.locations or inside is None:
+            return plan
+        raise OptionError(f"input path {path!r} does not exist")
     kind = loc.kind()
     if kind is None:
         raise OptionError(f"input path {path!r} does not exist")
