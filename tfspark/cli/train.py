@@ -27,7 +27,7 @@ from tfspark.errors import OptionError, SchemaError
 from tfspark.numpy.columns import num_rows
 from tfspark.spec import Feature, FeatureSpec
 from tfspark.store import manifest as mf
-from tfspark.store.fs import locate
+from tfspark.store.partition_dirs import read_data_set_manifest
 from tfspark.store.redaction import redact
 from tfspark.store.store_options import store_filesystem
 
@@ -100,7 +100,7 @@ class _Data:
     def of(cls, cfg: TrainConfig, batch: int, worker: Any) -> _Data:
         """The data of cfg.data; OptionError / SchemaError when it cannot be trained on."""
         fs = store_filesystem(cfg.data, cfg.store, "the train config")
-        top = mf.read_manifest(locate(cfg.data, fs))
+        top = read_data_set_manifest(cfg.data, fs)
         spec = top.spec
         if spec is None:
             raise SchemaError(f"{redact(cfg.data)!r} holds raw records, not Examples: nothing to "
