@@ -35,11 +35,12 @@ def run(args: argparse.Namespace) -> int:
     missing_local_path(args.path)
     fs = filesystem_of(args.path, args.store)
     m = None
-    if not is_file(args.path, fs):  # the manifest read once (a store: one request)
+    lone = is_file(args.path, fs)  # (a store: one request, asked once)
+    if not lone:  # the manifest read once (a store: one request)
         m = read_data_set_manifest(args.path, fs)
         m.check_split(args.split, args.path)  # named before anything is printed
         print(describe(args.path, fs, m))
-    print_records(args.path, args.records, args.split, fs, m)
+    print_records(args.path, args.records, args.split, fs, m, lone)
     return 0
 
 
@@ -109,20 +110,20 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
 
 
 def print_records(path: str, n: int, split: str | None, filesystem: Any = None,
-                  manifest: mf.Manifest | None = None) -> None:
+                  manifest: mf.Manifest | None = None, lone: bool = False) -> None:
     """Print the first n records of a data set (one split's when given), decoded
-    (manifest: the path's, when read)."""
-    for i, record in enumerate(_records(path, n, split, filesystem, manifest)):
+    (manifest: the path's, when read; lone: path is one TFRecord file, shown by its keys)."""
+    for i, record in enumerate(_records(path, n, split, filesystem, manifest, lone)):
         print(f"record {i}:")
         for key, value in record.items():
             print(f"  {key}: {_fmt(value)}")
 
 
 def _records(path: str, n: int, split: str | None, filesystem: Any = None,
-             manifest: mf.Manifest | None = None):
+             manifest: mf.Manifest | None = None, lone: bool = False):
     """The first n records of a data set (one split's when given), decoded with its spec."""
     loc = locate(path, filesystem)
-    if manifest is None and is_file(path, filesystem):  # a lone file: no spec; its raw keys
+    if lone:  # no manifest, so no spec: its raw keys
         with loc.open_input() as f:  # (random access: its compression found from its start)
             yield from islice(map(_raw_keys, read_records(f, "auto", path=loc.uri)), n)
         return

@@ -49,10 +49,11 @@ def add_command(command: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """The stats command: the table, then the charts when --plot is given."""
-    if args.plot and "://" in args.plot and not args.plot.startswith("file://"):
-        raise OptionError(f"--plot {redact(args.plot)!r}: the charts are written to a local "
-                          f"directory; give a local path (and copy them to the store after)")
-    if args.plot and args.plot.startswith("file://"):
+    if args.plot and "://" in args.plot:
+        if not args.plot.startswith("file://"):
+            raise OptionError(f"--plot {redact(args.plot)!r}: the charts are written to a "
+                              f"local directory; give a local path (and copy them to the "
+                              f"store after)")
         args.plot = args.plot[len("file://"):]
     missing_local_path(args.path)
     m = read_data_set_manifest(args.path, filesystem_of(args.path, args.store))

@@ -127,9 +127,9 @@ def _check_lone(loc: Location, report: Report) -> Report:
                       "manifest: no counts or spec to check against)")
     try:
         report.bytes = loc.size()
-        with loc.open_input() as f:  # (random access: read_records finds its compression)
+        with loc.open_input() as f:  # (random access: its first bytes say its compression)
             report.compression = "gzip" if sniff_gzip(f) else None
-            for _ in read_records(f, "auto", path=loc.uri):
+            for _ in read_records(f, report.compression, path=loc.uri):
                 report.records += 1
     except CorruptRecordError as e:
         report.problems.append(str(e))
