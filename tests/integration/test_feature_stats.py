@@ -327,7 +327,7 @@ def test_stats_command_prints_and_plots(written, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(["stats", written, "--plot", "s3://bucket/png?endpoint_override=h:1"]) == 2
     assert capsys.readouterr().err.strip() == (
-        "error: --plot 's3://bucket/png?...': the charts are written to a local directory; give "
+        "error: --plot 's3://bucket/png?...': the charts are written to a local directory, so give "
         "a local path (and copy them to the store after)")
     assert not (tmp_path / "s3:").exists()
 

@@ -16,9 +16,14 @@ def test_io_threads_must_be_a_positive_int(threads):
 
 
 def test_a_cache_dir_is_a_local_directory_this_process_can_write(tmp_path):
-    with pytest.raises(OptionError, match=r"^cache_dir must be a local directory, got "
-                                          r"'s3://K:\*\*\*@b/c\?\.\.\.'$"):
+    with pytest.raises(OptionError, match=r"^cache_dir 's3://K:\*\*\*@b/c\?\.\.\.': the cache is "
+                                          r"kept on this machine's disk, so give a local path$"):
         check_io_args(None, "s3://K:S3CR3T@b/c?endpoint_override=h:1")
+    with pytest.raises(OptionError, match=r"^cache_dir must be a local path, got int$"):
+        check_io_args(None, 3)
+    # a file:// URI is a local directory: its path is the one to use
+    assert check_io_args(None, f"file://{tmp_path}/kept") == f"{tmp_path}/kept"
+    assert (tmp_path / "kept").is_dir()
     (tmp_path / "f").write_text("")
     with pytest.raises(OptionError, match=r"is a file, not a directory"):
         check_io_args(None, tmp_path / "f")

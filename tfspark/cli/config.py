@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tfspark.errors import OptionError
+from tfspark.store.local_paths import local_only
 from tfspark.store.options import WriteOptions, write_settings
-from tfspark.store.redaction import redact
 from tfspark.store.settings import Setting, Where, positive_number
 from tfspark.store.store_options import check_store_table, store_filesystem
 
@@ -319,11 +319,9 @@ class TrainConfig:
                               f"checkpoints; one process takes none: set workers, or leave "
                               f"checkpoint_every out")
         for key in ("model_out", "checkpoint_dir"):  # (found after training, or by Spark)
-            path = getattr(cfg, key) or ""
-            if "://" in path and not path.startswith("file://"):
-                raise OptionError(f"{key} {redact(path)!r} in {where}: Keras saves to files, so "
-                                  f"give a local path, or a mounted one every worker sees (e.g. "
-                                  f"/dbfs/... on Databricks); copy the model to a store after")
+            local_only(getattr(cfg, key) or "", key, "Keras saves to files", ", or a mounted "
+                       "one every worker sees (e.g. /dbfs/... on Databricks); copy the model to "
+                       "a store after", where=f" in {where}")
         if not cfg.model_out.endswith(".keras"):
             raise OptionError(f"model_out in {where} must end with '.keras' (the Keras 3 "
                               f"format), got {cfg.model_out!r}")

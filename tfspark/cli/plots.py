@@ -24,6 +24,7 @@ from tfspark.cli.inspect import missing_local_path, stats_table
 from tfspark.errors import OptionError, SchemaError, require
 from tfspark.spec.kinds import float_of_json
 from tfspark.store import manifest as mf
+from tfspark.store.local_paths import local_only
 from tfspark.store.partition_dirs import read_data_set_manifest
 from tfspark.store.redaction import redact
 
@@ -49,12 +50,9 @@ def add_command(command: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """The stats command: the table, then the charts when --plot is given."""
-    if args.plot and "://" in args.plot:
-        if not args.plot.startswith("file://"):
-            raise OptionError(f"--plot {redact(args.plot)!r}: the charts are written to a "
-                              f"local directory; give a local path (and copy them to the "
-                              f"store after)")
-        args.plot = args.plot[len("file://"):]
+    if args.plot:
+        args.plot = local_only(args.plot, "--plot", "the charts are written to a local "
+                               "directory", " (and copy them to the store after)")
     missing_local_path(args.path)
     m = read_data_set_manifest(args.path, filesystem_of(args.path, args.store))
     per = feature_stats(m, args.path, args.split)

@@ -140,7 +140,7 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
     check_read_args(batch_size, shuffle_buffer, epochs, 1, shard, False, seed)
     check_batch_args(num_threads=num_threads, strings=strings, shuffle=shuffle,
                      vocabulary=vocabulary, ragged=ragged, pad_to=pad_to, processes=processes)
-    check_io_args(io_threads, cache_dir)
+    cache_dir = check_io_args(io_threads, cache_dir)
     keep_freed_memory()  # (fewer page faults: store/memory.py)
     plan = plan_read(path_or_files, split=split, spec=spec, label_cols=label_cols,
                      compression=compression, filesystem=filesystem, columns=columns)

@@ -27,7 +27,8 @@ from typing import Any
 from tfspark.errors import OptionError, TfsparkError
 from tfspark.store import manifest as mf
 from tfspark.store.commit import commit_lock
-from tfspark.store.fs import Location, locate, uri_to_path
+from tfspark.store.fs import Location, locate
+from tfspark.store.local_paths import uri_to_path
 
 log = logging.getLogger("tfspark")
 MARKER = mf.BACKUP_MARKER

@@ -27,7 +27,8 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from tfspark.errors import OptionError, TrainingError
-from tfspark.store.fs import local_directory, locate
+from tfspark.store.fs import locate
+from tfspark.store.local_paths import local_directory
 from tfspark.store.redaction import redact
 
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_.]*(Error|Exception): ")

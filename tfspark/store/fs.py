@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import posixpath
 import time
-import urllib.parse
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -286,29 +285,6 @@ class Location:
             pass
 
 
-def uri_to_path(uri: str) -> str:
-    """A path as Spark reports it (Hadoop URIs: `file:/tmp/a%20b`, `s3a://bucket/k%23`) as a
-    path or URI that `locate` opens: escapes decoded, file: dropped, s3a/s3n -> s3."""
-    parsed = urllib.parse.urlsplit(uri)
-    if not parsed.scheme or len(parsed.scheme) == 1:  # a plain path (or a Windows drive)
-        return uri
-    path = urllib.parse.unquote(parsed.path)
-    if parsed.scheme == "file":
-        return path
-    scheme = {"s3a": "s3", "s3n": "s3"}.get(parsed.scheme, parsed.scheme)
-    return f"{scheme}://{parsed.netloc}{path}"
-
-
-def absolute(path: str) -> str:
-    """A local path made absolute against this process's working directory (URIs unchanged):
-    resolved once, on the driver, so Spark's JVM and Python workers write the same place."""
-    if not isinstance(path, str) or "://" in path or not path.strip():
-        return path
-    if path.startswith("file:"):
-        return path
-    return os.path.abspath(path)
-
-
 def as_filesystem(filesystem: Any) -> pafs.FileSystem:
     """A pyarrow FileSystem from what `filesystem=` accepts: a pyarrow FileSystem, or an fsspec
     filesystem (wrapped in pyarrow's PyFileSystem(FSSpecHandler(...)))."""
@@ -381,19 +357,3 @@ def locate(path: str | os.PathLike | Location, filesystem: Any = None) -> Locati
                           f"or pass filesystem=") from None
     return Location(fs, base.rstrip("/") or "/", redact(path.split("?", 1)[0]))
 
-
-def local_directory(path: str, option: str) -> str:
-    """`path` (a local path or file:// URI) as a local directory, created if missing: for
-    what is saved through plain files (Keras's checkpoints). OptionError names `option` for an
-    object-store URI or a directory that cannot be made."""
-    if "://" in path and not path.startswith("file://"):
-        raise OptionError(f"{option} {redact(path)!r}: Keras saves checkpoints to files, so give a "
-                          f"directory on a filesystem (a mounted or network one that every "
-                          f"machine training sees, e.g. /dbfs/... on Databricks), not an "
-                          f"object-store URI")
-    local = locate(path).base
-    try:
-        os.makedirs(local, exist_ok=True)
-    except OSError as e:
-        raise OptionError(f"{option} {path!r} cannot be created here: {e}") from e
-    return local

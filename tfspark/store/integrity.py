@@ -22,7 +22,8 @@ from tfspark.errors import CorruptRecordError, TfsparkError
 from tfspark.spec.model import FeatureSpec
 from tfspark.store import manifest as mf
 from tfspark.store.fetch import Fetcher
-from tfspark.store.fs import Location, locate, uri_to_path
+from tfspark.store.fs import Location, locate
+from tfspark.store.local_paths import uri_to_path
 from tfspark.store.partition_dirs import read_data_set_manifest
 from tfspark.store.redaction import redact
 from tfspark.wire.compression import sniff_gzip

@@ -25,7 +25,7 @@ from tfspark.spec.kinds import DECIMAL_AS, NULL_ELEMENT_POLICIES
 from tfspark.spec.kinds import STORED_RECORD_TYPES as RECORD_TYPES
 from tfspark.spec.layout import MAX_ROWS_PER_RECORD
 from tfspark.store import settings as s
-from tfspark.store.fs import absolute
+from tfspark.store.local_paths import absolute
 from tfspark.store.settings import WRITE_MODES, Setting, Where
 from tfspark.wire.compression import GZIP_LEVELS, normalize_compression
 

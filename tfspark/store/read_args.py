@@ -7,8 +7,8 @@ import os
 from typing import Any
 
 from tfspark.errors import OptionError
+from tfspark.store.local_paths import local_only
 from tfspark.store.read_plan import AUTOTUNE
-from tfspark.store.redaction import redact
 
 
 def check_read_args(batch_size: Any, shuffle_buffer: Any, epochs: Any, num_parallel_reads: Any,
@@ -43,23 +43,25 @@ def check_read_args(batch_size: Any, shuffle_buffer: Any, epochs: Any, num_paral
         raise OptionError(f"cache must be True/False or a file path, got {cache!r}")
 
 
-def check_io_args(io_threads: Any, cache_dir: Any) -> None:
-    """OptionError for a bad io_threads or cache_dir argument of a reader."""
+def check_io_args(io_threads: Any, cache_dir: Any) -> str | None:
+    """OptionError for a bad io_threads or cache_dir argument of a reader; else the cache
+    directory as a local path (None: no cache)."""
     if io_threads is not None and (not isinstance(io_threads, int) or
                                    isinstance(io_threads, bool) or io_threads < 1):
         raise OptionError(f"io_threads must be a positive int or None, got {io_threads!r}")
-    if cache_dir is not None:
-        if not isinstance(cache_dir, (str, os.PathLike)) or "://" in os.fspath(cache_dir):
-            shown = redact(cache_dir) if isinstance(cache_dir, str) else repr(cache_dir)
-            raise OptionError(f"cache_dir must be a local directory, got {shown!r}")
-        if os.path.exists(cache_dir) and not os.path.isdir(cache_dir):
-            raise OptionError(f"cache_dir {os.fspath(cache_dir)!r} is a file, not a directory")
-        why = "no permission"
-        try:  # now, not when the first file is kept, in a reading thread
-            os.makedirs(cache_dir, exist_ok=True)
-            writable = os.access(cache_dir, os.W_OK | os.X_OK)
-        except OSError as e:
-            writable, why = False, e.strerror or str(e)
-        if not writable:
-            raise OptionError(f"cache_dir {os.fspath(cache_dir)!r} cannot be written here "
-                              f"({why}): give a directory this process may write")
+    if cache_dir is None:
+        return None
+    cache_dir = local_only(cache_dir, "cache_dir", "the cache is kept on this machine's "
+                           "disk")
+    if os.path.exists(cache_dir) and not os.path.isdir(cache_dir):
+        raise OptionError(f"cache_dir {cache_dir!r} is a file, not a directory")
+    why = "no permission"
+    try:  # now, not when the first file is kept, in a reading thread
+        os.makedirs(cache_dir, exist_ok=True)
+        writable = os.access(cache_dir, os.W_OK | os.X_OK)
+    except OSError as e:
+        writable, why = False, e.strerror or str(e)
+    if not writable:
+        raise OptionError(f"cache_dir {cache_dir!r} cannot be written here "
+                          f"({why}): give a directory this process may write")
+    return cache_dir

@@ -119,7 +119,7 @@ def make_dataset(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
     file and, for a bad record, its byte offset.
     """
     check_read_args(batch_size, shuffle_buffer, epochs, num_parallel_reads, shard, cache, seed)
-    check_io_args(io_threads, cache_dir)
+    cache_dir = check_io_args(io_threads, cache_dir)
     keep_freed_memory()  # (fewer page faults: store/memory.py)
     plan = plan_read(path_or_files, split=split, spec=spec, label_cols=label_cols,
                      compression=compression, filesystem=filesystem, columns=columns)
