@@ -13,6 +13,7 @@ import pytest
 from tfcheck import check_rich_row, read_with_tf, rich_fields, rows_by
 
 import tfspark
+from tfspark.cli.inspect import describe
 from tfspark.errors import OptionError, SchemaError
 
 pytestmark = [pytest.mark.spark]
@@ -118,6 +119,14 @@ def test_a_partitions_directory_reads_as_its_rows_in_every_reader(spark, tf, tmp
         f"'{out}/c=1' is a partition's directory of the data set '{out}', whose manifest is "
         f"there: give that directory (make_dataset, read_batches and spark.read also take a "
         f"partition's directory)"]
+    # inspect's table: each split's totals (they read 0 files, 0 records), then its partitions
+    table = describe(cut).splitlines()[2:10]
+    rows = {line.split()[0]: [int(x.replace(",", "")) for x in line.split()[1:3]]
+            for line in table}
+    assert list(rows) == ["test", "test/c=0", "test/c=1", "test/c=2", "train", "train/c=0",
+                          "train/c=1", "train/c=2"], table
+    assert rows["train"] == [sum(rows[f"train/c={c}"][i] for c in range(3)) for i in (0, 1)]
+    assert rows["train"][1] == len(train) and rows["test"][1] == 300 - len(train)
 
 
 @pytest.mark.tf

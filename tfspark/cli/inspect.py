@@ -55,11 +55,7 @@ def describe(path: str, filesystem: Any = None, manifest: mf.Manifest | None = N
              f"compression={m.compression or 'none'}"]
     if m.description:
         lines.append(f"description: {m.description}")
-    groups: dict[str, list[int]] = {split: [0, 0, 0] for split in m.splits}
-    for f in m.files:
-        part = ",".join(f"{k}={v}" for k, v in f.partition.items())
-        g = groups.setdefault("/".join(x for x in (f.split, part) if x) or "(all)", [0, 0, 0])
-        g[0], g[1], g[2] = g[0] + 1, g[1] + f.row_count, g[2] + f.bytes
+    groups = _groups(m)
     lines += _table(["split/partition", "files", "records" if block == 1 else "rows", "MiB"],
                     [[k, n, f"{r:,}", f"{b / 2**20:,.2f}"] for k, (n, r, b) in groups.items()])
     if m.spec is not None:
@@ -74,6 +70,23 @@ def describe(path: str, filesystem: Any = None, manifest: mf.Manifest | None = N
         lines += ["", "statistics (all rows; of present values, nulls counted apart):",
                   *stats_table(features)]
     return "\n".join(lines) + "\n"
+
+
+def _groups(m: mf.Manifest) -> dict[str, list[int]]:
+    """{name: [files, rows, bytes]}: each split (an empty one too) with its totals, followed
+    by its partitions (`split/col=value`); without splits, the partitions, or "(all)"."""
+    groups: dict[str, list[int]] = {split: [0, 0, 0] for split in m.splits}
+    for f in m.files:
+        part = ",".join(f"{k}={v}" for k, v in f.partition.items())
+        names = [f.split] if f.split else []
+        if part or not f.split:
+            names.append("/".join(x for x in (f.split, part) if x) or "(all)")
+        for name in names:
+            g = groups.setdefault(name, [0, 0, 0])
+            g[0], g[1], g[2] = g[0] + 1, g[1] + f.row_count, g[2] + f.bytes
+    rank = {split: i for i, split in enumerate(m.splits)}
+    return {k: groups[k] for k in sorted(
+        groups, key=lambda k: (rank.get(k.split("/")[0], len(rank)), "/" in k, k))}
 
 
 def stats_table(per: dict[str, Any]) -> list[str]:
