@@ -105,3 +105,22 @@ def test_a_config_file_carries_a_store_table(tmp_path):
     assert cfg.store == {"anonymous": True}
     with pytest.raises(OptionError, match="'store'.*must be a table"):
         load_config(store_file(tmp_path, 'store = "x"\n'))
+
+
+@pytest.mark.parametrize("given, shown", [
+    # Azure's forms of a URI, each with a filesystem=: the container was taken from what
+    # stood before "@" (a password too: c:S3CR3T was the container, and shown), and the
+    # account was left out of what is shown (abfs://c/p, which opens nothing)
+    ("abfs://c@acct.dfs.core.windows.net/p/q", "abfs://c@acct.dfs.core.windows.net/p"),
+    ("abfss://c:S3CR3T@acct.dfs.core.windows.net/p/q",
+     "abfss://c:***@acct.dfs.core.windows.net/p"),
+    ("abfs://acct:S3CR3T@c/p/q", "abfs://acct:***@c/p"),
+    ("abfs://acct@127.0.0.1:10000/c/p/q", "abfs://acct@127.0.0.1:10000/c/p"),
+    ("abfs://c/p/q", "abfs://c/p"),  # the account is filesystem='s
+])
+def test_an_azure_uri_names_its_container_and_shows_its_account(given, shown):
+    fs = pafs.AzureFileSystem("acct", account_key="eA==")  # (no request is made)
+    at = locate(given, fs)
+    assert at.base == "c/p/q"
+    assert at.parent().uri == shown and "S3CR3T" not in at.uri
+    assert at.child("r").uri == redact(given) + "/r"

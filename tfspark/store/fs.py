@@ -65,7 +65,17 @@ class Location:
             return path
         if "://" not in self.uri:  # a filesystem= given with a bare path
             return path
-        return f"{self.uri.split('://', 1)[0]}://{path}"
+        scheme, rest = self.uri.split("://", 1)
+        if self.fs.type_name != "abfs":
+            return f"{scheme}://{path}"  # the bucket is the host
+        # Azure's URIs name the container as the user (c@account.dfs...), as the host
+        # (account@c), or in the path (account.blob... or host:port, then /c/...)
+        authority = rest.split("/", 1)[0]
+        user, _, host = authority.rpartition("@")
+        container, slash, tail = path.lstrip("/").partition("/")
+        if container in (user.split(":")[0], host):
+            return f"{scheme}://{authority}{slash}{tail}"
+        return f"{scheme}://{authority}/{path.lstrip('/')}"
 
     def resolve(self, uri: str) -> Location:
         """The Location of a path or URI another write recorded (a backup's): on this
@@ -307,6 +317,16 @@ STORE_SCHEMES = {
 _HADOOP_SCHEMES = {"s3a": "s3", "s3n": "s3", "wasb": "abfs", "wasbs": "abfs"}
 
 
+def _azure_path(uri: str, inner: str) -> str:
+    """The container/path an abfs:// URI names, as pyarrow reads it (c@account..., a password,
+    account@c, host:port/c/...); `inner` (the URI without its scheme) where it names no
+    account (abfs://c/path, the account being filesystem='s)."""
+    try:
+        return pafs.FileSystem.from_uri(uri)[1]  # (parses only: no request is made)
+    except Exception:  # no account in it
+        return inner
+
+
 def locate(path: str | os.PathLike | Location, filesystem: Any = None) -> Location:
     """The Location of a local path, a file:// URI or an object-store URI (s3://, gs://,
     abfs://, ... with pyarrow's query options), or of a path inside `filesystem` (a scheme
@@ -326,9 +346,8 @@ def locate(path: str | os.PathLike | Location, filesystem: Any = None) -> Locati
         fs = as_filesystem(filesystem)
         scheme, _, inner = path.rpartition("://")
         shown = f"{scheme}://{inner}" if scheme else inner
-        head, slash, tail = inner.partition("/")
-        if fs.type_name == "abfs" and "@" in head:  # container@account.dfs...: the container
-            inner = head.split("@", 1)[0] + slash + tail
+        if fs.type_name == "abfs" and scheme:  # the container: where pyarrow finds it
+            inner = _azure_path(path, inner)
         if isinstance(fs, pafs.LocalFileSystem):
             inner = posixpath.abspath(inner)
         elif inner.startswith("/") and not isinstance(fs, pafs.PyFileSystem):
