@@ -51,8 +51,11 @@ def train(config: TrainConfig | Mapping[str, Any],
     train_ds = data.read_train(cfg, chosen.used)
     val_ds = data.read(cfg, data.val_split, chosen.used, shuffle=0) if data.val_split else None
     if val_ds is None:  # else "final: auc=..." reads as a validation figure
+        others = [s for s in data.top.splits if s != data.train_split]
         echo(f"no {cfg.validation_split!r} split in {redact(cfg.data)} (splits: "
-             f"{list(data.top.splits) or 'none'}): the metrics are of the training data")
+             f"{list(data.top.splits) or 'none'}): the metrics are of the training data"
+             + ("; validation_split in --config names the one to validate on" if others
+                else ""))
     if worker is not None:
         steps = train_feed.steps(train_ds, cfg.steps_per_epoch)
         echo(f"worker {worker.index} of {n}: shard {worker.index} of the "
