@@ -26,9 +26,9 @@ from typing import Any
 
 from tfspark.errors import OptionError, TfsparkError
 from tfspark.store import manifest as mf
-from tfspark.store.commit import commit_lock
 from tfspark.store.fs import Location, locate
 from tfspark.store.local_paths import uri_to_path
+from tfspark.store.lock import commit_lock
 
 log = logging.getLogger("tfspark")
 MARKER = mf.BACKUP_MARKER

@@ -22,7 +22,6 @@ from tfspark.store import manifest as mf
 from tfspark.store.commit import (
     PART_FILE,
     TaskGuard,
-    commit_lock,
     conflict_message,
     existing_manifest,
     last_write,
@@ -32,6 +31,7 @@ from tfspark.store.commit import (
     write_id_of,
 )
 from tfspark.store.fs import Location
+from tfspark.store.lock import commit_lock
 from tfspark.store.options import WriteOptions
 
 log = logging.getLogger("tfspark")

@@ -1,5 +1,5 @@
-"""The commit of a write, on the driver: the lock that keeps two commits to one path from
-interleaving, the write ids in part-file names, and the conflict messages.
+"""The commit of a write, on the driver (its lock: lock.py): the write ids in part-file
+names, and the conflict messages.
 
 A part file is named part-<partition>-<task attempt>-<write id>-<seq>.tfrecord[.gz]; the write
 id says which write (and so which manifest entry, or which failed attempt) it belongs to.
@@ -11,15 +11,10 @@ abort waits for them before it removes the job's files (TaskGuard, wait_for_task
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import re
-import socket
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from tfspark.errors import ManifestError, OptionError, failed_request
@@ -30,8 +25,6 @@ log = logging.getLogger("tfspark")
 PART_FILE = re.compile(r"(^|/)part-[^/]*\.tfrecord(\.gz)?$")
 # part-<partition>-<task attempt>-<write id>-<seq>: the write id of one of our part files
 _WRITE_ID = re.compile(r"(?:^|/)part-\d+-\d+-([0-9a-f]{16})-\d+\.tfrecord(?:\.gz)?$")
-LOCK = "_tfspark.lock"  # held by a commit while it checks and writes the manifest
-_LOCK_PATIENCE_S = 60.0  # a lock left unchanged this long is a dead committer's: broken
 _RUNNING = "_tfspark.running-"  # + <write id>-<task>: a task of that write is running
 _ABORTED = "_tfspark.aborted-"  # + <write id>: that write's job failed; its tasks must stop
 _CHECK_EVERY_S = 1.0  # how often a running task looks for the abort marker
@@ -83,35 +76,6 @@ def write_id_of(rel: str) -> str | None:
 def new_write_id() -> str:
     """A fresh write id: 16 hex digits."""
     return uuid.uuid4().hex[:16]
-
-
-@contextmanager
-def commit_lock(loc: Location, write_id: str) -> Iterator[None]:
-    """Hold LOCK (created exclusively: see Location.create_exclusive for what each filesystem
-    guarantees) while a commit checks and writes the manifest, so two commits to one path never
-    interleave. A lock that stays the same for _LOCK_PATIENCE_S is taken as left by a driver
-    that died while committing, and broken."""
-    token = json.dumps({"write_id": write_id, "host": socket.gethostname(), "pid": os.getpid(),
-                        "nonce": uuid.uuid4().hex}).encode()
-    seen, since = b"", time.monotonic()
-    while not loc.create_exclusive(LOCK, token):
-        try:
-            held = loc.read_bytes(LOCK)
-        except FileNotFoundError:
-            continue  # released meanwhile
-        if held != seen:
-            seen, since = held, time.monotonic()
-        elif time.monotonic() - since > _LOCK_PATIENCE_S:
-            log.warning("tfspark: breaking the commit lock %s (%s), unchanged for %.0f s: left "
-                        "by a driver that died while committing?", loc.join(LOCK),
-                        held.decode(errors="replace"), _LOCK_PATIENCE_S)
-            loc.delete(LOCK)
-            continue
-        time.sleep(0.05)
-    try:
-        yield
-    finally:
-        loc.delete(LOCK)
 
 
 def conflict_message(uri: str, mode: str) -> str:

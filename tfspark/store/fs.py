@@ -221,8 +221,9 @@ class Location:
 
         Local filesystems: O_CREAT | O_EXCL, atomic (two processes, or two hosts on one POSIX
         mount, never both win). Object stores: pyarrow has no conditional put, so this is
-        check, write, read back (`data` must be unique to the caller): it narrows the window but
-        two callers within one request's latency can both win.
+        check, write, read back (`data` must be unique to the caller), and two callers within
+        one request's latency can both win: for names only one caller uses (the commit lock on
+        a store is store/lock.py's).
         """
         target = self.join(rel)
         if self.is_local:
