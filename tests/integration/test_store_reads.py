@@ -348,6 +348,25 @@ def test_writes_never_show_a_uris_secrets(spark, s3):
     assert len(ids_of(tfspark.read_batches(uri, 10, label_cols=["id"]))) == 20
 
 
+def test_a_uri_names_the_path_as_typed_in_every_entry_point(spark, s3):
+    """A space, "#" or a letter beyond ASCII in a URI's path: pyarrow could not parse it (or
+    took "#..." for a fragment, the endpoint with it), so no entry point reached the store."""
+    bucket = s3.bucket()
+    typed = f"testing:s3cr3t@{bucket}/my data #1/ünï"
+    uri = s3.uri(typed)
+    df = spark.range(30).selectExpr("id", "CAST(id % 3 AS INT) AS c")
+    tfspark.write_tfrecords(df, uri, backup_path=s3.uri(f"{typed} backup"))
+    df.write.format("tfrecord").mode("append").save(uri)
+    fs = s3.filesystem()
+    assert fs.get_file_info(f"{bucket}/my data #1/ünï/_tfspark.json").type == \
+        pafs.FileType.File
+    assert ids_of(tfspark.read_batches(uri, 7, label_cols=["id"])) == sorted(list(range(30)) * 2)
+    assert sorted(r.id for r in spark.read.format("tfrecord").load(uri).collect()) == \
+        sorted(list(range(30)) * 2)
+    report = tfspark.verify(uri)
+    assert report.ok, report.problems
+
+
 @pytest.mark.training
 @pytest.mark.slow
 def test_the_train_job_reads_a_store_on_tensorflow_and_on_jax(gcs, local_sets, tmp_path):

@@ -22,6 +22,7 @@ import pyarrow.fs as pafs
 
 from tfspark.errors import OptionError, failed_request
 from tfspark.store.redaction import redact
+from tfspark.store.uris import azure_path, bucket_path, escaped
 
 T = TypeVar("T")
 _DIR_TRIES = 10  # tries at making a directory another write's clean-up may remove meanwhile
@@ -318,16 +319,6 @@ STORE_SCHEMES = {
 _HADOOP_SCHEMES = {"s3a": "s3", "s3n": "s3", "wasb": "abfs", "wasbs": "abfs"}
 
 
-def _azure_path(uri: str, inner: str) -> str:
-    """The container/path an abfs:// URI names, as pyarrow reads it (c@account..., a password,
-    account@c, host:port/c/...); `inner` (the URI without its scheme) where it names no
-    account (abfs://c/path, the account being filesystem='s)."""
-    try:
-        return pafs.FileSystem.from_uri(uri)[1]  # (parses only: no request is made)
-    except Exception:  # no account in it
-        return inner
-
-
 def locate(path: str | os.PathLike | Location, filesystem: Any = None) -> Location:
     """The Location of a local path, a file:// URI or an object-store URI (s3://, gs://,
     abfs://, ... with pyarrow's query options), or of a path inside `filesystem` (a scheme
@@ -348,7 +339,9 @@ def locate(path: str | os.PathLike | Location, filesystem: Any = None) -> Locati
         scheme, _, inner = path.rpartition("://")
         shown = f"{scheme}://{inner}" if scheme else inner
         if fs.type_name == "abfs" and scheme:  # the container: where pyarrow finds it
-            inner = _azure_path(path, inner)
+            inner = azure_path(path, inner)
+        elif fs.type_name in ("s3", "gcs") and scheme:  # the URI's object, as without fs
+            inner = bucket_path(path)
         if isinstance(fs, pafs.LocalFileSystem):
             inner = posixpath.abspath(inner)
         elif inner.startswith("/") and not isinstance(fs, pafs.PyFileSystem):
@@ -366,7 +359,7 @@ def locate(path: str | os.PathLike | Location, filesystem: Any = None) -> Locati
                           f"filesystem=; with Unity Catalog credentials use a /Volumes path")
     try:
         if "://" in path and not path.startswith("file://"):
-            fs, base = pafs.FileSystem.from_uri(path)
+            fs, base = pafs.FileSystem.from_uri(escaped(path))
         else:
             local = path[len("file://"):] if path.startswith("file://") else path
             fs, base = pafs.LocalFileSystem(), posixpath.abspath(local)

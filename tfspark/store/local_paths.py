@@ -10,12 +10,13 @@ from typing import Any
 
 from tfspark.errors import OptionError
 from tfspark.store.redaction import redact
+from tfspark.store.uris import escaped
 
 
 def uri_to_path(uri: str) -> str:
     """A path as Spark reports it (Hadoop URIs: `file:/tmp/a%20b`, `s3a://bucket/k%23`) as a
     path or URI that `locate` opens: escapes decoded, file: dropped, s3a/s3n -> s3."""
-    parsed = urllib.parse.urlsplit(uri)
+    parsed = urllib.parse.urlsplit(escaped(uri))  # (a path typed with "#" or " " too)
     if not parsed.scheme or len(parsed.scheme) == 1:  # a plain path (or a Windows drive)
         return uri
     path = urllib.parse.unquote(parsed.path)

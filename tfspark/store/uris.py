@@ -1,0 +1,43 @@
+"""A URI as pyarrow parses it: what a user types in a path that a URI may not hold escaped,
+and the path in the store that a URI names, for the filesystem= given with it."""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+
+import pyarrow.fs as pafs
+
+_LONE_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
+# scheme:, //authority (optional: file:/tmp/x), the path, ?query
+_URI = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*:)(//[^/?]*)?([^?]*)(\?.*)?$", re.DOTALL)
+
+
+def escaped(uri: str) -> str:
+    """`uri` with what its path holds that a URI may not (a space, "#", non-ASCII letters, a
+    "%" starting no escape) percent-escaped, as pyarrow and urllib parse only URIs: what a user
+    types (s3://b/my data/ds) names that object. Escapes already there and the query are kept,
+    so a URI as Hadoop reports one (s3a://b/my%20data) is unchanged."""
+    m = _URI.match(uri)
+    if m is None:
+        return uri
+    scheme, authority, path, query = m.groups()
+    path = urllib.parse.quote(_LONE_PERCENT.sub("%25", path), safe="/%!$&'()*+,;=:@~")
+    return f"{scheme}{authority or ''}{path}{query or ''}"
+
+
+def bucket_path(uri: str) -> str:
+    """bucket/key of an s3:// or gs:// URI, as pyarrow reads it: escapes decoded, without the
+    URI's user and password or its query (options that filesystem= replaces)."""
+    parts = urllib.parse.urlsplit(escaped(uri))
+    return parts.netloc.rpartition("@")[2] + urllib.parse.unquote(parts.path)
+
+
+def azure_path(uri: str, inner: str) -> str:
+    """The container/path an abfs:// URI names, as pyarrow reads it (c@account..., a password,
+    account@c, host:port/c/...); `inner` (the URI without its scheme) where it names no
+    account (abfs://c/path, the account being filesystem='s)."""
+    try:
+        return pafs.FileSystem.from_uri(escaped(uri))[1]  # (parses only: no request made)
+    except Exception:  # no account in it
+        return inner
