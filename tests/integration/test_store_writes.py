@@ -72,6 +72,24 @@ def test_write_append_overwrite_on_every_store(spark, store):
     assert report.ok, report.render()
 
 
+def test_an_s3_write_leaves_its_objects_and_no_directory_markers(spark, s3):
+    """Before each file a directory was made, which on S3 is an empty object ("ds/",
+    "ds/y=1/", ...: a request more per file, and empty "folders" left in the bucket)."""
+    import boto3
+
+    bucket = s3.bucket()
+    tfspark.write_tfrecords(frame(spark, 0, 300), s3.uri(f"{bucket}/ds"), label_cols=["x"],
+                            partition_by=["y"], max_records_per_file=40)
+    client = boto3.client("s3", endpoint_url=f"http://{s3.endpoint()}", region_name="us-east-1",
+                          aws_access_key_id="testing", aws_secret_access_key="testing")
+    keys = [o["Key"] for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket)
+            for o in page.get("Contents", [])]
+    assert len([k for k in keys if k.endswith(".tfrecord")]) >= 9
+    # (pyarrow's delete of a directory's last object, the write-access probe's, puts one)
+    assert {k for k in keys if k.endswith("/")} <= {"ds/", "ds/_backup/"}, keys
+    assert ids(f"{bucket}/ds", s3.filesystem()) == list(range(300))
+
+
 def test_a_failed_overwrite_leaves_the_data_set_whole(spark, gcs):
     from pyspark.sql import functions as F
 

@@ -9,6 +9,7 @@ import pytest
 from tfspark.errors import OptionError
 from tfspark.store.fs import locate
 from tfspark.store.redaction import redact, redact_text
+from tfspark.store.store_options import store_filesystem
 
 
 @pytest.mark.parametrize("uri,shown", [
@@ -152,3 +153,16 @@ def test_a_uri_with_a_filesystem_names_the_same_object_and_keeps_no_secret(fs):
     assert locate(f"{scheme}://bucket/d", fs).resolve(
         f"{scheme}://K:***@bucket/my data #1/b").base == "bucket/my data #1/b"
     assert locate("bucket/plain%20key", fs).base == "bucket/plain%20key"  # no URI: as given
+
+
+def test_s3_opens_files_for_writing_on_their_first_write():
+    """A file smaller than a part (a manifest, a marker) is then one PUT, not a multipart
+    upload of three requests; a URI or [store] table saying otherwise is obeyed."""
+    def delayed(fs):
+        return fs.__reduce__()[1][0]["allow_delayed_open"]
+
+    assert delayed(locate("s3://b/x?region=us-east-1").fs)
+    assert not delayed(locate("s3://b/x?region=us-east-1&allow_delayed_open=false").fs)
+    assert delayed(store_filesystem("s3://b/x", {"region": "us-east-1"}, "t.toml"))
+    assert not delayed(store_filesystem("s3://b/x", {"region": "us-east-1",
+                                                     "allow_delayed_open": False}, "t.toml"))

@@ -109,7 +109,10 @@ class TaskGuard:
 
     def start(self) -> None:
         """Register, then look for the abort marker (WriteAborted when the job failed)."""
-        self.loc.create_exclusive(self.name, b"")
+        if self.loc.is_local:
+            self.loc.create_exclusive(self.name, b"")
+        else:  # (the name is this task's alone: one request, not a check and a read back)
+            self.loc.write_bytes_atomic(self.name, b"")
         self.check(now=True)
 
     def check(self, now: bool = False) -> None:

@@ -22,7 +22,7 @@ import pyarrow.fs as pafs
 
 from tfspark.errors import OptionError, failed_request
 from tfspark.store.redaction import redact
-from tfspark.store.uris import azure_path, bucket_path, escaped
+from tfspark.store.uris import azure_path, bucket_path, escaped, s3_delayed_open
 
 T = TypeVar("T")
 _DIR_TRIES = 10  # tries at making a directory another write's clean-up may remove meanwhile
@@ -160,6 +160,8 @@ class Location:
 
     def _in_dir(self, target: str, make: Callable[[], T]) -> T:
         """make() once target's directory is made; again if a failed write's clean-up removed it."""
+        if self.fs.type_name in ("s3", "gcs"):  # a directory is a key prefix there: making one
+            return make()  # writes a marker object, a request more for every file
         for attempt in range(_DIR_TRIES):
             self._make_dirs(posixpath.dirname(target))
             try:
@@ -359,7 +361,7 @@ def locate(path: str | os.PathLike | Location, filesystem: Any = None) -> Locati
                           f"filesystem=; with Unity Catalog credentials use a /Volumes path")
     try:
         if "://" in path and not path.startswith("file://"):
-            fs, base = pafs.FileSystem.from_uri(escaped(path))
+            fs, base = pafs.FileSystem.from_uri(s3_delayed_open(escaped(path)))
         else:
             local = path[len("file://"):] if path.startswith("file://") else path
             fs, base = pafs.LocalFileSystem(), posixpath.abspath(local)

@@ -52,6 +52,8 @@ def store_filesystem(path: str, options: Mapping[str, Any] | None,
     host = path.split("://", 1)[1].split("/", 1)[0].rpartition("@")[2].split("?")[0]
     if name == "AzureFileSystem" and "account_name" not in kwargs and host:
         kwargs["account_name"] = host.split(".", 1)[0]  # container@ACCOUNT.dfs.core...
+    if name == "S3FileSystem":  # a small file in one request, not three (uris.py)
+        kwargs.setdefault("allow_delayed_open", True)
     if name == "HadoopFileSystem" and "host" not in kwargs:
         kwargs["host"], _, port = host.partition(":")
         kwargs.setdefault("port", int(port) if port.isdigit() else 8020)

@@ -26,6 +26,15 @@ def escaped(uri: str) -> str:
     return f"{scheme}{authority or ''}{path}{query or ''}"
 
 
+def s3_delayed_open(uri: str) -> str:
+    """An s3:// URI asking pyarrow to open files for writing on their first write (unless it
+    says otherwise): a file smaller than a part (a manifest, a marker) is then one PUT, where
+    pyarrow otherwise makes it a multipart upload of three requests."""
+    if not uri.lower().startswith("s3://") or "allow_delayed_open=" in uri:
+        return uri
+    return uri + ("&" if "?" in uri else "?") + "allow_delayed_open=true"
+
+
 def bucket_path(uri: str) -> str:
     """bucket/key of an s3:// or gs:// URI, as pyarrow reads it: escapes decoded, without the
     URI's user and password or its query (options that filesystem= replaces)."""
