@@ -166,3 +166,10 @@ def test_s3_opens_files_for_writing_on_their_first_write():
     assert delayed(store_filesystem("s3://b/x", {"region": "us-east-1"}, "t.toml"))
     assert not delayed(store_filesystem("s3://b/x", {"region": "us-east-1",
                                                      "allow_delayed_open": False}, "t.toml"))
+
+
+def test_a_uri_pyarrow_refuses_is_named_without_its_secret():
+    for uri in ("nosuch://K:S3CR3T@b/x y", "s3://K:S3CR3T@b/my data?region=us-east-1&nosuch=1"):
+        with pytest.raises(OptionError, match="^cannot open path") as info:
+            locate(uri)
+        assert "S3CR3T" not in str(info.value), info.value

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import pyarrow.fs as pafs
 
 from tfspark.errors import OptionError, failed_request
-from tfspark.store.redaction import redact
+from tfspark.store.redaction import redact, redact_text
 from tfspark.store.uris import azure_path, bucket_path, escaped, s3_delayed_open
 
 T = TypeVar("T")
@@ -366,7 +366,7 @@ def locate(path: str | os.PathLike | Location, filesystem: Any = None) -> Locati
             local = path[len("file://"):] if path.startswith("file://") else path
             fs, base = pafs.LocalFileSystem(), posixpath.abspath(local)
     except Exception as e:  # pyarrow raises ArrowInvalid/OSError for unknown schemes
-        why = str(e).replace(path, redact(path)).split("?", 1)[0]
+        why = redact_text(str(e)).split("?", 1)[0]  # (it may repeat the URI, escaped)
         raise OptionError(f"cannot open path {redact(path)!r}: {why}. Use a local path, or an "
                           f"s3://, gs://, abfs:// or hdfs:// URI with credentials configured, "
                           f"or pass filesystem=") from None
