@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from tfspark.errors import ManifestError
+from tfspark.errors import OptionError
 from tfspark.store.fs import Location
 
 log = logging.getLogger("tfspark")
@@ -77,12 +77,16 @@ def _take_object(loc: Location, write_id: str, token: bytes) -> str:
         mine = lock_name(write_id)
         with loc.fs.open_output_stream(loc.join(mine), compression=None) as f:
             f.write(token)  # (whole once closed; a store needs no directory made first)
-        listed = [r for r in loc.list_files(recursive=False) if r.startswith(_LOCKS)]
-        if mine not in listed:
-            raise ManifestError(f"the store of {loc.uri!r} did not list an object just written "
-                                f"there ({mine}), so no commit to it can be made safe from "
-                                f"another's: use a store that lists what it has written "
-                                f"(S3, GCS and Azure do)")
+        try:
+            listed = [r for r in loc.list_files(recursive=False) if r.startswith(_LOCKS)]
+            if mine not in listed:
+                raise OptionError(f"the store of {loc.uri!r} did not list an object just "
+                                  f"written there ({mine}), so no commit to it can be made safe "
+                                  f"from another's: use a store that lists what it has written "
+                                  f"(S3, GCS and Azure do)")
+        except BaseException:
+            loc.delete(mine)
+            raise
         others = [r for r in listed if r != mine]
         if not others:
             return mine
