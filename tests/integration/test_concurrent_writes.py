@@ -133,6 +133,28 @@ def test_two_threads_one_path(spark, tmp_path, engine, case, base, modes):
 
 
 @pytest.mark.slow
+@pytest.mark.slow
+def test_two_appends_at_once_on_a_store(spark, s3):
+    """The same race on S3 (moto, 10 ms added to each request), by URI: the commit lock there
+    is an object per attempt and a listing (store/lock.py), the check inside it the same."""
+    bucket = s3.bucket()
+    uri = s3.uri(f"{bucket}/ds", delay=0.01)
+    starts = {"A": 100_000, "B": 200_000}
+    _write(spark, "workflow", _frame(spark, 0), uri, "overwrite")
+    out = _race(spark, "workflow", uri, {"A": "append", "B": "append"}, starts)
+    winners = [n for n, e in out.items() if e is None]
+    assert len(winners) == 1, f"exactly one append may win, got {out}"
+    loser = next(e for e in out.values() if e is not None)
+    assert isinstance(loser, WriteConflictError), repr(loser)
+    want = list(range(ROWS)) + list(range(starts[winners[0]], starts[winners[0]] + ROWS))
+    reader = tfspark.read_batches(uri, 100_000, shuffle_buffer=0, num_threads=1)
+    assert sorted(int(i) for features in reader for i in features["id"]) == want
+    backup = pq.read_table(f"{bucket}/ds/_backup", filesystem=s3.filesystem())
+    assert sorted(backup.column("id").to_pylist()) == want
+    checked = tfspark.verify(uri)
+    assert checked.ok, checked.render()
+
+
 def test_the_result_is_the_writes_own(spark, tmp_path):
     """write_tfrecords reports its own write's counts and backup even when another write
     committed to the path just before its own commit would have: it fails instead."""
