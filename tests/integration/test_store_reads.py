@@ -241,6 +241,29 @@ def test_explicit_files_on_a_store(gcs, local_sets):
     assert got == want
 
 
+@pytest.mark.parametrize("where", ["s3", "gcs"])
+def test_files_gone_from_a_store_while_reading_say_what_happened(where, request, local_sets):
+    """An overwrite's sweep removes the files a reader planned from: on a store that read as
+    damage ("read error after byte offset 0 ([Errno 2] Path does not exist ...)"), where
+    locally it names the file and says to start a new reader."""
+    store = request.getfixturevalue(where)
+    fs, bucket = store.filesystem(), store.bucket()
+    upload(local_sets["blocks"], fs, f"{bucket}/blocks")
+    said = r"part-.*\.tfrecord: named for reading but it does not exist: the data set was " \
+        r"overwritten since this reader began \(start a new reader\)"
+    readers = [tfspark.read_batches(f"{bucket}/blocks", 100, filesystem=fs, num_threads=1),
+               tfspark.make_dataset(f"{bucket}/blocks", 100, filesystem=fs)]  # (planned)
+    for info in fs.get_file_info(pafs.FileSelector(f"{bucket}/blocks", recursive=True)):
+        if "/part-" in info.path:
+            fs.delete_file(info.path)
+    with pytest.raises(FileNotFoundError, match=said):
+        list(readers[0])
+    import tensorflow as tf
+
+    with pytest.raises(tf.errors.OpError, match=said):  # (as locally: UnknownError)
+        list(readers[1])
+
+
 def test_a_cache_keeps_what_was_read_whole(gcs, local_sets, tmp_path):
     fs = gcs.filesystem()
     bucket = gcs.bucket()

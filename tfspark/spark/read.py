@@ -204,19 +204,19 @@ class TfrecordReader(DataSourceReader):
                                      for i, f in enumerate(decoder.spec.features)},
                                     canon.num_rows)
 
-        try:
-            opened = loc.open_input(entry.rel)
+        count = 0
+        try:  # (on a store a file can go mid-read too: an overwrite's sweep)
+            with loc.open_input(entry.rel) as raw:
+                gz = sniff_gzip(raw) if entry.compression == SNIFF else \
+                    entry.compression == "gzip"
+                stream = pa.CompressedInputStream(raw, "gzip") if gz else raw
+                for batch in stream_framed(stream, name, self.opts.verify, to_batch, gz):
+                    count += batch.num_rows
+                    yield batch
         except FileNotFoundError:
             raise FileNotFoundError(f"{name}: named for reading (by the manifest) but it does "
                                     f"not exist; the data set is incomplete (deleted or moved "
                                     f"files?): restore it or rewrite the data set") from None
-        with opened as raw:
-            gz = sniff_gzip(raw) if entry.compression == SNIFF else entry.compression == "gzip"
-            stream = pa.CompressedInputStream(raw, "gzip") if gz else raw
-            count = 0
-            for batch in stream_framed(stream, name, self.opts.verify, to_batch, gz):
-                count += batch.num_rows
-                yield batch
         if entry.records is not None and count != entry.records:
             what = "records" if self.rows_per_record == 1 else "rows"
             raise CorruptRecordError(f"{name}: holds {count} {what} but the manifest lists "

@@ -252,6 +252,8 @@ def stream_framed(stream: Any, name: str, verify: bool,
                 filled += _read_into(stream, buf, filled)
                 eof = filled < buf.size
                 view = buf[:filled]
+        except FileNotFoundError:
+            raise  # gone (an overwrite's sweep on a store, mid-read): no damage to name here
         except OSError as e:  # bad or truncated gzip data, or a failing file system
             what = "bad or truncated gzip data" if gz else "read error"
             at = base + (len(view) if spans else filled)
