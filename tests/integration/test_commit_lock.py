@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -31,28 +32,20 @@ def test_one_commit_at_a_time_holds_the_lock(place):
     threads, rounds = 4, 6
     inside, most = [0], [0]
     guard = threading.Lock()
-    failed: list[BaseException] = []
 
     def commit(worker: int) -> None:
-        try:
-            for _ in range(rounds):
-                with commit_lock(place, f"{worker:016x}"):
-                    with guard:
-                        inside[0] += 1
-                        most[0] = max(most[0], inside[0])
-                    n = int(place.read_bytes("counter")) if place.exists("counter") else 0
-                    place.write_bytes_atomic("counter", str(n + 1).encode())
-                    with guard:
-                        inside[0] -= 1
-        except BaseException as e:  # pragma: no cover - reported below
-            failed.append(e)
+        for _ in range(rounds):
+            with commit_lock(place, f"{worker:016x}"):
+                with guard:
+                    inside[0] += 1
+                    most[0] = max(most[0], inside[0])
+                n = int(place.read_bytes("counter")) if place.exists("counter") else 0
+                place.write_bytes_atomic("counter", str(n + 1).encode())
+                with guard:
+                    inside[0] -= 1
 
-    pool = [threading.Thread(target=commit, args=(i,)) for i in range(threads)]
-    for t in pool:
-        t.start()
-    for t in pool:
-        t.join()
-    assert not failed, failed
+    with ThreadPoolExecutor(threads) as pool:  # (a thread's error is raised here)
+        list(pool.map(commit, range(threads)))
     assert most[0] == 1, f"{most[0]} commits held the lock at once"
     assert int(place.read_bytes("counter")) == threads * rounds
     assert [r for r in place.list_files() if "lock" in r] == []  # every holder released
