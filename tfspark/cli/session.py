@@ -3,6 +3,7 @@ source (the embedded sample, a catalog table, CSV or parquet), and the export it
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import sys
@@ -126,13 +127,19 @@ def _hive_available() -> bool:
 def run_export(spark: Any, cfg: ExportConfig) -> Any:
     """Load the configured source and write it as write_tfrecords does -> WriteResult."""
     from tfspark.spark.export import export
+    from tfspark.spark.hadoop_s3 import hadoop_store
 
+    filesystem = cfg.filesystem()
+    if filesystem is None and cfg.output:  # an s3a:// output: with Spark's fs.s3a settings
+        output, filesystem, kept = hadoop_store(spark, cfg.output,
+                                                {"backup_path": cfg.backup_path})
+        cfg = dataclasses.replace(cfg, output=output, backup_path=kept["backup_path"])
     opts = cfg.write_options()
     df = load_source(spark, cfg)
     if cfg.backup_table and "." in cfg.backup_table:
         db = ".".join(f"`{p}`" for p in cfg.backup_table.split(".")[:-1])
         spark.sql(f"CREATE DATABASE IF NOT EXISTS {db}")
-    return export(df, opts, cfg.filesystem())
+    return export(df, opts, filesystem)
 
 
 def check_local_source(cfg: ExportConfig) -> None:
