@@ -3,7 +3,6 @@ source (the embedded sample, a catalog table, CSV or parquet), and the export it
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import signal
 import sys
@@ -133,7 +132,7 @@ def run_export(spark: Any, cfg: ExportConfig) -> Any:
     if filesystem is None and cfg.output:  # an s3a:// output: with Spark's fs.s3a settings
         output, filesystem, kept = hadoop_store(spark, cfg.output,
                                                 {"backup_path": cfg.backup_path})
-        cfg = dataclasses.replace(cfg, output=output, backup_path=kept["backup_path"])
+        cfg = cfg.with_overrides(output=output, backup_path=kept["backup_path"])
     opts = cfg.write_options()
     df = load_source(spark, cfg)
     if cfg.backup_table and "." in cfg.backup_table:
