@@ -357,9 +357,10 @@ def locate(path: str | os.PathLike | Location, filesystem: Any = None) -> Locati
         raise OptionError(f"{redact(path)!r}: {scheme}:// is a Hadoop connector's scheme, and "
                           f"tfspark reads and writes through pyarrow in Python: use "
                           f"{_HADOOP_SCHEMES[scheme]}:// (credentials from the usual chain or "
-                          f"the URI's options; Spark's Hadoop settings are not seen here, "
-                          f"as they are by write_tfrecords and make_converter for s3a://) or "
-                          f"filesystem=; with Unity Catalog credentials use a /Volumes path")
+                          f"the URI's options; Spark's Hadoop settings are not seen here, as "
+                          f"they are by write_tfrecords, make_converter and tfspark export "
+                          f"for s3a://) or filesystem=; with Unity Catalog credentials use a "
+                          f"/Volumes path")
     try:
         if "://" in path and not path.startswith("file://"):
             fs, base = pafs.FileSystem.from_uri(s3_delayed_open(escaped(path)))
