@@ -14,8 +14,8 @@ import sys
 from pyspark.sql import SparkSession
 
 from tfspark.cli.errors import describe_error
-from tfspark.cli.main import add_export_args, config_from_args
 from tfspark.cli.session import run_export
+from tfspark.cli.spark_commands import add_export_args, config_from_args
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,8 @@
 """`tfspark export|demo|spec|inspect|stats|verify|train`: the command line
 (`tfspark`, or `python -m tfspark.cli`).
 
-Argument parsing and the commands; errors are rendered by cli/errors.py, inspect by
+Argument parsing and the commands that read a data set; export, demo and spec (the commands
+that run Spark) are in cli/spark_commands.py; errors are rendered by cli/errors.py, inspect by
 cli/inspect.py, the local Spark session and the export source by cli/session.py.
 
 export and demo run a local Spark session whose catalog persists in a Derby metastore under the
@@ -19,33 +20,18 @@ import argparse
 import logging
 import sys
 import traceback
-from pathlib import Path
 from typing import Any
 
 from tfspark import __version__
 from tfspark.cli import inspect, plots
-from tfspark.cli.config import (
-    KEYS,
-    SOURCE_FORMATS,
-    TRAIN_BACKENDS,
-    WRITE_KEYS,
-    ExportConfig,
-    add_store_arg,
-    filesystem_of,
-    load_config,
-    store_table,
-)
+from tfspark.cli.config import TRAIN_BACKENDS, add_store_arg, filesystem_of, store_table
 from tfspark.cli.errors import describe_error, interrupted, silence_stdout
 from tfspark.cli.progress_lines import ProgressLines
 from tfspark.cli.quiet import quiet_tensorflow, stderr_filtered
-from tfspark.errors import OptionError, require
+from tfspark.cli.spark_commands import write_commands
+from tfspark.errors import OptionError
 from tfspark.store.redaction import redact
 
-DEMO = ExportConfig(output="out/sample_tfrecords", mode="overwrite", label_cols=("label",),
-                    compression="gzip", backup_table="tfspark_demo.sample_backup",
-                    split={"train": 0.8, "validation": 0.1, "test": 0.1}, split_key="id")
-
-SAMPLE_OUTPUT = "tfspark_sample/tfrecords"  # where `tfspark export` puts the sample by default
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
 
@@ -141,37 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
     def command(name: str, help: str, description: str) -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help, description=description, parents=[common])
 
-    _write_commands(command)
+    write_commands(command)
     _read_commands(command)
     return parser
-
-
-def _write_commands(command: Any) -> None:
-    """export, demo and spec: the commands that run Spark."""
-    p = command("export", "a table, parquet or CSV -> parquet backup + TFRecords",
-                "Read a catalog table, parquet or CSV (default: the embedded sample), write its "
-                "parquet backup, then the TFRecords with their spec and manifest, and print a "
-                "summary. Every flag overrides the key of the same name in --config.")
-    add_export_args(p)
-    p.set_defaults(run=_export)
-    p = command("demo", "export the embedded sample, then query, decode and train on it",
-                "The main flow on embedded sample data: export it (local Spark, backup table in "
-                "./warehouse), count the backup with Spark SQL, decode 3 records, then train a "
-                "small Keras model when TensorFlow is installed. Takes the export flags.")
-    add_export_args(p, config_help="(default: conf/export.toml when present, else built-in)")
-    p.set_defaults(run=lambda args: _export(args, demo=True))
-    p = command("spec", "infer the feature spec of a table or parquet files",
-                "Infer the feature spec (JSON) from the schema of a catalog table or parquet "
-                "files. export also finds fixed-length arrays in the data; this looks at the "
-                "schema only.")
-    what = p.add_mutually_exclusive_group(required=True)
-    what.add_argument("--table", help="catalog table name")
-    what.add_argument("--parquet", help="parquet file or directory")
-    p.add_argument("--label-cols", help="comma-separated label columns")
-    p.add_argument("--out", help="where to write the JSON (default: schemas/<name>.json)")
-    p.add_argument("--master", help="Spark master (default local[*])")
-    p.add_argument("--warehouse", help="warehouse directory holding the metastore")
-    p.set_defaults(run=_spec)
 
 
 def _read_commands(command: Any) -> None:
@@ -269,128 +227,7 @@ def _verify(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
-def add_export_args(p: argparse.ArgumentParser, config_help: str = "") -> None:
-    """The export flags, shared with jobs/export_tfrecords.py; each overrides the config key of
-    the same name. The write settings' flags come from their table (WriteOptions)."""
-    p.add_argument("--config", metavar="TOML",
-                   help=f"TOML file of ExportConfig keys {config_help}".strip())
-    p.add_argument("--source", help="table name, parquet/CSV file or directory (default: sample)")
-    p.add_argument("--source-format", choices=SOURCE_FORMATS,
-                   help="how to read --source (default auto: guessed from the name)")
-    p.add_argument("--output", help="output directory or URI of the TFRecords")
-    for key, t in WRITE_KEYS.items():
-        flag = "--" + key.replace("_", "-")
-        default = t.config_value if t.config_value not in (None, ()) else "none"
-        text = f"{t.help} (default {default})"
-        if t.typed is bool:
-            p.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=text)
-        else:
-            p.add_argument(flag, type=float if t.config else (t.typed or str), help=text,
-                           choices=None if t.typed else _choices(t))
-    p.add_argument("--sample-rows", type=int,
-                   help=f"rows of the embedded sample (default {ExportConfig().sample_rows:,})")
-    p.add_argument("--master", help="Spark master of the local session (default local[*])")
-    p.add_argument("--warehouse", help="spark.sql.warehouse.dir and metastore directory")
-    p.add_argument("--app-name", help="Spark application name (default tfspark-export)")
-    add_store_arg(p)
-
-
-def _choices(t: Any) -> list[str] | None:
-    """argparse choices of a setting, as its values are spelled (any case is accepted by the
-    setting's check; argparse is strict, so both spellings are listed only where they differ)."""
-    if not t.choices:
-        return None
-    return sorted({*t.choices, *(c.lower() for c in t.choices)})
-
-
-def config_from_args(args: argparse.Namespace, base: ExportConfig | None = None) -> ExportConfig:
-    """The ExportConfig of parsed export flags: --config (else `base`, else defaults), then every
-    flag that was given on top. Raises OptionError for a bad file, key or value.
-    """
-    cfg = load_config(args.config) if args.config else (base or ExportConfig())
-    flags = {k: getattr(args, k) for k in KEYS if hasattr(args, k) and k != "store"}
-    if getattr(args, "store", None):
-        flags["store"] = store_table(args.store)
-    return cfg.with_overrides(**flags)
-
-
 # ---------------------------------------------------------------- commands
-
-def _export(args: argparse.Namespace, demo: bool = False) -> int:
-    if demo and not args.config and Path("conf/export.toml").exists():
-        args.config = "conf/export.toml"
-    require("pyspark", f"tfspark {'demo' if demo else 'export'}", "spark")
-    from tfspark.cli.session import check_local_source, local_session, run_export, stop
-
-    cfg = config_from_args(args, base=DEMO if demo else None)
-    if cfg.output is None and cfg.source is None:  # the embedded sample: a path of its own
-        cfg = cfg.with_overrides(output=SAMPLE_OUTPUT)
-        print(f"tfspark export: no --output given: the embedded sample goes to "
-              f"{Path(SAMPLE_OUTPUT).resolve()}")
-    cfg.write_options()  # bad settings fail here, before the (slow) Spark start
-    cfg.filesystem()
-    check_local_source(cfg)
-    spark = local_session(cfg, verbose=args.verbose)
-    try:
-        result = run_export(spark, cfg)
-        print(result.summary())
-        if demo and cfg.backup_table:
-            n = spark.sql(f"SELECT COUNT(*) AS n FROM {cfg.backup_table}").first()["n"]
-            print(f"\nSpark SQL: SELECT COUNT(*) FROM {cfg.backup_table} -> {n:,} rows")
-    except BaseException:
-        stop(spark, quietly=True)  # the JVM logs every job it aborts: the error says it all
-        raise
-    stop(spark)
-    if demo:
-        split = "train" if "train" in result.splits else None
-        print(f"\n3 decoded records{' of the train split' if split else ''}:")
-        inspect.print_records(result.path, 3, split)
-        _demo_train(result.path, args.verbose)
-    return 0
-
-
-def _demo_train(path: str, verbose: bool) -> None:
-    """The second half of the main flow: train on what was exported (when TF is installed)."""
-    import importlib.util
-
-    if importlib.util.find_spec("tensorflow") is None:
-        print("\nTensorFlow is not installed: skipping training (pip install 'tfspark[tf]')")
-        return
-    from tfspark.cli.config import TrainConfig, load_train_config
-    from tfspark.cli.train import train
-
-    conf = Path("conf/train.toml")
-    flags: dict[str, Any] = {"data": path, "epochs": 2,
-                             "model_out": str(Path(path).parent / "model.keras")}
-    if verbose:
-        flags["verbose"] = 1
-    cfg = load_train_config(conf, **flags) if conf.exists() else TrainConfig(
-        exclude=("id",), **flags)
-    print(f"\nTraining a Keras model on {path} (tfspark train):")
-    with stderr_filtered(verbose, drain=True):  # TensorFlow's C++ start-up notices
-        train(cfg)
-
-
-def _spec(args: argparse.Namespace) -> int:
-    require("pyspark", "tfspark spec", "spark")
-    from tfspark.cli.session import check_local_source, load_source, local_session, stop
-    from tfspark.spec import infer_spec
-
-    cfg = ExportConfig().with_overrides(
-        master=args.master, warehouse=args.warehouse, label_cols=args.label_cols,
-        source=args.table or args.parquet, source_format="table" if args.table else "parquet")
-    check_local_source(cfg)
-    spark = local_session(cfg, verbose=args.verbose)
-    try:
-        spec = infer_spec(load_source(spark, cfg).schema, label_cols=cfg.label_cols)
-    finally:
-        stop(spark)
-    name = args.table.split(".")[-1] if args.table else Path(args.parquet.rstrip("/")).stem
-    out = Path(args.out or f"schemas/{name}.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(spec.to_json() + "\n")
-    print(out)
-    return 0
 
 
 
