@@ -20,7 +20,7 @@ def read(data: Any, cfg: Any, split: str | None, features: list[Any],
     """read_batches of these features and the label, strings as ids of the train split's
     vocabularies (or as they are: strings="object", for TensorFlow workers' StringLookup):
     one pass per iteration (passes() repeats them for fit)."""
-    from tfspark.numpy.batches import read_batches
+    from tfspark.numpy.read import read_batches
 
     return read_batches(
         data.path, data.batch, split=split, columns=[f.name for f in features] +

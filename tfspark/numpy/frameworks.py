@@ -74,7 +74,7 @@ def _check(path_or_files: Any, batch_size: int, kwargs: dict[str, Any]) -> None:
     option that is wrong), as one line instead of a worker's traceback: a reader is planned
     and dropped. Without its reading processes (not started for this) and without a state
     (it may be a shard's that the workers take: they check it)."""
-    from tfspark.numpy.batches import read_batches
+    from tfspark.numpy.read import read_batches
 
     args = {k: v for k, v in kwargs.items() if k != "state"}
     if isinstance(args.get("processes"), int) and args["processes"] > 1:

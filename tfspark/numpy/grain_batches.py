@@ -13,7 +13,7 @@ from typing import Any
 import grain
 
 from tfspark.errors import OptionError
-from tfspark.numpy.batches import read_batches
+from tfspark.numpy.read import read_batches
 
 
 class GrainIterator(grain.DatasetIterator):

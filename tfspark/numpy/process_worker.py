@@ -74,7 +74,7 @@ class Worker:
     def setup(self, path_or_files: Any, batch_size: int, kwargs: dict[str, Any],
               processes: int, index: int) -> None:
         """Make this process's part of the reader (as read_batches made the whole)."""
-        from tfspark.numpy.batches import read_batches
+        from tfspark.numpy.read import read_batches
 
         self.reader = read_batches(path_or_files, batch_size, **kwargs).for_worker(
             processes, index)

@@ -13,8 +13,8 @@ import numpy as np
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from tfspark.numpy.batches import read_batches
 from tfspark.numpy.columns import Ragged
+from tfspark.numpy.read import read_batches
 
 
 class TorchBatches(IterableDataset):
