@@ -104,6 +104,17 @@ class Location:
         """Whether base (or base/rel) exists, as a file or a directory."""
         return self.kind(rel) is not None
 
+    def has_file(self, rel: str) -> bool:
+        """Whether base/rel is a file. One request on a store, where asking what a missing key
+        is (exists, kind) also looks for a directory of that name: a second request."""
+        if self.fs.type_name not in ("s3", "gcs", "abfs"):
+            return self.kind(rel) == "file"
+        try:
+            self.fs.open_input_file(self.join(rel)).close()  # (its size asked; nothing read)
+        except FileNotFoundError:
+            return False
+        return True
+
     def is_dir(self) -> bool:
         """Whether base is a directory."""
         return self.kind() == "dir"
