@@ -49,12 +49,15 @@ def s3a_filesystem(spark: Any, path: str) -> pafs.S3FileSystem | None:
 
     kwargs: dict[str, Any] = {"allow_delayed_open": True}  # (uris.s3_delayed_open)
     endpoint = get("endpoint")
-    if endpoint:
-        scheme, _, host = endpoint.rpartition("://")
+    scheme, _, host = (endpoint or "").rpartition("://")
+    host = host.rstrip("/")
+    aws = host.endswith("amazonaws.com")  # (s3.<region>.amazonaws.com: AWS's own, not a server)
+    if host and not aws:
         ssl = (get("connection.ssl.enabled") or "true").lower() != "false"
-        kwargs["endpoint_override"] = host.rstrip("/")
+        kwargs["endpoint_override"] = host
         kwargs["scheme"] = scheme or ("https" if ssl else "http")
-    region = get("endpoint.region") or get("region")
+    region = get("endpoint.region") or get("region") or (
+        host.split(".")[1] if aws and host.count(".") == 3 else None)
     if region:
         kwargs["region"] = region
     access, secret = get("access.key", True), get("secret.key", True)
