@@ -291,7 +291,7 @@ def _publish_table(spark: Any, target: str, pending: dict[str, Any], rows: int) 
 def roll_forward(spark: Any, path: str | Location) -> None:
     """Finish the publication of a committed write's backup that a kill interrupted."""
     loc = locate(path)
-    if not loc.has_file(mf.NAME):
+    if not loc.present(mf.NAME):
         return
     try:
         manifest = mf.read_manifest(loc)

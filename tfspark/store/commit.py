@@ -48,7 +48,7 @@ def existing_manifest(loc: Location, mode: str) -> mf.Manifest | None:
     """The manifest at loc, if any. A damaged one fails every mode but overwrite, which is
     how the data set is repaired."""
     try:
-        if not loc.has_file(mf.NAME):
+        if not loc.present(mf.NAME):
             return None
     except OSError as e:  # the first request of a write: say what to check
         raise OptionError(f"cannot look for a data set at {loc.uri!r}: "
@@ -121,7 +121,7 @@ class TaskGuard:
         if not now and t - self._checked < _CHECK_EVERY_S:
             return
         self._checked = t
-        if self.loc.has_file(_ABORTED + self.write_id):
+        if self.loc.present(_ABORTED + self.write_id):
             raise WriteAborted(f"write {self.write_id} was aborted: another task failed")
 
     def finish(self) -> None:

@@ -104,11 +104,13 @@ class Location:
         """Whether base (or base/rel) exists, as a file or a directory."""
         return self.kind(rel) is not None
 
-    def has_file(self, rel: str) -> bool:
-        """Whether base/rel is a file. One request on a store, where asking what a missing key
-        is (exists, kind) also looks for a directory of that name: a second request."""
+    def present(self, rel: str) -> bool:
+        """Whether base/rel is there, as exists() says, but on a store in one request: there
+        only a file counts (asking what a missing key is also looks for a directory of that
+        name, a second request). Elsewhere a directory counts too, so that what reads it next
+        says what is wrong with it."""
         if self.fs.type_name not in ("s3", "gcs", "abfs"):
-            return self.kind(rel) == "file"
+            return self.exists(rel)
         try:
             self.fs.open_input_file(self.join(rel)).close()  # (its size asked; nothing read)
         except FileNotFoundError:

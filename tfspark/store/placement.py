@@ -48,7 +48,7 @@ def enclosing_data_set(loc: Location) -> tuple[str, str | None] | None:
     found = None
     child, parent = loc, loc.parent()
     while parent is not None:
-        if parent.has_file(mf.NAME):
+        if parent.present(mf.NAME):
             name = posixpath.basename(child.base)
             found = parent.uri, (name if name in _splits(parent) else None)
         child, parent = parent, parent.parent()

@@ -218,7 +218,7 @@ def _plan_table(loc: Location, split: str | None, compression: str | None,
                 record_type: str | None) -> ReadPlan:
     """spark.read's plan (plan_read's `whole`)."""
     path = loc.uri
-    has_manifest = loc.has_file(mf.NAME)
+    has_manifest = loc.present(mf.NAME)
     # a partition's directory (col=value/): its files of the data set around it
     inside = None if has_manifest else partition_of(loc)
     if has_manifest or inside is not None or split is not None:
