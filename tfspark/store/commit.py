@@ -109,9 +109,9 @@ class TaskGuard:
 
     def start(self) -> None:
         """Register, then look for the abort marker (WriteAborted when the job failed)."""
-        if self.loc.is_local:
+        if self.loc.is_local:  # (one open; the name is this task's alone)
             self.loc.create_exclusive(self.name, b"")
-        else:  # (the name is this task's alone: one request, not a check and a read back)
+        else:
             self.loc.write_bytes_atomic(self.name, b"")
         self.check(now=True)
 

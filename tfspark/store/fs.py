@@ -26,6 +26,8 @@ from tfspark.store.uris import azure_path, bucket_path, escaped, s3_delayed_open
 
 T = TypeVar("T")
 _DIR_TRIES = 10  # tries at making a directory another write's clean-up may remove meanwhile
+_OBJECT_STORES = ("s3", "gcs", "abfs")  # type_name of pyarrow's object-store filesystems
+_PREFIX_STORES = ("s3", "gcs")  # of those, where a directory is only a prefix of keys
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,7 @@ class Location:
         only a file counts (asking what a missing key is also looks for a directory of that
         name, a second request). Elsewhere a directory counts too, so that what reads it next
         says what is wrong with it."""
-        if self.fs.type_name not in ("s3", "gcs", "abfs"):
+        if self.fs.type_name not in _OBJECT_STORES:
             return self.exists(rel)
         try:
             self.fs.open_input_file(self.join(rel)).close()  # (its size asked; nothing read)
@@ -173,8 +175,8 @@ class Location:
 
     def _in_dir(self, target: str, make: Callable[[], T]) -> T:
         """make() once target's directory is made; again if a failed write's clean-up removed it."""
-        if self.fs.type_name in ("s3", "gcs"):  # a directory is a key prefix there: making one
-            return make()  # writes a marker object, a request more for every file
+        if self.fs.type_name in _PREFIX_STORES:  # making a directory there writes a marker
+            return make()  # object: a request more for every file
         for attempt in range(_DIR_TRIES):
             self._make_dirs(posixpath.dirname(target))
             try:
@@ -234,32 +236,20 @@ class Location:
 
     def create_exclusive(self, rel: str, data: bytes) -> bool:
         """Create base/rel holding `data` only if no such file exists; True if this call did.
-
-        Local filesystems: O_CREAT | O_EXCL, atomic (two processes, or two hosts on one POSIX
-        mount, never both win). Object stores: pyarrow has no conditional put, so this is
-        check, write, read back (`data` must be unique to the caller), and two callers within
-        one request's latency can both win: for names only one caller uses (the commit lock on
-        a store is store/lock.py's).
-        """
+        Local filesystems only: O_CREAT | O_EXCL, atomic (two processes, or two hosts on one
+        POSIX mount, never both win). pyarrow has no conditional put on a store: the commit
+        lock there is store/lock.py's."""
+        if not self.is_local:
+            raise NotImplementedError(f"no exclusive create on {self.fs.type_name}")
         target = self.join(rel)
-        if self.is_local:
-            try:
-                fd = self._in_dir(target, lambda: os.open(
-                    target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
-            except FileExistsError:
-                return False
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            return True
-        if self.exists(rel):
-            return False
-        with self._in_dir(target, lambda: self.fs.open_output_stream(
-                target, compression=None)) as f:
-            f.write(data)
         try:
-            return self.read_bytes(rel) == data
-        except FileNotFoundError:
+            fd = self._in_dir(target, lambda: os.open(
+                target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        except FileExistsError:
             return False
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        return True
 
     def check_writable(self) -> None:
         """Create the directory and a probe file now, so a bad path fails before any work."""
@@ -279,7 +269,7 @@ class Location:
 
     def _no_bucket(self) -> bool:
         """True when this is a path on an object store whose bucket is not there."""
-        if self.fs.type_name not in ("gcs", "s3", "abfs"):
+        if self.fs.type_name not in _OBJECT_STORES:
             return False
         try:
             return self.fs.get_file_info(self.base.split("/")[0]).type == pafs.FileType.NotFound
@@ -355,7 +345,7 @@ def locate(path: str | os.PathLike | Location, filesystem: Any = None) -> Locati
         shown = f"{scheme}://{inner}" if scheme else inner
         if fs.type_name == "abfs" and scheme:  # the container: where pyarrow finds it
             inner = azure_path(path, inner)
-        elif fs.type_name in ("s3", "gcs") and scheme:  # the URI's object, as without fs
+        elif fs.type_name in _PREFIX_STORES and scheme:  # the URI's object, as without fs
             inner = bucket_path(path)
         if isinstance(fs, pafs.LocalFileSystem):
             inner = posixpath.abspath(inner)

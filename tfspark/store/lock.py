@@ -75,8 +75,7 @@ def _take_object(loc: Location, write_id: str, token: bytes) -> str:
     pause = _PAUSE_S[0]
     while True:
         mine = lock_name(write_id)
-        with loc.fs.open_output_stream(loc.join(mine), compression=None) as f:
-            f.write(token)  # (whole once closed; a store needs no directory made first)
+        loc.write_bytes_atomic(mine, token)
         try:
             listed = [r for r in loc.list_files(recursive=False) if r.startswith(_LOCKS)]
             if mine not in listed:
