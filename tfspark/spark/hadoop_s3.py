@@ -11,6 +11,8 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
+from tfspark.store.local_paths import uri_to_path  # (s3a://b/k as s3://b/k)
+
 _SCHEMES = ("s3a://", "s3n://")
 _SETTINGS = ("backup_path",)  # path settings that name the same store as the output
 
@@ -18,11 +20,6 @@ _SETTINGS = ("backup_path",)  # path settings that name the same store as the ou
 def is_s3a(path: Any) -> bool:
     """Whether `path` is a Hadoop s3a:// (or s3n://) URI."""
     return isinstance(path, str) and path.lower().startswith(_SCHEMES)
-
-
-def as_s3(path: str) -> str:
-    """s3a://bucket/key as s3://bucket/key (pyarrow's scheme for the same object)."""
-    return "s3://" + path.split("://", 1)[1]
 
 
 def s3a_filesystem(spark: Any, path: str) -> pafs.S3FileSystem | None:
@@ -82,5 +79,5 @@ def hadoop_store(spark: Any, path: str, settings: dict[str, Any]
     out = dict(settings)
     for key in _SETTINGS:
         if is_s3a(out.get(key)):
-            out[key] = as_s3(out[key])
-    return as_s3(path), fs, out
+            out[key] = uri_to_path(out[key])
+    return uri_to_path(path), fs, out
