@@ -7,8 +7,10 @@ than an upload part is one PUT instead of a multipart upload of three requests).
 
 The DataFrame: --rows rows (id, a partition column of 8 values, a double, a label), cached,
 written with partition_by and max_records_per_file=--per-file, statistics off (the phases that
-touch the store: the backup, the TFRecords, the commit). Seconds per write (best of --repeat,
-places alternating) and the ratio to local disk.
+touch the store: the backup, the TFRecords, the commit), to a new path, then over it
+(mode="overwrite": the old files swept, the old backup replaced), then added to it
+(mode="append"). Seconds per write (best of --repeat, places alternating) and the ratio to
+local disk.
 
     python bench/bench_store_write.py --rows 200000 --repeat 3
 """
@@ -61,20 +63,23 @@ def main() -> None:
         places[f"s3 +{ms} ms"] = (s3_bucket, s3_fs(ms / 1000, False))
         places[f"s3 +{ms} ms, delayed open"] = (s3_bucket, s3_fs(ms / 1000, True))
         places[f"gcs +{ms} ms"] = (gcs_bucket, gcs.filesystem(ms / 1000))
-    seconds: dict[str, list[float]] = {p: [] for p in places}
+    modes = ("errorifexists", "overwrite", "append")  # a new path, then replaced, then added to
+    seconds: dict[str, dict[str, list[float]]] = {p: {m: [] for m in modes} for p in places}
     for r in range(args.repeat):
         for i, (name, (root, fs)) in enumerate(places.items()):
-            start = time.perf_counter()
-            tfspark.write_tfrecords(df, f"{root}/w{r}-{i}", filesystem=fs, label_cols=["y"],
-                                    partition_by=["c"], max_records_per_file=args.per_file,
-                                    stats=False)
-            seconds[name].append(time.perf_counter() - start)
-    best = {p: min(v) for p, v in seconds.items()}
+            for mode in modes:
+                start = time.perf_counter()
+                tfspark.write_tfrecords(df, f"{root}/w{r}-{i}", filesystem=fs, mode=mode,
+                                        label_cols=["y"], partition_by=["c"],
+                                        max_records_per_file=args.per_file, stats=False)
+                seconds[name][mode].append(time.perf_counter() - start)
+    best = {p: {m: min(v) for m, v in by_mode.items()} for p, by_mode in seconds.items()}
     print(f"{machine()}; {args.rows:,} rows, best of {args.repeat}")
-    print("| where | seconds per write | local / this |")
-    print("|---|---:|---:|")
-    for p, s in best.items():
-        print(f"| {p} | {s:.1f} | {best['local'] / s:.2f}x |")
+    print("| where | " + " | ".join(f"{m}, s" for m in modes) + " | local / this (new path) |")
+    print("|---|" + "---:|" * (len(modes) + 1))
+    for p, b in best.items():
+        print(f"| {p} | " + " | ".join(f"{b[m]:.1f}" for m in modes) +
+              f" | {best['local'][modes[0]] / b[modes[0]]:.2f}x |")
     save_json(args.json, {"rows": args.rows, "seconds": seconds, "machine": machine()})
     s3.close()
     gcs.close()

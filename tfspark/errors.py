@@ -5,7 +5,9 @@ Messages name the column, file or option, the offending value or type, and what 
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Iterable
 
 __all__ = ["CorruptRecordError", "CountMismatchError", "EncodeError", "ManifestError",
            "MissingExtraError", "OptionError", "SchemaError", "TfsparkError",
@@ -84,6 +86,13 @@ def require(module: str, part: str, extra: str, why: str = "") -> None:
 # words: curl's, GCS's and Azure's SDKs).
 _UNREACHABLE = re.compile(r"NETWORK_CONNECTION|could(?: not|n't) (?:connect|resolve)|failed to "
                           r"connect|connection refused|timed? ?out|timeout was reached", re.I)
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """" (did you mean 'split'?)" for a name close to one of `known` (a typo), else ""."""
+    names = {k.lower(): k for k in known}
+    close = difflib.get_close_matches(name.lower(), list(names), n=1, cutoff=0.6)
+    return f" (did you mean {names[close[0]]!r}?)" if close else ""
 
 
 def unreachable_hint(error: BaseException) -> str | None:

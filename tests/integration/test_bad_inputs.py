@@ -265,7 +265,8 @@ BAD = [
         sql("select id as Label, id as label from range(3)")),
     # ---- option typos
     Bad("option-typo-write", DW, OptionError,
-        r"unknown tfrecord option\(s\) \['compresion'\]; known options: .*compression",
+        r"unknown tfrecord option\(s\) \['compresion'\] \(did you mean 'compression'\?\); "
+        r"known options: .*compression",
         kw={"compresion": "gzip"}),
     Bad("option-typo-read", SR, OptionError, r"unknown tfrecord read option\(s\) \['verfy'\]",
         kw={"verfy": "true"}, setup=copy_good()),

@@ -85,6 +85,18 @@ def test_unknown_key_names_key_file_and_allowed_keys(tmp_path):
         load_config(path)
     msg = str(info.value)
     assert "'outptu'" in msg and str(path) in msg and "output" in msg and "label_cols" in msg
+    assert "(did you mean 'output'?)" in msg  # a typo is named with the key it is close to
+
+
+def test_a_mistyped_write_setting_names_the_setting_it_is_close_to():
+    from tfspark.store.options import WriteOptions
+
+    with pytest.raises(TypeError, match=r"\['splits'\] \(did you mean 'split'\?\)$"):
+        WriteOptions.from_arguments("/tmp/x", splits={"train": 1.0})
+    with pytest.raises(TypeError, match=r"\['colour'\]$"):  # nothing close: no guess
+        WriteOptions.from_arguments("/tmp/x", colour="red")
+    with pytest.raises(OptionError, match=r"\['partitonby'\] \(did you mean 'partitionBy'"):
+        WriteOptions.from_source_options({"path": "/tmp/x", "partitonBy": "c"})
 
 
 @pytest.mark.parametrize("text, key", [

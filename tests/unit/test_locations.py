@@ -173,3 +173,27 @@ def test_a_uri_pyarrow_refuses_is_named_without_its_secret():
         with pytest.raises(OptionError, match="^cannot open path") as info:
             locate(uri)
         assert "S3CR3T" not in str(info.value), info.value
+
+
+def test_many_tries_every_item_then_raises_the_first_error(tmp_path):
+    """store/many.py: a sweep that meets a file it cannot delete still deletes the others, and
+    says so (the first error, in the items' order); results come back in that order."""
+    from tfspark.store import many
+
+    loc = locate(str(tmp_path))
+    for name in "abcd":
+        (tmp_path / name).write_bytes(b"x")
+    tried = []
+
+    def delete(rel):
+        tried.append(rel)
+        if rel in ("b", "c"):
+            raise PermissionError(f"cannot delete {rel}")
+        loc.delete(rel)
+        return rel.upper()
+
+    with pytest.raises(PermissionError, match="cannot delete b"):
+        many.each(loc, delete, "abcd")
+    assert sorted(tried) == list("abcd") and sorted(p.name for p in tmp_path.iterdir()) == ["b",
+                                                                                          "c"]
+    assert many.each(loc, str.upper, "xy") == ["X", "Y"] and many.each(loc, str.upper, "") == []

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tfspark.errors import OptionError
+from tfspark.errors import OptionError, did_you_mean
 from tfspark.store.local_paths import local_only
 from tfspark.store.options import WriteOptions, write_settings
 from tfspark.store.settings import Setting, Where, positive_number
@@ -202,8 +202,8 @@ def _check(values: Mapping[str, Any], where: str) -> dict[str, Any]:
     for key, value in values.items():
         rule = _RULES.get(key)
         if rule is None:
-            raise OptionError(f"unknown key {key!r} in {where}; allowed keys are "
-                              f"{', '.join(KEYS)}")
+            raise OptionError(f"unknown key {key!r} in {where}{did_you_mean(key, KEYS)}; "
+                              f"allowed keys are {', '.join(KEYS)}")
         out[key] = rule(key, value, where)
     return out
 
@@ -309,7 +309,8 @@ class TrainConfig:
         out: dict[str, Any] = {}
         for key, value in values.items():
             if key not in fields:
-                raise OptionError(f"unknown key {key!r} in {where}; allowed keys are "
+                raise OptionError(f"unknown key {key!r} in {where}"
+                                  f"{did_you_mean(key, fields)}; allowed keys are "
                                   f"{', '.join(fields)}")
             out[key] = _check_train_value(key, value, where)
         cfg = cls(**out)

@@ -26,6 +26,7 @@ from typing import Any
 
 from tfspark.errors import OptionError, TfsparkError
 from tfspark.store import manifest as mf
+from tfspark.store import many
 from tfspark.store.fs import Location, locate
 from tfspark.store.local_paths import uri_to_path
 from tfspark.store.lock import commit_lock
@@ -215,7 +216,8 @@ def _count(spark: Any, b: StagedBackup) -> int:
 
 def publish(spark: Any, output: Location, write_id: str) -> None:
     """Move the committed write's staged backup into place, then drop "pending" from the
-    manifest. Idempotent: a publish stopped half way is finished by running it again."""
+    manifest. Idempotent: a publish stopped half way is finished by running it again. The
+    manifest is read afresh: a write committed since this one keeps its own backup."""
     manifest = mf.read_manifest(output)
     entry = manifest.backup or {}
     pending = entry.get("pending")
@@ -250,20 +252,23 @@ def _publish_path(loc: Location, staging: Location, pending: dict[str, Any]) -> 
     files = list(pending.get("files", []))
     if pending["mode"] == "overwrite":  # the old backup's entries go; others' staging stays
         keep = set(files) | {MARKER}
-        for name, is_dir in loc.entries():
-            if name in keep or name.startswith(STAGING_PREFIX):
-                continue
-            if is_dir:
-                loc.delete_dir(name)
-            else:
-                loc.delete(name)
-    for rel in files:
+        old = [(name, is_dir) for name, is_dir in loc.entries()
+               if name not in keep and not name.startswith(STAGING_PREFIX)]
+
+        def drop(entry: tuple[str, bool]) -> None:
+            (loc.delete_dir if entry[1] else loc.delete)(entry[0])
+
+        many.each(loc, drop, old)
+
+    def move(rel: str) -> None:
         if staging.kind(rel) == "file":  # not moved yet
             try:
                 staging.move(rel, loc, rel)
             except FileNotFoundError:  # moved meanwhile (a next write's roll_forward)
                 if loc.kind(rel) != "file":
                     raise
+
+    many.each(loc, move, files)
     staging.delete_all()
     return loc.uri
 
@@ -288,16 +293,14 @@ def _publish_table(spark: Any, target: str, pending: dict[str, Any], rows: int) 
     return table_location(spark, target)
 
 
-def roll_forward(spark: Any, path: str | Location) -> None:
-    """Finish the publication of a committed write's backup that a kill interrupted."""
-    loc = locate(path)
-    if not loc.present(mf.NAME):
-        return
-    try:
-        manifest = mf.read_manifest(loc)
-    except TfsparkError:
-        return  # a damaged manifest: only an overwrite repairs it, and it writes afresh
-    if (manifest.backup or {}).get("pending") and manifest.last_write:
-        log.warning("tfspark: finishing the backup of the write that committed %s but was "
-                    "stopped before its backup was moved into place", loc.uri)
-        publish(spark, loc, manifest.last_write)
+def roll_forward(spark: Any, loc: Location, manifest: mf.Manifest | None) -> bool:
+    """Finish the publication of a committed write's backup that a kill interrupted, given
+    the manifest at loc (None: none, or damaged: only an overwrite repairs that, afresh).
+    Whether it did (the manifest changed)."""
+    if manifest is None or not (manifest.backup or {}).get("pending") or \
+            not manifest.last_write:
+        return False
+    log.warning("tfspark: finishing the backup of the write that committed %s but was "
+                "stopped before its backup was moved into place", loc.uri)
+    publish(spark, loc, manifest.last_write)
+    return True

@@ -166,8 +166,9 @@ def export(df: DataFrame, opts: WriteOptions, filesystem: Any = None) -> WriteRe
     write_id = new_write_id()
     with undo_on_failure(loc, write_id):
         loc.check_writable()
-        roll_forward(spark, loc)  # a committed write's backup that a kill left staged
         old = existing_manifest(loc, str(opts.mode))
+        if roll_forward(spark, loc, old):  # a committed write's backup a kill left staged
+            old = existing_manifest(loc, str(opts.mode))
         started_from = StartedFrom(last_write(old))  # what this write commits against
         previous = old if opts.mode == "append" else None
         backup = StagedBackup.plan(spark, opts.backup_table, backup_loc, str(opts.mode),

@@ -14,6 +14,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from tfspark.spec import FeatureSpec
+from tfspark.store import many
 from tfspark.store.fs import Location, locate
 
 log = logging.getLogger("tfspark")
@@ -47,11 +48,14 @@ def footers(files: Sequence[str | Location]) -> Footers | None:
 
     rows, worst, total = 0, 0.0, 0
     nulls: dict[str, int | None] = {}
+    def footer(loc: Location) -> Any:
+        with loc.open_input() as f:
+            return pq.ParquetFile(f).metadata
+
     try:
-        for path in files:
-            loc = locate(path)
-            with loc.open_input() as f:
-                meta = pq.ParquetFile(f).metadata
+        places = [locate(path) for path in files]
+        metas = many.each(places[0], footer, places) if places else []  # (on a store at once)
+        for meta in metas:
             rows += meta.num_rows
             for i in range(meta.num_row_groups):
                 group = meta.row_group(i)

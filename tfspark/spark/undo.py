@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from tfspark import errors
 from tfspark.errors import TfsparkError
 from tfspark.store import manifest as mf
+from tfspark.store import many
 from tfspark.store.fs import Location, locate
 
 log = logging.getLogger("tfspark")
@@ -58,9 +59,8 @@ class _Before:
             return
         new = [(rel, is_dir) for rel, is_dir in loc.entries(recursive=True)
                  if rel not in self.entries]
-        for rel, is_dir in new:  # this write's files carry its id (part files, markers, staging)
-            if not is_dir and write_id in rel:
-                loc.delete(rel)
+        # this write's files carry its id (part files, markers, staging)
+        many.delete_files(loc, [rel for rel, is_dir in new if not is_dir and write_id in rel])
         dirs = [loc.child(rel) for rel, is_dir in new if is_dir]
         if not self.existed:
             dirs.append(loc)

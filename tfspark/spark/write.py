@@ -19,6 +19,7 @@ from tfspark.errors import WriteConflictError
 from tfspark.spark.versions import DataSourceArrowWriter, WriterCommitMessage
 from tfspark.spec import FeatureSpec
 from tfspark.store import manifest as mf
+from tfspark.store import many
 from tfspark.store.commit import (
     PART_FILE,
     TaskGuard,
@@ -213,11 +214,13 @@ class TfrecordWriter(DataSourceArrowWriter):
     def _remove_ours(self, loc: Location) -> None:
         left = False
         markers = set(task_markers(loc, self.write_id))
+        ours = []
         for rel in loc.list_files():
             if (self.write_id in rel and PART_FILE.search(rel)) or rel in markers:
-                loc.delete(rel)
+                ours.append(rel)
             else:
                 left = True
+        many.delete_files(loc, ours)
         if self.created and not left:  # nothing else there: take back the directory we made
             loc.delete_all()
 
@@ -226,20 +229,20 @@ class TfrecordWriter(DataSourceArrowWriter):
         replaces (the old data set, leftovers there when it was planned; files of no tfspark
         write too), never those of a write begun since, which commits or cleans up itself."""
         keep = {f.path for f in manifest.files}
-        for rel in loc.list_files(recursive=False):  # tasks killed without deregistering
-            wid = marker_write_id(rel)
-            if wid == self.write_id or (self.mode == "overwrite" and wid in self.replaces):
-                loc.delete(rel)
-        for rel in loc.list_files():
-            if rel in keep or not PART_FILE.search(rel):
-                continue
-            wid = write_id_of(rel)
-            if self.write_id in rel or (self.mode == "overwrite" and
-                                        (wid is None or wid in self.replaces)):
-                loc.delete(rel)
-        if self.mode == "overwrite":
-            splits = set(manifest.splits)
-            for rel in loc.list_files():
-                top = rel.split("/")[0]
-                if rel.endswith("/" + mf.NAME) and top not in splits and "=" not in top:
-                    loc.delete(rel)
+        splits = set(manifest.splits)
+        overwrite = self.mode == "overwrite"
+        gone = []
+        for rel in loc.list_files():  # one listing; the deletes many at once (many.py)
+            top = rel.split("/")[0]
+            if rel == top:  # tasks killed without deregistering
+                wid = marker_write_id(rel)
+                if wid == self.write_id or (overwrite and wid in self.replaces):
+                    gone.append(rel)
+            if rel not in keep and PART_FILE.search(rel):
+                wid = write_id_of(rel)
+                if self.write_id in rel or (overwrite and (wid is None or wid in self.replaces)):
+                    gone.append(rel)
+            elif overwrite and rel.endswith("/" + mf.NAME) and top not in splits and \
+                    "=" not in top:  # the manifest of a split the data set no longer has
+                gone.append(rel)
+        many.delete_files(loc, gone)

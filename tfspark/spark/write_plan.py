@@ -84,7 +84,7 @@ def plan_write(opts: WriteOptions, schema: StructType, overwrite: bool,
         raise WriteConflictError(conflict_message(redact(opts.path), mode))
     else:
         base = workflow.started_from
-    if not skip:
+    if not skip and workflow is None:  # (write_tfrecords checked it before the backup)
         check_placement(loc, mode)
     created = not loc.exists()  # abort removes the directory again when it made it
     names = schema.names

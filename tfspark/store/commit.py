@@ -17,7 +17,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from tfspark.errors import ManifestError, OptionError, failed_request
+from tfspark.errors import ManifestError, OptionError, failed_request, unreachable_hint
 from tfspark.store import manifest as mf
 from tfspark.store.fs import Location
 
@@ -45,21 +45,33 @@ class StartedFrom:
 
 
 def existing_manifest(loc: Location, mode: str) -> mf.Manifest | None:
-    """The manifest at loc, if any. A damaged one fails every mode but overwrite, which is
-    how the data set is repaired."""
+    """The manifest at loc, if any: one read, no look for it first. A damaged one fails every
+    mode but overwrite, which is how the data set is repaired."""
     try:
-        if not loc.present(mf.NAME):
-            return None
-    except OSError as e:  # the first request of a write: say what to check
-        raise OptionError(f"cannot look for a data set at {loc.uri!r}: "
-                          f"{failed_request(e, 'check the path and the credentials')}") from None
-    try:
-        return mf.read_manifest(loc)
-    except ManifestError as e:
-        if mode != "overwrite":
-            raise
-        log.warning("tfspark: overwriting a data set whose manifest is damaged: %s", e)
+        return mf.manifest_of(loc, loc.read_bytes(mf.NAME))
+    except FileNotFoundError:
         return None
+    except OSError as e:  # a write's first request: unreachable, or not a file
+        if unreachable_hint(e) is not None:
+            raise _cannot_look(loc, e) from None
+        try:
+            there = loc.present(mf.NAME)
+        except OSError as again:
+            raise _cannot_look(loc, again) from None
+        if not there:
+            return None
+        problem = mf.unreadable(loc, e)  # there, but no file to read (a directory)
+    except ManifestError as e:
+        problem = e
+    if mode != "overwrite":
+        raise problem
+    log.warning("tfspark: overwriting a data set whose manifest is damaged: %s", problem)
+    return None
+
+
+def _cannot_look(loc: Location, error: OSError) -> OptionError:
+    return OptionError(f"cannot look for a data set at {loc.uri!r}: "
+                       f"{failed_request(error, 'check the path and the credentials')}")
 
 
 def last_write(old: mf.Manifest | None) -> str | None:

@@ -340,9 +340,19 @@ def find_manifest(loc: Location) -> Manifest | None:
     except FileNotFoundError:
         return None
     except OSError as e:  # no permission, a directory in its place, a failing filesystem
-        what = unreachable_hint(e) or "check that it is a file you may read (permissions, " \
-            "credentials)"
-        raise ManifestError(f"cannot read {loc.child(NAME).uri} ({e}); {what}") from None
+        raise unreadable(loc, e) from None
+    return manifest_of(loc, raw)
+
+
+def unreadable(loc: Location, error: OSError) -> ManifestError:
+    """The error of a manifest in loc that is there but cannot be read."""
+    what = unreachable_hint(error) or "check that it is a file you may read (permissions, " \
+        "credentials)"
+    return ManifestError(f"cannot read {loc.child(NAME).uri} ({error}); {what}")
+
+
+def manifest_of(loc: Location, raw: bytes) -> Manifest:
+    """The manifest of directory loc from its bytes; ManifestError when they are not one."""
     try:
         doc = json.loads(raw)
     except json.JSONDecodeError as e:

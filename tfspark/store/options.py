@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfspark.errors import OptionError
+from tfspark.errors import OptionError, did_you_mean
 from tfspark.spec.kinds import DECIMAL_AS, NULL_ELEMENT_POLICIES
 from tfspark.spec.kinds import STORED_RECORD_TYPES as RECORD_TYPES
 from tfspark.spec.layout import MAX_ROWS_PER_RECORD
@@ -149,7 +149,8 @@ class WriteOptions:
         table = {t.name: t for t in write_settings()}
         unknown = sorted(set(arguments) - set(table))
         if unknown:
-            raise TypeError(f"unexpected write argument(s) {unknown}")
+            raise TypeError(f"unexpected write argument(s) {unknown}"
+                            f"{did_you_mean(unknown[0], table)}")
         checked = {k: table[k].check(Where(k), v) for k, v in arguments.items()}
         if checked.get("backup_path") and not in_filesystem:
             checked["backup_path"] = absolute(checked["backup_path"])
@@ -245,7 +246,8 @@ def known_options(options: Mapping[str, Any], known: Mapping[str, str],
     unknown = sorted(set(opts) - {k.lower() for k in known})
     if unknown:
         listing = ", ".join(f"{k} ({v})" for k, v in known.items())
-        raise OptionError(f"unknown tfrecord {what}(s) {unknown}; known options: {listing}")
+        raise OptionError(f"unknown tfrecord {what}(s) {unknown}"
+                          f"{did_you_mean(unknown[0], known)}; known options: {listing}")
     return opts
 
 

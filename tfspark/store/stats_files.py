@@ -66,9 +66,7 @@ def load(root: Location, side: Mapping[str, Any], split: str | None) -> dict[str
 
 def sweep(loc: Location, keep: str | None) -> None:
     """Delete the statistics of writes no manifest names any more (`keep`: the one it names)."""
-    if not loc.exists(DIR):
-        return
-    for rel, is_dir in loc.child(DIR).entries():
+    for rel, is_dir in loc.child(DIR).entries():  # (none when there is no DIR: one request)
         if is_dir and f"{DIR}/{rel}" != keep:
             loc.delete_dir(f"{DIR}/{rel}")
 
