@@ -22,10 +22,18 @@ def each(loc: Location, do: Callable[[T], R], items: Iterable[T]) -> list[R]:
     """[do(item) for item in items], several at once when loc is on a store. Every item is
     tried; then the first error, if any, is raised."""
     items = list(items)
-    if not items:
-        return []
-    at_once = 1 if loc.is_local else min(REQUESTS_AT_ONCE, len(items))
-    with ThreadPoolExecutor(at_once, thread_name_prefix="tfspark-store") as pool:
+    if loc.is_local or len(items) < 2:  # in this thread, one after another
+        results, first = [], None
+        for item in items:
+            try:
+                results.append(do(item))
+            except Exception as e:  # noqa: BLE001 - raised once the others are tried
+                first = first or e
+        if first is not None:
+            raise first
+        return results
+    with ThreadPoolExecutor(min(REQUESTS_AT_ONCE, len(items)),
+                            thread_name_prefix="tfspark-store") as pool:
         done = [pool.submit(do, item) for item in items]
     return [future.result() for future in done]  # (all ended: the pool's exit waited)
 

@@ -16,7 +16,7 @@ import pyarrow as pa
 from tfspark.arrow.encode import BatchEncoder
 from tfspark.arrow.values import bytes_buffers
 from tfspark.errors import EncodeError
-from tfspark.store import partitions
+from tfspark.store import many, partitions
 from tfspark.store.fs import Location
 from tfspark.wire.compression import file_suffix
 from tfspark.wire.stream import RecordWriter
@@ -169,8 +169,10 @@ class TaskFiles:
 
     def _close(self, key: tuple) -> None:
         f = self._open.pop(key)
-        f.writer.close()
-        f.stream.close()
+        _upload(f)
+        self._entry(f)
+
+    def _entry(self, f: _Open) -> None:
         self.done.append({"path": f.rel, "records": f.writer.records,
                           "bytes": f.writer.bytes_written, "split": f.split,
                           "partition": {k: None if v is None else partitions.value_text(v)
@@ -184,8 +186,11 @@ class TaskFiles:
         for key in list(self._waiting):
             split, part = key[0], dict(key[1])
             self._blocks(key, split, part, last=True)
-        for key in list(self._open):
-            self._close(key)
+        files = list(self._open.values())  # (one per partition value: their uploads at once)
+        many.each(self.loc, _upload, files)
+        self._open.clear()
+        for f in files:
+            self._entry(f)
         return self.done
 
     def discard(self) -> None:
@@ -195,9 +200,8 @@ class TaskFiles:
                 f.stream.close()
             except Exception:  # noqa: BLE001 - best effort while failing
                 pass
-            self.loc.delete(f.rel)
-        for d in self.done:
-            self.loc.delete(d["path"])
+        many.delete_files(self.loc, [f.rel for f in self._open.values()] +
+                          [d["path"] for d in self.done])
         self._open.clear()
         self._waiting.clear()
         self.done.clear()
@@ -217,3 +221,9 @@ def batches_by_group(batches: Iterator[pa.RecordBatch], split_col: str | None,
             values = key[1:] if split_col else key
             yield split, dict(zip(part_cols, values)), rows.select(keep), seen + indices
         seen += batch.num_rows
+
+
+def _upload(f: _Open) -> None:
+    """The file's last bytes written and the file closed (on a store: its upload ends)."""
+    f.writer.close()
+    f.stream.close()
