@@ -48,6 +48,7 @@ def footers(files: Sequence[str | Location]) -> Footers | None:
 
     rows, worst, total = 0, 0.0, 0
     nulls: dict[str, int | None] = {}
+
     def footer(loc: Location) -> Any:
         with loc.open_input() as f:
             return pq.ParquetFile(f).metadata
