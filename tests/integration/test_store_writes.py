@@ -193,8 +193,6 @@ def test_a_tasks_files_of_many_partitions_are_uploaded_at_once(s3, monkeypatch):
     spec = infer_spec(StructType([StructField("id", LongType(), False)]))
     files = part_files.TaskFiles(loc, "w1", "00000-1", None, 6, "Example", None,
                                  BatchEncoder(spec))
-    for value in range(8):
-        files.write_group(None, {"c": str(value)}, batch.slice(value * 100, 100))
     lock, inside, most = threading.Lock(), [0], [0]
     real = part_files._upload
 
@@ -209,7 +207,13 @@ def test_a_tasks_files_of_many_partitions_are_uploaded_at_once(s3, monkeypatch):
                 inside[0] -= 1
 
     monkeypatch.setattr(part_files, "_upload", upload)
-    done = files.close()
+    try:
+        for value in range(8):
+            files.write_group(None, {"c": str(value)}, batch.slice(value * 100, 100))
+        done = files.close()
+    except BaseException:
+        files.discard()  # no upload left open when the emulator stops
+        raise
     assert most[0] > 1  # (one after another before)
     assert sorted(d["records"] for d in done) == [100] * 8
     for d in done:
