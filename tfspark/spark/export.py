@@ -286,8 +286,9 @@ def _discard_unless_committed(spark: Any, loc: Location, backup: StagedBackup) -
     """After a failure: drop the staging, unless the manifest committed it (a failure after
     the commit): then it is published instead, now or by the next write."""
     try:
-        if loc.present(mf.NAME):
-            pending = (mf.read_manifest(loc).backup or {}).get("pending") or {}
+        manifest = mf.find_manifest(loc)  # (one read: None when there is none)
+        if manifest is not None:
+            pending = (manifest.backup or {}).get("pending") or {}
             if pending.get("staging") == backup.staging:
                 return
         backup.discard(spark)

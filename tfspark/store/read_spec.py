@@ -45,8 +45,9 @@ def load_spec(spec: Any, filesystem: Any = None) -> tuple[FeatureSpec, mf.Manife
 def _spec_from_path(loc: Location) -> tuple[FeatureSpec, mf.Manifest | None]:
     path = loc.uri
     if loc.kind() != "file":
-        if loc.present(mf.NAME):
-            return load_spec(mf.read_manifest(loc))
+        manifest = mf.find_manifest(loc)  # (one read: None when there is none)
+        if manifest is not None:
+            return load_spec(manifest)
         raise SchemaError(f"spec path {path!r} is neither a JSON file nor a tfspark directory")
     with loc.open_stream() as f:
         text = f.read()
