@@ -121,7 +121,7 @@ def make_converter(df: Any, location: str | None = None, *, filesystem: Any = No
     is deleted by converter.delete(), at the end of `with make_converter(df) as c:`, or when
     Python exits."""
     from tfspark.spark.export import write_tfrecords
-    from tfspark.spark.hadoop_s3 import hadoop_store
+    from tfspark.spark.hadoop_stores import hadoop_store
 
     if "mode" in settings or "backup_path" in settings or "backup_table" in settings:
         raise OptionError("make_converter writes a new directory and its backup of its own: "
@@ -131,7 +131,7 @@ def make_converter(df: Any, location: str | None = None, *, filesystem: Any = No
     if spark is None:
         raise OptionError(f"make_converter needs a Spark DataFrame, got {type(df).__name__}")
     parent = location or spark.conf.get(LOCATION_CONF, None) or _local_default(spark)
-    if filesystem is None:  # an s3a:// location: with Spark's own fs.s3a settings
+    if filesystem is None:  # s3a://, abfss://, gs://: with Spark's own Hadoop settings
         parent, filesystem, _ = hadoop_store(spark, str(parent), {})
     name = f"tfspark-{uuid.uuid4().hex[:12]}"
     loc = locate(parent, filesystem).child(name)

@@ -90,42 +90,6 @@ def test_an_s3_write_leaves_its_objects_and_no_directory_markers(spark, s3):
     assert ids(f"{bucket}/ds", s3.filesystem()) == list(range(300))
 
 
-def test_an_s3a_path_is_written_with_sparks_own_s3a_settings(spark, s3):
-    """A Spark user's s3a:// path, its endpoint and keys in Spark's Hadoop configuration (as
-    for Spark's own S3A connector), was refused ("s3a:// is a Hadoop connector's scheme")."""
-    from tfspark.cli.config import ExportConfig
-    from tfspark.cli.session import run_export
-
-    conf = spark.sparkContext._jsc.hadoopConfiguration()
-    bucket = s3.bucket()
-    settings = {"fs.s3a.endpoint": f"http://{s3.endpoint()}", "fs.s3a.endpoint.region":
-                "us-east-1", f"fs.s3a.bucket.{bucket}.access.key": "testing",
-                f"fs.s3a.bucket.{bucket}.secret.key": "S3CR3T-of-the-bucket"}
-    try:
-        for key, value in settings.items():
-            conf.set(key, value)
-        result = tfspark.write_tfrecords(frame(spark, 0, 120), f"s3a://{bucket}/ds",
-                                         label_cols=["y"])
-        assert result.rows == 120 and result.backup_rows == 120
-        with tfspark.make_converter(frame(spark, 0, 50), f"s3a://{bucket}/tmp") as conv:
-            assert sorted(int(i) for b in conv.read_batches(10) for i in b["id"]) == \
-                list(range(50))
-        exported = run_export(spark, ExportConfig(output=f"s3a://{bucket}/cli", sample_rows=30,
-                                                  backup_path=f"s3a://{bucket}/cli_backup"))
-        assert exported.rows == 30 and exported.backup_rows == 30  # (tfspark export's)
-    finally:
-        for key in settings:
-            conf.unset(key)
-    fs = s3.filesystem()
-    assert ids(f"{bucket}/ds", fs) == list(range(120))
-    assert backup_ids(fs, f"{bucket}/ds/_backup") == list(range(120))
-    kept = fs.open_input_file(f"{bucket}/ds/_tfspark.json").read()
-    assert b"S3CR3T" not in kept and b"s3a" not in kept
-    assert len(ids(f"{bucket}/cli", fs)) == 30 and len(backup_ids(fs, f"{bucket}/cli_backup")) == 30
-    with pytest.raises(Exception, match="s3a:// is a Hadoop connector's scheme"):  # noqa: PT011
-        frame(spark, 0, 5).write.format("tfrecord").mode("append").save(f"s3a://{bucket}/x")
-
-
 def test_an_overwrite_removes_the_old_files_many_at_a_time(spark, s3, monkeypatch):
     """An overwrite's sweep of the old part files and the publication of its backup deleted
     and moved one file after another: on a store a few round trips each (an overwrite of 1,000

@@ -113,6 +113,9 @@ def test_a_config_file_carries_a_store_table(tmp_path):
     # stood before "@" (a password too: c:S3CR3T was the container, and shown), and the
     # account was left out of what is shown (abfs://c/p, which opens nothing)
     ("abfs://c@acct.dfs.core.windows.net/p/q", "abfs://c@acct.dfs.core.windows.net/p"),
+    # a national cloud's domain, and the blob endpoint's: pyarrow read "p" as the container
+    ("abfss://c@acct.dfs.core.chinacloudapi.cn/p/q", "abfss://c@acct.dfs.core.chinacloudapi.cn/p"),
+    ("abfs://c@acct.blob.core.windows.net/p/q", "abfs://c@acct.blob.core.windows.net/p"),
     ("abfss://c:S3CR3T@acct.dfs.core.windows.net/p/q",
      "abfss://c:***@acct.dfs.core.windows.net/p"),
     ("abfs://acct:S3CR3T@c/p/q", "abfs://acct:***@c/p"),

@@ -126,10 +126,10 @@ def _hive_available() -> bool:
 def run_export(spark: Any, cfg: ExportConfig) -> Any:
     """Load the configured source and write it as write_tfrecords does -> WriteResult."""
     from tfspark.spark.export import export
-    from tfspark.spark.hadoop_s3 import hadoop_store
+    from tfspark.spark.hadoop_stores import hadoop_store
 
     filesystem = cfg.filesystem()
-    if filesystem is None and cfg.output:  # an s3a:// output: with Spark's fs.s3a settings
+    if filesystem is None and cfg.output:  # s3a://, abfss://, gs://: Spark's Hadoop settings
         output, filesystem, kept = hadoop_store(spark, cfg.output,
                                                 {"backup_path": cfg.backup_path})
         cfg = cfg.with_overrides(output=output, backup_path=kept["backup_path"])

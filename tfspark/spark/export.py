@@ -25,7 +25,7 @@ from tfspark.errors import CountMismatchError, OptionError, TfsparkError
 from tfspark.spark import columns, observe, sizing
 from tfspark.spark import stats as spark_stats
 from tfspark.spark.backup import StagedBackup, publish, roll_forward, sweep_dead
-from tfspark.spark.hadoop_s3 import hadoop_store
+from tfspark.spark.hadoop_stores import hadoop_store
 from tfspark.spark.meanwhile import Meanwhile
 from tfspark.spark.source import register_meanwhile
 from tfspark.spark.stats_observed import GROUP_COLUMN, Observed
@@ -95,10 +95,10 @@ def write_tfrecords(df: DataFrame, path: str, filesystem: Any = None,
 {settings}
 
     filesystem: where `path` (and backup_path) are: a pyarrow.fs.FileSystem or an fsspec
-    filesystem (default: from the path: local, or a URI; for an s3a:// path, the endpoint, keys
-    and region of Spark's fs.s3a settings for its bucket). On a store Spark's parquet writer
-    cannot reach (filesystem=, or a URI with pyarrow's query options) tfspark's tasks write
-    and read the backup through pyarrow.
+    filesystem (default: from the path: local, or a URI; for an s3a://, abfss:// or gs:// path,
+    what Spark's Hadoop settings hold for its store: endpoint, keys, tokens). On a store
+    Spark's parquet writer cannot reach (filesystem=, or a URI with pyarrow's query options)
+    tfspark's tasks write and read the backup through pyarrow.
 
     mode applies to `path` and to the backup. record_type "SequenceExample": array<array<T>>
     columns become feature lists (one Feature per step), every other column a context
@@ -117,7 +117,7 @@ def write_tfrecords(df: DataFrame, path: str, filesystem: Any = None,
                           + ("; make one with spark.createDataFrame(pandas_df)"
                              if type(df).__module__.startswith("pandas") else ""))
     check_supported()
-    if filesystem is None:  # an s3a:// path: with Spark's own fs.s3a settings
+    if filesystem is None:  # s3a://, abfss://, gs://: with Spark's own Hadoop settings
         path, filesystem, settings = hadoop_store(df.sparkSession, path, settings)
     opts = WriteOptions.from_arguments(path, in_filesystem=filesystem is not None,
                                        **{**_DEFAULTS, **settings})

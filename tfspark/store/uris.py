@@ -11,6 +11,8 @@ import pyarrow.fs as pafs
 _LONE_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
 # scheme:, //authority (optional: file:/tmp/x), the path, ?query
 _URI = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*:)(//[^/?]*)?([^?]*)(\?.*)?$", re.DOTALL)
+# <account>.dfs.<cloud> or <account>.blob.<cloud>: an Azure account's host
+_ACCOUNT_HOST = re.compile(r"^[^.:]+\.(dfs|blob)\.[^:]+$", re.IGNORECASE)
 
 
 def escaped(uri: str) -> str:
@@ -43,9 +45,14 @@ def bucket_path(uri: str) -> str:
 
 
 def azure_path(uri: str, inner: str) -> str:
-    """The container/path an abfs:// URI names, as pyarrow reads it (c@account..., a password,
-    account@c, host:port/c/...); `inner` (the URI without its scheme) where it names no
-    account (abfs://c/path, the account being filesystem='s)."""
+    """The container/path an abfs:// URI names: Hadoop's and Azure's container@account.dfs.
+    <cloud>/path in any cloud (pyarrow reads the container so only in core.windows.net's), else
+    as pyarrow reads it (a password, account@c, host:port/c/...); `inner` (the URI without its
+    scheme) where it names no account (abfs://c/path, the account being filesystem='s)."""
+    parts = urllib.parse.urlsplit(escaped(uri))
+    container, at, host = parts.netloc.rpartition("@")
+    if at and container and ":" not in container and _ACCOUNT_HOST.match(host):
+        return container + urllib.parse.unquote(parts.path)
     try:
         return pafs.FileSystem.from_uri(escaped(uri))[1]  # (parses only: no request made)
     except Exception:  # no account in it

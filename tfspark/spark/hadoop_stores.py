@@ -1,0 +1,60 @@
+"""The paths a Spark user already writes (s3a://, abfss://, gs://), reached as the cluster's
+Spark reaches them: a pyarrow filesystem made from the endpoint and credentials that Spark's
+Hadoop settings hold for the store, for write_tfrecords, make_converter and tfspark export.
+The data source cannot: Spark plans it in a Python process without the session, so there an
+s3a:// path is refused in one line (store/fs.py) and abfss:// and gs:// take pyarrow's own
+credentials."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tfspark.errors import OptionError
+from tfspark.spark.hadoop_azure import account_host, azure_filesystem
+from tfspark.spark.hadoop_conf import hadoop_conf
+from tfspark.spark.hadoop_gcs import gcs_filesystem
+from tfspark.spark.hadoop_s3 import s3a_filesystem
+from tfspark.store.local_paths import uri_to_path  # (s3a://b/k as s3://b/k)
+from tfspark.store.redaction import redact
+
+_KIND = {"s3a": "s3", "s3n": "s3", "abfs": "abfs", "abfss": "abfs", "gs": "gs"}
+_SETTINGS = ("backup_path",)  # path settings that name the same store as the output
+
+
+def _kind(path: Any) -> str | None:
+    if not isinstance(path, str) or "://" not in path:
+        return None
+    return _KIND.get(path.split("://", 1)[0].lower())
+
+
+def hadoop_store(spark: Any, path: str, settings: dict[str, Any]
+                 ) -> tuple[str, Any, dict[str, Any]]:
+    """(path, filesystem, settings) for a write to `path` with Spark's Hadoop settings: the
+    path as pyarrow names it (s3a:// as s3://), the filesystem they make (None where they add
+    nothing to pyarrow's defaults, or there is no JVM: Spark Connect), and the settings with a
+    backup_path made the same way. Raises OptionError for a backup_path the same filesystem
+    cannot reach, and for credentials pyarrow cannot use (naming the setting)."""
+    kind = _kind(path)
+    conf = hadoop_conf(spark) if kind else None
+    if conf is None:
+        return path, None, settings
+    if kind == "s3":
+        fs: Any = s3a_filesystem(conf, path)
+    elif kind == "abfs":
+        fs = azure_filesystem(conf, path)
+    else:
+        fs = gcs_filesystem(conf, path)
+    if fs is None:
+        return path, None, settings
+    out = dict(settings)
+    for key in _SETTINGS:
+        other = out.get(key)
+        if isinstance(other, str) and "://" in other:
+            if _kind(other) != kind or (kind == "abfs" and account_host(other) !=
+                                        account_host(path)):
+                raise OptionError(f"{key} {redact(other)!r} is in another store than the path "
+                                  f"{redact(path)!r}, and one filesystem made from Spark's "
+                                  f"Hadoop settings serves both: put the backup beside it, or "
+                                  f"pass filesystem=")
+            out[key] = uri_to_path(other) if kind == "s3" else other
+    return (uri_to_path(path) if kind == "s3" else path), fs, out
