@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # what IDEs and type checkers see; at run time __getattr__ lo
     from tfspark.numpy.frameworks import grain_dataset, torch_dataset
     from tfspark.spark.distributed import train_on_spark
     from tfspark.spark.export import WriteResult, write_tfrecords
+    from tfspark.spark.hadoop_stores import spark_filesystem
     from tfspark.spark.source import register
     from tfspark.spec import Feature, FeatureSpec, infer_spec
     from tfspark.store.integrity import Report, verify
@@ -68,6 +69,7 @@ _API = {
     "register": "tfspark.spark.source",
     "write_tfrecords": "tfspark.spark.export",
     "train_on_spark": "tfspark.spark.distributed",
+    "spark_filesystem": "tfspark.spark.hadoop_stores",
     "WriteResult": "tfspark.spark.export",
     "WriteOptions": "tfspark.store.options",
     "ReadOptions": "tfspark.store.options",
@@ -86,8 +88,8 @@ __all__ = [  # a literal list, so linters and IDEs see the TYPE_CHECKING imports
     "TfsparkError", "TrainingError", "VocabularyIds", "WriteConflictError", "WriteOptions",
     "WriteResult", "encode_batch", "grain_dataset", "infer_spec", "keras_inputs",
     "keras_preprocessing", "make_converter", "make_dataset", "parsing_spec", "read_batches",
-    "register", "resumable_fit", "sequence_parsing_spec", "torch_dataset", "train_on_spark",
-    "verify", "write_tfrecords"]
+    "register", "resumable_fit", "sequence_parsing_spec", "spark_filesystem", "torch_dataset",
+    "train_on_spark", "verify", "write_tfrecords"]
 # Submodules reachable as attributes without an import (tfspark.store.manifest.read_manifest(...)).
 # None is named like a function above: importing it would shadow that function.
 _MODULES = {"spec": "tfspark.spec", "errors": "tfspark.errors", "store": "tfspark.store",

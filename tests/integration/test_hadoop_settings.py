@@ -104,6 +104,9 @@ def test_an_abfs_path_is_written_with_sparks_own_azure_settings(spark, azurite):
                                     backup_path=f"abfs://{container}@elsewhere.dfs.core."
                                                 f"windows.net/b")
         assert "\n" not in str(info.value)
+    with hadoop_settings(spark, settings):  # read back as written: with Spark's settings
+        assert ids(f"{root}/ds", tfspark.spark_filesystem(spark, f"{root}/ds")) == \
+            list(range(120))
     fs = azurite.filesystem()
     assert ids(f"{container}/ds", fs) == list(range(120))
     assert backup_ids(fs, f"{container}/ds_backup") == list(range(120))
@@ -122,6 +125,8 @@ def test_a_gs_path_is_written_with_sparks_own_gcs_settings(spark, gcs):
         result = tfspark.write_tfrecords(frame(spark, 0, 120), f"gs://{bucket}/ds",
                                          label_cols=["x"], partition_by=["y"])
         assert result.rows == 120 and result.backup_rows == 120
+        assert ids(f"gs://{bucket}/ds", tfspark.spark_filesystem(spark, f"gs://{bucket}/ds")) \
+            == list(range(120))
     fs = gcs.filesystem()
     assert ids(f"{bucket}/ds", fs) == list(range(120))
     assert backup_ids(fs, f"{bucket}/ds/_backup") == list(range(120))

@@ -58,3 +58,13 @@ def hadoop_store(spark: Any, path: str, settings: dict[str, Any]
                                   f"pass filesystem=")
             out[key] = uri_to_path(other) if kind == "s3" else other
     return (uri_to_path(path) if kind == "s3" else path), fs, out
+
+
+def spark_filesystem(spark: Any, path: str) -> Any:
+    """The pyarrow filesystem that Spark's Hadoop settings in `spark`'s session make for `path`
+    (s3a://, abfs[s]://, gs://): the one write_tfrecords writes such a path with, for reading
+    it back, `make_dataset(path, 1024, filesystem=spark_filesystem(spark, path))`. None where
+    those settings add nothing to pyarrow's own defaults (the path alone then reads the same
+    data), or under Spark Connect. Raises OptionError, naming the setting, for a way of signing
+    in that pyarrow cannot follow."""
+    return hadoop_store(spark, path, {})[1]
