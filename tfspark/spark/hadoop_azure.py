@@ -42,8 +42,8 @@ def azure_filesystem(conf: HadoopConf, path: str) -> pafs.AzureFileSystem | None
             f"{redact(path)}: Spark's Hadoop settings sign in to {host} with {what}, which "
             f"pyarrow (how tfspark's tasks reach the store) cannot use: set an account key, "
             f"a fixed SAS token or a service principal's client credentials there, or pass "
-            f"filesystem=pyarrow.fs.AzureFileSystem(...); with Unity Catalog's credentials "
-            f"use a /Volumes path")
+            f"filesystem=pyarrow.fs.AzureFileSystem(...) (the CLI: a [store] table); with Unity "
+            f"Catalog's credentials use a /Volumes path")
 
     kwargs: dict[str, Any] = {}
     endpoint = get("fs.azure.abfs.endpoint")

@@ -30,7 +30,8 @@ def gcs_filesystem(conf: HadoopConf, path: str) -> pafs.GcsFileSystem | None:
     def refuse(what: str, do: str) -> OptionError:
         return OptionError(f"{redact(path)}: Spark's Hadoop settings sign in to Cloud Storage "
                            f"with {what}, which pyarrow (how tfspark's tasks reach the store) "
-                           f"cannot use: {do}, or pass filesystem=pyarrow.fs.GcsFileSystem(...)")
+                           f"cannot use: {do}, or pass filesystem=pyarrow.fs."
+                           f"GcsFileSystem(...) (the CLI: a [store] table)")
 
     kwargs: dict[str, Any] = {}
     root = conf.get("fs.gs.storage.root.url")
