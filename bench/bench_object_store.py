@@ -17,7 +17,8 @@ each place, reader and layout, one epoch at batch 1024 without shuffling:
   make_dataset   tfspark.make_dataset(path, 1024, shuffle_buffer=0, filesystem=fs), each batch
                  taken into NumPy by a Python loop
   make_dataset_graph  the same read in a graph (Dataset.reduce), as Keras fit consumes it:
-                 no Python per batch (the first batch timed by tf.timestamp)
+                 no Python per batch (the first batch timed by tf.timestamp); both
+                 make_dataset readers take --io-threads too
 
 rows/s (best of --repeat, places alternating; --each prints every epoch's too): steady (the
 rows after the first batch over the time after it), over the second half of the epoch (the
@@ -88,7 +89,7 @@ def timed(make, half: int) -> tuple[int, float, float, float, float]:
     return rows, first or 0.0, total, steady, second
 
 
-READ_IO_THREADS = None  # read_batches' io_threads (--io-threads; None: its default)
+READ_IO_THREADS = None  # the readers' io_threads (--io-threads; None: their default)
 
 
 def readers(path: str, fs, half: int) -> dict:
@@ -102,7 +103,8 @@ def readers(path: str, fs, half: int) -> dict:
             {k: v.numpy() for k, v in b.items()} for b in tfspark.make_dataset(
                 path, BATCH, shuffle_buffer=0, label_cols=[], filesystem=fs)),
         "make_dataset_graph": lambda: in_graph(tfspark.make_dataset(
-            path, BATCH, shuffle_buffer=0, label_cols=[], filesystem=fs), half),
+            path, BATCH, shuffle_buffer=0, label_cols=[], filesystem=fs,
+            io_threads=READ_IO_THREADS), half),
     }
 
 
@@ -259,7 +261,8 @@ def main() -> None:
     ap.add_argument("--layouts", default="rows,blocks")
     ap.add_argument("--readers", default="read_batches,make_dataset,make_dataset_graph")
     ap.add_argument("--each", action="store_true", help="print every epoch's figures too")
-    ap.add_argument("--io-threads", type=int, help="read_batches' io_threads (default: its own)")
+    ap.add_argument("--io-threads", type=int,
+                    help="read_batches' and make_dataset's io_threads (default: their own)")
     args = ap.parse_args()
     global READ_IO_THREADS
     READ_IO_THREADS = args.io_threads

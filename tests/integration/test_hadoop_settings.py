@@ -180,6 +180,16 @@ def test_a_store_spark_has_no_settings_for_keeps_pyarrows_own_defaults(spark):
                                                                   {"backup_path": "x"})
 
 
+def test_the_backup_beside_it_and_a_uris_own_options_are_kept(spark):
+    """An s3:// backup_path beside an s3a:// path is the same store; a gs:// URI with pyarrow's
+    own options keeps them, whatever Spark's settings say."""
+    path, fs, kept = hadoop_store(spark, "s3a://bkt/d", {"backup_path": "s3://bkt/backup"})
+    assert (path, kept) == ("s3://bkt/d", {"backup_path": "s3://bkt/backup"}) and fs
+    with hadoop_settings(spark, {"fs.gs.auth.type": "UNAUTHENTICATED"}):
+        assert kwargs_of(hadoop_store(spark, "gs://b/d", {})[1])["anonymous"]
+        assert hadoop_store(spark, "gs://b/d?scheme=http", {})[1] is None
+
+
 @pytest.mark.parametrize("path, settings, named", [
     ("abfss://c@acct.dfs.core.windows.net/d",
      {"fs.azure.account.auth.type": "OAuth", "fs.azure.account.oauth.provider.type":

@@ -17,14 +17,16 @@ from tfspark.spark.hadoop_s3 import s3a_filesystem
 from tfspark.store.local_paths import uri_to_path  # (s3a://b/k as s3://b/k)
 from tfspark.store.redaction import redact
 
+# Hadoop's schemes taken here, by store; pyarrow's own for the same stores (a backup_path's)
 _KIND = {"s3a": "s3", "s3n": "s3", "abfs": "abfs", "abfss": "abfs", "gs": "gs"}
+_SAME_STORE = {**_KIND, "s3": "s3", "gcs": "gs", "az": "abfs"}
 _SETTINGS = ("backup_path",)  # path settings that name the same store as the output
 
 
-def _kind(path: Any) -> str | None:
+def _kind(path: Any, kinds: dict[str, str] = _KIND) -> str | None:
     if not isinstance(path, str) or "://" not in path:
         return None
-    return _KIND.get(path.split("://", 1)[0].lower())
+    return kinds.get(path.split("://", 1)[0].lower())
 
 
 def hadoop_store(spark: Any, path: str, settings: dict[str, Any]
@@ -35,6 +37,8 @@ def hadoop_store(spark: Any, path: str, settings: dict[str, Any]
     backup_path made the same way. Raises OptionError for a backup_path the same filesystem
     cannot reach, and for credentials pyarrow cannot use (naming the setting)."""
     kind = _kind(path)
+    if kind != "s3" and "?" in path:  # pyarrow's options in the URI: those hold
+        kind = None
     conf = hadoop_conf(spark) if kind else None
     if conf is None:
         return path, None, settings
@@ -50,8 +54,8 @@ def hadoop_store(spark: Any, path: str, settings: dict[str, Any]
     for key in _SETTINGS:
         other = out.get(key)
         if isinstance(other, str) and "://" in other:
-            if _kind(other) != kind or (kind == "abfs" and account_host(other) !=
-                                        account_host(path)):
+            if _kind(other, _SAME_STORE) != kind or (kind == "abfs" and account_host(other)
+                                                     != account_host(path)):
                 raise OptionError(f"{key} {redact(other)!r} is in another store than the path "
                                   f"{redact(path)!r}, and one filesystem made from Spark's "
                                   f"Hadoop settings serves both: put the backup beside it, or "
