@@ -143,3 +143,23 @@ def test_spark_reader_through_connect(connect, df, tmp_path):
 def test_train_on_spark_says_it_needs_a_classic_session(connect):
     with pytest.raises(tfspark.OptionError, match=r"needs a classic SparkSession .*Spark Connect"):
         tfspark.train_on_spark(connect, lambda ctx: None, 1)
+
+
+def test_an_s3a_path_takes_the_sessions_settings_through_connect(connect, df, s3):
+    """Through Spark Connect no JVM is in this process: an s3a:// path was refused ("s3a://
+    is a Hadoop connector's scheme") though the session held the endpoint and keys."""
+    bucket = s3.bucket()
+    settings = {"fs.s3a.endpoint": f"http://{s3.endpoint()}", "fs.s3a.endpoint.region":
+                "us-east-1", "fs.s3a.access.key": "testing",
+                "fs.s3a.secret.key": "S3CR3T-over-connect"}
+    for key, value in settings.items():
+        connect.conf.set(key, value)
+    try:
+        result = tfspark.write_tfrecords(df, f"s3a://{bucket}/ds", label_cols=["y"])
+    finally:
+        for key in settings:
+            connect.conf.unset(key)
+    assert result.rows == result.backup_rows == ROWS
+    got = [int(i) for _, y in tfspark.read_batches(f"{bucket}/ds", 500, label_cols=["id"],
+                                                   filesystem=s3.filesystem()) for i in y]
+    assert sorted(got) == list(range(ROWS))

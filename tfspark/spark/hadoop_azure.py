@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from tfspark.errors import OptionError
-from tfspark.spark.hadoop_conf import HadoopConf
+from tfspark.spark.hadoop_conf import Settings
 from tfspark.store.redaction import redact
 
 _DEFAULT_CLOUD = "core.windows.net"
@@ -24,7 +24,7 @@ def account_host(path: str) -> str | None:
     return host.lower() if at and container and host.count(".") >= 2 else None
 
 
-def azure_filesystem(conf: HadoopConf, path: str) -> pafs.AzureFileSystem | None:
+def azure_filesystem(conf: Settings, path: str) -> pafs.AzureFileSystem | None:
     """pyarrow's AzureFileSystem with what Spark's Hadoop settings `conf` hold for the account
     of `path`; None where they hold nothing for it (pyarrow's default credential then
     applies, as for any abfs:// URI). Raises OptionError for a way of signing in that pyarrow

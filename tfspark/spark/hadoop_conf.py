@@ -1,7 +1,8 @@
 """Spark's Hadoop settings as Spark's own readers and writers see them: the session's
 (`spark.conf.set("fs.azure.account.key...", ...)`, as Databricks' and Azure's guides set them)
-over the context's (`spark.hadoop.*`, core-site.xml). The store modules beside this one make
-pyarrow filesystems of them, so tfspark's tasks reach a store as Spark's connectors do."""
+over the context's (`spark.hadoop.*`, core-site.xml), through Spark Connect too. The store
+modules beside this one make pyarrow filesystems of them, so tfspark's tasks reach a store as
+Spark's connectors do."""
 
 from __future__ import annotations
 
@@ -33,13 +34,36 @@ class HadoopConf:
         return None
 
 
-def hadoop_conf(spark: Any) -> HadoopConf | None:
+class SessionConf:
+    """The same view through Spark Connect, where no JVM is in this process: the session's
+    settings (spark.conf.set) and the cluster's spark.hadoop.* ones, as the server's readers
+    see them; core-site.xml and credential providers stay on the server."""
+
+    def __init__(self, runtime_conf: Any) -> None:
+        self._conf = runtime_conf
+
+    def get(self, *names: str, secret: bool = False, defaults: bool = True) -> str | None:
+        """The first of `names` set in the session (or as spark.hadoop.<name>), or None."""
+        for name in names:
+            for key in (name, f"spark.hadoop.{name}"):
+                value = self._conf.get(key, None)
+                if value is not None and str(value).strip():
+                    return str(value).strip()
+        return None
+
+
+Settings = HadoopConf | SessionConf  # (what the store modules read)
+
+
+def hadoop_conf(spark: Any) -> Settings | None:
     """The Hadoop settings Spark's DataFrame readers use in `spark`'s session (its
     sessionState's newHadoopConf: the session's settings over the context's); the context's
-    alone where that is out of reach, None under Spark Connect (no JVM in this process)."""
+    alone where that is out of reach; under Spark Connect the session's (SessionConf), None
+    without either."""
     jsc = getattr(spark, "_jsc", None)
     if jsc is None:
-        return None
+        conf = getattr(spark, "conf", None)
+        return SessionConf(conf) if conf is not None else None
     try:
         return HadoopConf(spark._jsparkSession.sessionState().newHadoopConf())
     except Exception:  # noqa: BLE001 - a Spark without it: the context's settings still hold

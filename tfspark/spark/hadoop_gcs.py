@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from tfspark.errors import OptionError
-from tfspark.spark.hadoop_conf import HadoopConf
+from tfspark.spark.hadoop_conf import Settings
 from tfspark.store.redaction import redact
 
 _GOOGLE = "storage.googleapis.com"
@@ -21,7 +21,7 @@ _KEYFILE = ("fs.gs.auth.service.account.json.keyfile",
 _TOKEN_PROVIDER = ("fs.gs.auth.access.token.provider", "fs.gs.auth.access.token.provider.impl")
 
 
-def gcs_filesystem(conf: HadoopConf, path: str) -> pafs.GcsFileSystem | None:
+def gcs_filesystem(conf: Settings, path: str) -> pafs.GcsFileSystem | None:
     """pyarrow's GcsFileSystem with what Spark's Hadoop settings `conf` set; None where they
     set nothing pyarrow's defaults lack (its Application Default Credentials, which on
     Dataproc and GCE are the VM's service account, as the connector's default is). Raises

@@ -9,10 +9,10 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
-from tfspark.spark.hadoop_conf import HadoopConf
+from tfspark.spark.hadoop_conf import Settings
 
 
-def s3a_filesystem(conf: HadoopConf, path: str) -> pafs.S3FileSystem:
+def s3a_filesystem(conf: Settings, path: str) -> pafs.S3FileSystem:
     """pyarrow's S3FileSystem with what Spark's Hadoop settings `conf` set for the bucket of
     the s3a:// `path`. Keys they do not set are left to pyarrow's defaults and credential
     chain (an instance profile, the AWS_* variables)."""

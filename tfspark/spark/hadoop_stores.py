@@ -33,9 +33,9 @@ def hadoop_store(spark: Any, path: str, settings: dict[str, Any]
                  ) -> tuple[str, Any, dict[str, Any]]:
     """(path, filesystem, settings) for a write to `path` with Spark's Hadoop settings: the
     path as pyarrow names it (s3a:// as s3://), the filesystem they make (None where they add
-    nothing to pyarrow's defaults, or there is no JVM: Spark Connect), and the settings with a
-    backup_path made the same way. Raises OptionError for a backup_path the same filesystem
-    cannot reach, and for credentials pyarrow cannot use (naming the setting)."""
+    nothing to pyarrow's defaults; through Spark Connect from the session's settings), and the
+    settings with a backup_path made the same way. Raises OptionError for a backup_path the same
+    filesystem cannot reach, and for credentials pyarrow cannot use (naming the setting)."""
     kind = _kind(path)
     if kind != "s3" and "?" in path:  # pyarrow's options in the URI: those hold
         kind = None
@@ -69,6 +69,6 @@ def spark_filesystem(spark: Any, path: str) -> Any:
     (s3a://, abfs[s]://, gs://): the one write_tfrecords writes such a path with, for reading
     it back, `make_dataset(path, 1024, filesystem=spark_filesystem(spark, path))`. None where
     those settings add nothing to pyarrow's own defaults (the path alone then reads the same
-    data), or under Spark Connect. Raises OptionError, naming the setting, for a way of signing
+    data). Raises OptionError, naming the setting, for a way of signing
     in that pyarrow cannot follow."""
     return hadoop_store(spark, path, {})[1]
