@@ -182,7 +182,13 @@ def test_a_store_spark_has_no_settings_for_keeps_pyarrows_own_defaults(spark):
 
 def test_the_backup_beside_it_and_a_uris_own_options_are_kept(spark):
     """An s3:// backup_path beside an s3a:// path is the same store; a gs:// URI with pyarrow's
-    own options keeps them, whatever Spark's settings say."""
+    own options keeps them, and pyarrow's own Azure form (account@host:port) its meaning,
+    whatever Spark's settings say."""
+    with hadoop_settings(spark, {"fs.azure.account.key": "eA=="}):
+        azurite = "abfs://devstoreaccount1@127.0.0.1:10000/c/p"
+        assert hadoop_store(spark, azurite, {}) == (azurite, None, {})
+        fs = hadoop_store(spark, "abfs://c@acct.dfs.core.windows.net/p", {})[1]
+        assert kwargs_of(fs)["account_key"] == "eA=="
     path, fs, kept = hadoop_store(spark, "s3a://bkt/d", {"backup_path": "s3://bkt/backup"})
     assert (path, kept) == ("s3://bkt/d", {"backup_path": "s3://bkt/backup"}) and fs
     with hadoop_settings(spark, {"fs.gs.auth.type": "UNAUTHENTICATED"}):

@@ -13,15 +13,9 @@ import pyarrow.fs as pafs
 from tfspark.errors import OptionError
 from tfspark.spark.hadoop_conf import Settings
 from tfspark.store.redaction import redact
+from tfspark.store.uris import azure_account_host
 
 _DEFAULT_CLOUD = "core.windows.net"
-
-
-def account_host(path: str) -> str | None:
-    """The account's host of a Hadoop abfs[s]://container@<account>.dfs.<cloud>/... URI (as
-    Hadoop keys its per-account settings), None for any other form."""
-    container, at, host = urllib.parse.urlsplit(path).netloc.rpartition("@")
-    return host.lower() if at and container and host.count(".") >= 2 else None
 
 
 def azure_filesystem(conf: Settings, path: str) -> pafs.AzureFileSystem | None:
@@ -29,7 +23,7 @@ def azure_filesystem(conf: Settings, path: str) -> pafs.AzureFileSystem | None:
     of `path`; None where they hold nothing for it (pyarrow's default credential then
     applies, as for any abfs:// URI). Raises OptionError for a way of signing in that pyarrow
     has no counterpart for, naming the setting."""
-    host = account_host(path)
+    host = azure_account_host(path)
     if host is None:
         return None
     account, _, suffix = host.partition(".")

@@ -10,12 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from tfspark.errors import OptionError
-from tfspark.spark.hadoop_azure import account_host, azure_filesystem
+from tfspark.spark.hadoop_azure import azure_filesystem
 from tfspark.spark.hadoop_conf import hadoop_conf
 from tfspark.spark.hadoop_gcs import gcs_filesystem
 from tfspark.spark.hadoop_s3 import s3a_filesystem
 from tfspark.store.local_paths import uri_to_path  # (s3a://b/k as s3://b/k)
 from tfspark.store.redaction import redact
+from tfspark.store.uris import azure_account_host
 
 # Hadoop's schemes taken here, by store; pyarrow's own for the same stores (a backup_path's)
 _KIND = {"s3a": "s3", "s3n": "s3", "abfs": "abfs", "abfss": "abfs", "gs": "gs"}
@@ -54,8 +55,8 @@ def hadoop_store(spark: Any, path: str, settings: dict[str, Any]
     for key in _SETTINGS:
         other = out.get(key)
         if isinstance(other, str) and "://" in other:
-            if _kind(other, _SAME_STORE) != kind or (kind == "abfs" and account_host(other)
-                                                     != account_host(path)):
+            if _kind(other, _SAME_STORE) != kind or (kind == "abfs" and azure_account_host(other)
+                                                     != azure_account_host(path)):
                 raise OptionError(f"{key} {redact(other)!r} is in another store than the path "
                                   f"{redact(path)!r}, and one filesystem made from Spark's "
                                   f"Hadoop settings serves both: put the backup beside it, or "

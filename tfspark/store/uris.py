@@ -44,15 +44,24 @@ def bucket_path(uri: str) -> str:
     return parts.netloc.rpartition("@")[2] + urllib.parse.unquote(parts.path)
 
 
+def azure_account_host(uri: str) -> str | None:
+    """The account's host of an Azure URI in Hadoop's and Azure's form, container@<account>.
+    dfs.<cloud> (or .blob.), lower-cased; None for any other form (pyarrow's account@host:port,
+    an account key in the URI)."""
+    container, at, host = urllib.parse.urlsplit(escaped(uri)).netloc.rpartition("@")
+    if at and container and ":" not in container and _ACCOUNT_HOST.match(host):
+        return host.lower()
+    return None
+
+
 def azure_path(uri: str, inner: str) -> str:
     """The container/path an abfs:// URI names: Hadoop's and Azure's container@account.dfs.
     <cloud>/path in any cloud (pyarrow reads the container so only in core.windows.net's), else
     as pyarrow reads it (a password, account@c, host:port/c/...); `inner` (the URI without its
     scheme) where it names no account (abfs://c/path, the account being filesystem='s)."""
-    parts = urllib.parse.urlsplit(escaped(uri))
-    container, at, host = parts.netloc.rpartition("@")
-    if at and container and ":" not in container and _ACCOUNT_HOST.match(host):
-        return container + urllib.parse.unquote(parts.path)
+    if azure_account_host(uri):
+        parts = urllib.parse.urlsplit(escaped(uri))
+        return parts.netloc.rpartition("@")[0] + urllib.parse.unquote(parts.path)
     try:
         return pafs.FileSystem.from_uri(escaped(uri))[1]  # (parses only: no request made)
     except Exception:  # no account in it
