@@ -70,6 +70,6 @@ def spark_filesystem(spark: Any, path: str) -> Any:
     (s3a://, abfs[s]://, gs://): the one write_tfrecords writes such a path with, for reading
     it back, `make_dataset(path, 1024, filesystem=spark_filesystem(spark, path))`. None where
     those settings add nothing to pyarrow's own defaults (the path alone then reads the same
-    data). Raises OptionError, naming the setting, for a way of signing
-    in that pyarrow cannot follow."""
+    data). Raises OptionError, naming the setting, for a way of signing in that pyarrow cannot
+    follow."""
     return hadoop_store(spark, path, {})[1]
