@@ -107,6 +107,15 @@ def test_an_abfs_path_is_written_with_sparks_own_azure_settings(spark, azurite):
     with hadoop_settings(spark, settings):  # read back as written: with Spark's settings
         assert ids(f"{root}/ds", tfspark.spark_filesystem(spark, f"{root}/ds")) == \
             list(range(120))
+    wrong_key = pafs.AzureFileSystem(AZURITE_ACCOUNT, account_key="eA==",
+                                     **{k: v for k, v in azurite.store_options().items()
+                                        if k != "account_key"})
+    with pytest.raises(tfspark.ManifestError, match=r"403 .*; check that it is a file you may "
+                       r"read \(permissions, credentials\); a data set written with the "
+                       r"credentials in Spark's Hadoop settings reads with filesystem=tfspark"
+                       r"\.spark_filesystem\(spark, path\)") as info:
+        ids(f"{root}/ds", wrong_key)
+    assert "eA==" not in str(info.value) and "\n" not in str(info.value)
     fs = azurite.filesystem()
     assert ids(f"{container}/ds", fs) == list(range(120))
     assert backup_ids(fs, f"{container}/ds_backup") == list(range(120))

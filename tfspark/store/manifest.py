@@ -347,8 +347,11 @@ def find_manifest(loc: Location) -> Manifest | None:
 def unreadable(loc: Location, error: OSError) -> ManifestError:
     """The error of a manifest in loc that is there but cannot be read."""
     what = unreachable_hint(error) or "check that it is a file you may read (permissions, " \
-        "credentials)"
-    return ManifestError(f"cannot read {loc.child(NAME).uri} ({error}); {what}")
+        "credentials)" + ("" if loc.is_local else "; a data set written with the credentials in "
+                          "Spark's Hadoop settings reads with filesystem=tfspark."
+                          "spark_filesystem(spark, path)")
+    said = " ".join(str(error).split())  # (one line: Azure's error ends in "\n\nRequest ID")
+    return ManifestError(f"cannot read {loc.child(NAME).uri} ({said}); {what}")
 
 
 def manifest_of(loc: Location, raw: bytes) -> Manifest:
