@@ -103,10 +103,15 @@ def unreachable_hint(error: BaseException) -> str | None:
     return None
 
 
+def one_line(error: BaseException) -> str:
+    """A store client's error on one line (Azure's ends in a blank line and a request id)."""
+    return " ".join(str(error).split())
+
+
 def failed_request(error: BaseException, otherwise: str) -> str:
     """A store request's error for a message: the client's words, then what to check (`otherwise`
     unless no server answered)."""
-    return f"{str(error).rstrip('.')}; {unreachable_hint(error) or otherwise}"
+    return f"{one_line(error).rstrip('.')}; {unreachable_hint(error) or otherwise}"
 
 
 # A tfspark error raised in a Spark task or in the data source on the driver reaches the caller

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from tfspark import __version__
-from tfspark.errors import ManifestError, OptionError, SchemaError, unreachable_hint
+from tfspark.errors import ManifestError, OptionError, SchemaError, one_line, unreachable_hint
 from tfspark.spec.kinds import STORED_RECORD_TYPES
 from tfspark.spec.model import FeatureSpec
 from tfspark.store import stats_files
@@ -350,8 +350,7 @@ def unreadable(loc: Location, error: OSError) -> ManifestError:
         "credentials)" + ("" if loc.is_local else "; a data set written with the credentials in "
                           "Spark's Hadoop settings reads with filesystem=tfspark."
                           "spark_filesystem(spark, path)")
-    said = " ".join(str(error).split())  # (one line: Azure's error ends in "\n\nRequest ID")
-    return ManifestError(f"cannot read {loc.child(NAME).uri} ({said}); {what}")
+    return ManifestError(f"cannot read {loc.child(NAME).uri} ({one_line(error)}); {what}")
 
 
 def manifest_of(loc: Location, raw: bytes) -> Manifest:
