@@ -15,7 +15,12 @@ __all__ = ["CorruptRecordError", "CountMismatchError", "EncodeError", "ManifestE
 
 
 class TfsparkError(Exception):
-    """Base class of every error tfspark raises on purpose."""
+    """Base class of every error tfspark raises on purpose. Its message is shown with every URI
+    in it redacted (redact_text): a store client's words may name a URL whose query holds a
+    credential, which no tfspark message may show."""
+
+    def __str__(self) -> str:
+        return redact_text(super().__str__())
 
 
 class SchemaError(TfsparkError, ValueError):
@@ -103,17 +108,6 @@ def unreachable_hint(error: BaseException) -> str | None:
     return None
 
 
-def one_line(error: BaseException) -> str:
-    """A store client's error on one line (Azure's ends in a blank line and a request id)."""
-    return " ".join(str(error).split())
-
-
-def failed_request(error: BaseException, otherwise: str) -> str:
-    """A store request's error for a message: the client's words, then what to check (`otherwise`
-    unless no server answered)."""
-    return f"{one_line(error).rstrip('.')}; {unreachable_hint(error) or otherwise}"
-
-
 # A tfspark error raised in a Spark task or in the data source on the driver reaches the caller
 # inside a Spark exception, as "tfspark.<module>.<Class>: <message>": a line of its traceback,
 # or after Spark's own prefix when spark.sql.execution.pyspark.udf.hideTraceback is on.
@@ -125,3 +119,28 @@ def wrapped(text: str) -> tuple[str, str] | None:
     found = [(name, message.strip()) for name, message in _WRAPPED.findall(text)
              if name in __all__]
     return found[-1] if found else None
+
+
+# A URI inside free text: scheme://, then up to a space or a quote, not ending on the
+# punctuation of the sentence around it.
+_URI = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"]*[^\s'\".,;:!?)\]}]")
+
+
+def redact(uri: str) -> str:
+    """A path or URI as it may be shown: its query (options that may hold keys) as "?..." and
+    a password in it (s3://KEY:SECRET@bucket/...) as "***"."""
+    if "://" not in uri:
+        return uri
+    scheme, rest = uri.split("://", 1)
+    rest, query, _ = rest.partition("?")
+    authority, slash, tail = rest.partition("/")
+    user, at, host = authority.rpartition("@")
+    if at and ":" in user:
+        authority = f"{user.split(':', 1)[0]}:***@{host}"
+    return f"{scheme}://{authority}{slash}{tail}" + ("?..." if query else "")
+
+
+def redact_text(text: str) -> str:
+    """`text` with every URI in it redacted: for messages built by others (Spark's, a store
+    client's) that may repeat a path as the user gave it."""
+    return _URI.sub(lambda m: redact(m.group(0)), text)

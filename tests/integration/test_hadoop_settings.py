@@ -124,6 +124,64 @@ def test_an_abfs_path_is_written_with_sparks_own_azure_settings(spark, azurite):
     assert AZURITE_KEY.encode() not in manifest_bytes(fs, f"{container}/ds")
 
 
+def account_sas(key: str, hours: int = 1) -> str:
+    """An account SAS token for Azurite's account, signed with `key` (Azure's account SAS,
+    version 2021-08-06: read, write, delete, list, add, create on blobs)."""
+    import base64
+    import datetime
+    import hashlib
+    import hmac
+    import urllib.parse
+
+    expiry = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=hours)
+              ).strftime("%Y-%m-%dT%H:%M:%SZ")
+    fields = {"sv": "2021-08-06", "ss": "b", "srt": "sco", "sp": "rwdlacup", "se": expiry,
+              "spr": "https,http"}
+    to_sign = "\n".join([AZURITE_ACCOUNT, fields["sp"], fields["ss"], fields["srt"], "", expiry,
+                         "", fields["spr"], fields["sv"], "", ""])
+    sig = hmac.new(base64.b64decode(key), to_sign.encode(), hashlib.sha256).digest()
+    return urllib.parse.urlencode({**fields, "sig": base64.b64encode(sig).decode()})
+
+
+def test_an_abfs_path_is_read_with_a_fixed_sas_token(spark, azurite):
+    """pyarrow puts the SAS token after the account's URL as given: without its "?" (as Azure's
+    portal and Hadoop's FixedSASTokenProvider take it) the token became a path segment, and
+    every request failed. Azure's errors name the request's URL, the token in its query: its
+    signature is in no message now. (Written with the account key: Azurite answers a batch
+    delete signed by a SAS token with 500, where Azure takes it.)"""
+    container = azurite.bucket()
+    root = f"abfs://{container}@{AZ_HOST}"
+    tfspark.write_tfrecords(frame(spark, 0, 80), f"{container}/ds", label_cols=["y"],
+                            filesystem=azurite.filesystem())
+    sas = {"fs.azure.abfs.endpoint": f"127.0.0.1:{azurite.port}",
+           "fs.azure.always.use.https": "false", "fs.azure.account.auth.type": "SAS",
+           "fs.azure.sas.token.provider.type":
+               "org.apache.hadoop.fs.azurebfs.sas.FixedSASTokenProvider"}
+    with hadoop_settings(spark, {**sas, "fs.azure.sas.fixed.token": account_sas(AZURITE_KEY)}):
+        fs = tfspark.spark_filesystem(spark, f"{root}/ds")
+        assert ids(f"{root}/ds", fs) == list(range(80))
+        assert tfspark.verify(f"{root}/ds", filesystem=fs).ok
+        with fs.open_output_stream(f"{container}/by-sas") as f:  # (a write: one blob)
+            f.write(b"x")
+    forged = account_sas(base64_of(b"not the account's key"))
+    with hadoop_settings(spark, {**sas, "fs.azure.sas.fixed.token": forged}):
+        with pytest.raises(tfspark.ManifestError, match="403") as info:
+            ids(f"{root}/ds", tfspark.spark_filesystem(spark, f"{root}/ds"))
+        report = tfspark.verify(f"{root}/ds", filesystem=tfspark.spark_filesystem(
+            spark, f"{root}/ds"))
+    signature = forged.rpartition("sig=")[2]
+    assert not report.ok
+    for shown in (str(info.value), report.render()):
+        assert signature not in shown and "sig=" not in shown, shown
+    assert ids(f"{container}/ds", azurite.filesystem()) == list(range(80))
+
+
+def base64_of(raw: bytes) -> str:
+    import base64
+
+    return base64.b64encode(raw).decode()
+
+
 def test_a_gs_path_is_written_with_sparks_own_gcs_settings(spark, gcs):
     """A gs:// URI could not reach an emulator (pyarrow's URI has no anonymous option); with
     the connector's own settings (its root URL, unauthenticated) it now does."""
@@ -156,8 +214,8 @@ def test_a_gs_path_is_written_with_sparks_own_gcs_settings(spark, gcs):
     # a fixed SAS token, and a national cloud's own domain
     ("abfss://c@acct.dfs.core.chinacloudapi.cn/d",
      {"fs.azure.account.auth.type.acct.dfs.core.chinacloudapi.cn": "SAS",
-      "fs.azure.sas.fixed.token": "?sv=2024&sig=S3CR3T"},
-     {"sas_token": "sv=2024&sig=S3CR3T", "blob_storage_authority": ".blob.core.chinacloudapi.cn",
+      "fs.azure.sas.fixed.token": "sv=2024&sig=S3CR3T"},
+     {"sas_token": "?sv=2024&sig=S3CR3T", "blob_storage_authority": ".blob.core.chinacloudapi.cn",
       "dfs_storage_authority": ".dfs.core.chinacloudapi.cn"}),
     # a user-assigned managed identity
     ("abfss://c@acct.dfs.core.windows.net/d",

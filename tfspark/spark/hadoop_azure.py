@@ -67,7 +67,7 @@ def azure_filesystem(conf: Settings, path: str) -> pafs.AzureFileSystem | None:
         token = get("fs.azure.sas.fixed.token", secret=True)
         if not token:
             raise refuse("SAS but no fixed token (fs.azure.sas.fixed.token)")
-        kwargs["sas_token"] = token.lstrip("?")
+        kwargs["sas_token"] = "?" + token.lstrip("?")  # (pyarrow puts it after the URL)
     elif auth.lower() == "oauth":
         kwargs.update(_oauth(get, refuse))
     else:

@@ -17,9 +17,10 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from tfspark.errors import ManifestError, OptionError, failed_request, unreachable_hint
+from tfspark.errors import ManifestError, OptionError, unreachable_hint
 from tfspark.store import manifest as mf
 from tfspark.store.fs import Location
+from tfspark.store.redaction import failed_request
 
 log = logging.getLogger("tfspark")
 PART_FILE = re.compile(r"(^|/)part-[^/]*\.tfrecord(\.gz)?$")

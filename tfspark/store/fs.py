@@ -20,8 +20,8 @@ from typing import Any, TypeVar
 
 import pyarrow.fs as pafs
 
-from tfspark.errors import OptionError, failed_request
-from tfspark.store.redaction import redact, redact_text
+from tfspark.errors import OptionError
+from tfspark.store.redaction import failed_request, redact, redact_text
 from tfspark.store.uris import azure_path, bucket_path, escaped, s3_delayed_open
 
 T = TypeVar("T")

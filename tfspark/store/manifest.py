@@ -35,12 +35,12 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from tfspark import __version__
-from tfspark.errors import ManifestError, OptionError, SchemaError, one_line, unreachable_hint
+from tfspark.errors import ManifestError, OptionError, SchemaError, unreachable_hint
 from tfspark.spec.kinds import STORED_RECORD_TYPES
 from tfspark.spec.model import FeatureSpec
 from tfspark.store import stats_files
 from tfspark.store.fs import Location, locate
-from tfspark.store.redaction import redact
+from tfspark.store.redaction import redact, said
 
 NAME = "_tfspark.json"
 SUCCESS = "_SUCCESS"
@@ -350,7 +350,7 @@ def unreadable(loc: Location, error: OSError) -> ManifestError:
         "credentials)" + ("" if loc.is_local else "; a data set written with the credentials in "
                           "Spark's Hadoop settings reads with filesystem=tfspark."
                           "spark_filesystem(spark, path)")
-    return ManifestError(f"cannot read {loc.child(NAME).uri} ({one_line(error)}); {what}")
+    return ManifestError(f"cannot read {loc.child(NAME).uri} ({said(error)}); {what}")
 
 
 def manifest_of(loc: Location, raw: bytes) -> Manifest:

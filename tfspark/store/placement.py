@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import posixpath
 
-from tfspark.errors import OptionError, TfsparkError, failed_request
+from tfspark.errors import OptionError, TfsparkError
 from tfspark.store import manifest as mf
 from tfspark.store.fs import Location
+from tfspark.store.redaction import failed_request
 
 
 def check_placement(loc: Location, mode: str) -> None:

@@ -1,30 +1,23 @@
-"""Paths and URIs as they may be shown: no credentials of a URI (its password, its query
-options, which may hold keys) in a message, log or progress line."""
+"""Paths, URIs and store errors as they may be shown: no credentials of a URI (its password,
+its query options, which may hold keys or a SAS token's signature) in a message, log or
+progress line. redact and redact_text are defined with the errors (every tfspark error's
+message passes through redact_text), and given here to the store's modules."""
 
 from __future__ import annotations
 
-import re
+from tfspark.errors import redact, redact_text, unreachable_hint
 
-# A URI inside free text: scheme://, then up to a space or a quote, not ending on the
-# punctuation of the sentence around it.
-_URI = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"]*[^\s'\".,;:!?)\]}]")
+__all__ = ["failed_request", "redact", "redact_text", "said"]
 
 
-def redact(uri: str) -> str:
-    """A path or URI as it may be shown: its query (options that may hold keys) as "?..." and
-    a password in it (s3://KEY:SECRET@bucket/...) as "***"."""
-    if "://" not in uri:
-        return uri
-    scheme, rest = uri.split("://", 1)
-    rest, query, _ = rest.partition("?")
-    authority, slash, tail = rest.partition("/")
-    user, at, host = authority.rpartition("@")
-    if at and ":" in user:
-        authority = f"{user.split(':', 1)[0]}:***@{host}"
-    return f"{scheme}://{authority}{slash}{tail}" + ("?..." if query else "")
+def said(error: BaseException) -> str:
+    """A store client's error as it may be shown: on one line (Azure's ends in a blank line and
+    a request id), every URI in it redacted (Azure's name the request's URL, whose query holds a
+    SAS token's signature)."""
+    return redact_text(" ".join(str(error).split()))
 
 
-def redact_text(text: str) -> str:
-    """`text` with every URI in it redacted: for messages built by others (Spark's, a store
-    client's) that may repeat a path as the user gave it."""
-    return _URI.sub(lambda m: redact(m.group(0)), text)
+def failed_request(error: BaseException, otherwise: str) -> str:
+    """A store request's error for a message: the client's words (said), then what to check
+    (`otherwise` unless no server answered)."""
+    return f"{said(error).rstrip('.')}; {unreachable_hint(error) or otherwise}"
