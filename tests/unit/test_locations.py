@@ -81,6 +81,16 @@ def test_a_store_table_makes_the_filesystem_of_the_paths_scheme(tmp_path, path, 
     assert filesystem_of(path, None) is None  # no table: the path opens as it is
 
 
+@pytest.mark.parametrize("token", ["sv=2024&sig=S3CR3T", "?sv=2024&sig=S3CR3T"])
+def test_a_store_tables_sas_token_reaches_pyarrow_with_its_question_mark(token):
+    """Azure's portal gives the token with a "?", Hadoop's settings often without: pyarrow puts
+    it right after the account's URL, so without one it became a path segment."""
+    from tfspark.store.store_options import store_filesystem
+
+    fs = store_filesystem("abfs://c@acct.dfs.core.windows.net/d", {"sas_token": token}, "t")
+    assert fs.__reduce__()[1][0]["sas_token"] == "?sv=2024&sig=S3CR3T"
+
+
 def test_store_table_errors_name_the_key_and_file_never_a_value(tmp_path):
     from tfspark.cli.config import filesystem_of
 

@@ -13,6 +13,7 @@ import pyarrow.fs as pafs
 from tfspark.errors import OptionError
 from tfspark.spark.hadoop_conf import Settings
 from tfspark.store.redaction import redact
+from tfspark.store.store_options import sas_query
 from tfspark.store.uris import azure_account_host
 
 _DEFAULT_CLOUD = "core.windows.net"
@@ -67,7 +68,7 @@ def azure_filesystem(conf: Settings, path: str) -> pafs.AzureFileSystem | None:
         token = get("fs.azure.sas.fixed.token", secret=True)
         if not token:
             raise refuse("SAS but no fixed token (fs.azure.sas.fixed.token)")
-        kwargs["sas_token"] = "?" + token.lstrip("?")  # (pyarrow puts it after the URL)
+        kwargs["sas_token"] = sas_query(token)
     elif auth.lower() == "oauth":
         kwargs.update(_oauth(get, refuse))
     else:

@@ -32,6 +32,12 @@ def check_store_table(value: Any, where: str) -> dict[str, Any]:
     return dict(value)
 
 
+def sas_query(token: str) -> str:
+    """A SAS token as pyarrow's AzureFileSystem takes it: put right after the account's URL, so
+    with its "?" (without one the token becomes a path segment and every request fails)."""
+    return "?" + token.lstrip("?")
+
+
 def store_filesystem(path: str, options: Mapping[str, Any] | None,
                      where: str) -> pafs.FileSystem | None:
     """pyarrow's filesystem for path's scheme made with `options`; None when there are none
@@ -52,6 +58,9 @@ def store_filesystem(path: str, options: Mapping[str, Any] | None,
     host = path.split("://", 1)[1].split("/", 1)[0].rpartition("@")[2].split("?")[0]
     if name == "AzureFileSystem" and "account_name" not in kwargs and host:
         kwargs["account_name"] = host.split(".", 1)[0]  # container@ACCOUNT.dfs.core...
+    if name == "AzureFileSystem" and isinstance(kwargs.get("sas_token"), str) and \
+            kwargs["sas_token"]:
+        kwargs["sas_token"] = sas_query(kwargs["sas_token"])
     if name == "S3FileSystem":  # a small file in one request, not three (uris.py)
         kwargs.setdefault("allow_delayed_open", True)
     if name == "HadoopFileSystem" and "host" not in kwargs:
