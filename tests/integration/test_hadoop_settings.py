@@ -7,7 +7,12 @@ anything is written."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import datetime
+import hashlib
+import hmac
+import urllib.parse
 
 import pyarrow.fs as pafs
 import pytest
@@ -124,16 +129,10 @@ def test_an_abfs_path_is_written_with_sparks_own_azure_settings(spark, azurite):
     assert AZURITE_KEY.encode() not in manifest_bytes(fs, f"{container}/ds")
 
 
-def account_sas(key: str, hours: int = 1) -> str:
+def account_sas(key: str) -> str:
     """An account SAS token for Azurite's account, signed with `key` (Azure's account SAS,
-    version 2021-08-06: read, write, delete, list, add, create on blobs)."""
-    import base64
-    import datetime
-    import hashlib
-    import hmac
-    import urllib.parse
-
-    expiry = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=hours)
+    version 2021-08-06: read, write, delete, list, add, create on blobs; for an hour)."""
+    expiry = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=1)
               ).strftime("%Y-%m-%dT%H:%M:%SZ")
     fields = {"sv": "2021-08-06", "ss": "b", "srt": "sco", "sp": "rwdlacup", "se": expiry,
               "spr": "https,http"}
@@ -163,7 +162,7 @@ def test_an_abfs_path_is_read_with_a_fixed_sas_token(spark, azurite):
         assert tfspark.verify(f"{root}/ds", filesystem=fs).ok
         with fs.open_output_stream(f"{container}/by-sas") as f:  # (a write: one blob)
             f.write(b"x")
-    forged = account_sas(base64_of(b"not the account's key"))
+    forged = account_sas(base64.b64encode(b"not the account's key").decode())
     with hadoop_settings(spark, {**sas, "fs.azure.sas.fixed.token": forged}):
         with pytest.raises(tfspark.ManifestError, match="403") as info:
             ids(f"{root}/ds", tfspark.spark_filesystem(spark, f"{root}/ds"))
@@ -174,12 +173,6 @@ def test_an_abfs_path_is_read_with_a_fixed_sas_token(spark, azurite):
     for shown in (str(info.value), report.render()):
         assert signature not in shown and "sig=" not in shown, shown
     assert ids(f"{container}/ds", azurite.filesystem()) == list(range(80))
-
-
-def base64_of(raw: bytes) -> str:
-    import base64
-
-    return base64.b64encode(raw).decode()
 
 
 def test_a_gs_path_is_written_with_sparks_own_gcs_settings(spark, gcs):
