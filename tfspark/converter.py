@@ -17,7 +17,7 @@ import threading
 import uuid
 from typing import Any
 
-from tfspark.errors import OptionError
+from tfspark.errors import OptionError, scrubbed
 from tfspark.store.fs import Location, locate
 from tfspark.store.manifest import read_manifest
 from tfspark.store.redaction import redact
@@ -108,6 +108,7 @@ class Converter:
         return self.path
 
 
+@scrubbed
 def make_converter(df: Any, location: str | None = None, *, filesystem: Any = None,
                    **settings: Any) -> Converter:
     """Write `df` for training into a fresh directory under `location` and return a

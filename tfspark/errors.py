@@ -6,8 +6,14 @@ Messages name the column, file or option, the offending value or type, and what 
 from __future__ import annotations
 
 import difflib
+import functools
+import inspect
 import re
-from collections.abc import Iterable
+import sys
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 __all__ = ["CorruptRecordError", "CountMismatchError", "EncodeError", "ManifestError",
            "MissingExtraError", "OptionError", "SchemaError", "TfsparkError",
@@ -17,7 +23,12 @@ __all__ = ["CorruptRecordError", "CountMismatchError", "EncodeError", "ManifestE
 class TfsparkError(Exception):
     """Base class of every error tfspark raises on purpose. Its message is shown with every URI
     in it redacted (redact_text): a store client's words may name a URL whose query holds a
-    credential, which no tfspark message may show."""
+    credential, which no tfspark message may show. Raised while handling a store's error (the
+    usual `raise ... from error`), it scrubs that error too: a traceback shows the chain."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        scrub(sys.exc_info()[1])
 
     def __str__(self) -> str:
         return redact_text(super().__str__())
@@ -144,3 +155,46 @@ def redact_text(text: str) -> str:
     """`text` with every URI in it redacted: for messages built by others (Spark's, a store
     client's) that may repeat a path as the user gave it."""
     return _URI.sub(lambda m: redact(m.group(0)), text)
+
+
+def scrub(error: BaseException | None) -> BaseException | None:
+    """`error`, with every URI in its message, and in those of the errors it was raised from or
+    while handling, redacted in place (a traceback, Spark's or TensorFlow's included, prints the
+    whole chain; Azure's errors name the request's URL, a SAS token's signature in its query)."""
+    todo, seen = [error], set()
+    while todo:
+        each = todo.pop()
+        if each is None or id(each) in seen:
+            continue
+        seen.add(id(each))
+        each.args = tuple(redact_text(a) if isinstance(a, str) else a for a in each.args)
+        if isinstance(each, OSError):  # (its message is strerror and filenames, when set)
+            for name in ("strerror", "filename", "filename2"):
+                if isinstance(getattr(each, name), str):
+                    setattr(each, name, redact_text(getattr(each, name)))
+        todo += [each.__cause__, each.__context__]
+    return error
+
+
+def scrubbed(fn: F) -> F:
+    """fn, whose errors leave it scrubbed (scrub): for each place an error leaves tfspark's
+    code: a public function, a Spark task, a generator that TensorFlow or Spark iterates (there
+    the error becomes text, its traceback with it). A generator function stays one."""
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def generator(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return (yield from fn(*args, **kwargs))
+            except BaseException as e:
+                scrub(e)
+                raise
+        return generator  # type: ignore[return-value]
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except BaseException as e:
+            scrub(e)
+            raise
+    return call  # type: ignore[return-value]

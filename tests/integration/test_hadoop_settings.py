@@ -129,11 +129,12 @@ def test_an_abfs_path_is_written_with_sparks_own_azure_settings(spark, azurite):
     assert AZURITE_KEY.encode() not in manifest_bytes(fs, f"{container}/ds")
 
 
-def account_sas(key: str) -> str:
+def account_sas(key: str, expiry: datetime.datetime | None = None) -> str:
     """An account SAS token for Azurite's account, signed with `key` (Azure's account SAS,
-    version 2021-08-06: read, write, delete, list, add, create on blobs; for an hour)."""
-    expiry = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=1)
-              ).strftime("%Y-%m-%dT%H:%M:%SZ")
+    version 2021-08-06: read, write, delete, list, add, create on blobs; until `expiry`, by
+    default for an hour)."""
+    expiry = (expiry or datetime.datetime.now(datetime.timezone.utc)
+              + datetime.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
     fields = {"sv": "2021-08-06", "ss": "b", "srt": "sco", "sp": "rwdlacup", "se": expiry,
               "spr": "https,http"}
     to_sign = "\n".join([AZURITE_ACCOUNT, fields["sp"], fields["ss"], fields["srt"], "", expiry,

@@ -30,7 +30,7 @@ from tfspark.cli.progress_lines import ProgressLines
 from tfspark.cli.quiet import quiet_tensorflow, stderr_filtered
 from tfspark.cli.spark_commands import write_commands
 from tfspark.errors import OptionError
-from tfspark.store.redaction import redact
+from tfspark.store.redaction import redact, redact_text
 
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.run(args)
     except KeyboardInterrupt:
         if debug:
-            traceback.print_exc()
+            _print_traceback()
         print("error: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:  # e.g. `tfspark inspect ... | head`: stop quietly
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_ERROR
     except Exception as e:
         if debug:
-            traceback.print_exc()
+            _print_traceback()
         if interrupted(e):  # Ctrl-C, then a failed cleanup (e.g. stopping a dying Spark)
             print("error: interrupted", file=sys.stderr)
             return EXIT_INTERRUPTED
@@ -77,6 +77,12 @@ def main(argv: list[str] | None = None) -> int:
         if hint and not (debug and "--debug" in hint):
             print(f"hint: {hint}", file=sys.stderr)
         return EXIT_ERROR
+
+
+def _print_traceback() -> None:
+    """--debug's traceback, every URI in it redacted (Spark's errors, and a store's, repeat
+    paths and request URLs: a SAS token's signature is in one's query)."""
+    print(redact_text(traceback.format_exc()), end="", file=sys.stderr)
 
 
 def _logging(debug: bool) -> None:

@@ -26,7 +26,7 @@ import warnings
 from collections.abc import Iterable
 from typing import Any
 
-from tfspark.errors import SchemaError
+from tfspark.errors import SchemaError, scrubbed
 from tfspark.spec.kinds import float_of_json
 from tfspark.spec.model import Feature
 from tfspark.store import manifest as mf
@@ -35,6 +35,7 @@ from tfspark.store.partition_dirs import read_data_set_manifest
 from tfspark.store.vocabulary import vocabulary
 
 
+@scrubbed
 def keras_preprocessing(path_or_manifest: str | os.PathLike | mf.Manifest | dict, *,
                         split: str | None = None,
                         categorical: Iterable[str] = (), bucketize: Iterable[str] = (),

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from tfspark.errors import scrubbed
 from tfspark.numpy import state as states
 from tfspark.numpy import units
 from tfspark.numpy.closing import close_iteration, stoppable
@@ -154,6 +155,7 @@ class BatchReader:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
+    @scrubbed
     def _run(self, start: states.ReaderState) -> Iterator[Any]:
         # With a shuffle, the batches are made a window ahead by a thread of their own and
         # handed over a window at a time (per batch, the hand-over cost more than reading a

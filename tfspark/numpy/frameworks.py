@@ -18,9 +18,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from tfspark.errors import require
+from tfspark.errors import require, scrubbed
 
 
+@scrubbed
 def torch_dataset(path_or_files: Any, batch_size: int, **kwargs: Any) -> Any:
     """A torch.utils.data.IterableDataset of read_batches(path_or_files, batch_size, **kwargs)
     batches as torch tensors (strings stay object arrays of bytes; a Ragged becomes a Ragged
@@ -43,6 +44,7 @@ def torch_dataset(path_or_files: Any, batch_size: int, **kwargs: Any) -> Any:
     return TorchBatches(path_or_files, batch_size, kwargs)
 
 
+@scrubbed
 def grain_dataset(path_or_files: Any, batch_size: int, **kwargs: Any) -> Any:
     """A grain.IterDataset of read_batches(path_or_files, batch_size, **kwargs) batches
     (NumPy, as read_batches gives them): Grain's transformations (.map, .filter, prefetch

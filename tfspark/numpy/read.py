@@ -9,6 +9,7 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from tfspark.errors import scrubbed
 from tfspark.numpy import state as states
 from tfspark.numpy.arguments import check_batch_args
 from tfspark.numpy.batches import BatchReader
@@ -25,6 +26,7 @@ from tfspark.store.vocabulary import string_vocabularies
 _OWN = ("path_or_files", "batch_size", "state", "processes")  # not a reading process's
 
 
+@scrubbed
 def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
                  batch_size: int, *, split: str | None = None,
                  label_cols: Iterable[str] | str | None = None,

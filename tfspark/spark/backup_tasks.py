@@ -15,6 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from tfspark.errors import scrubbed
 from tfspark.store.fs import Location
 
 _WRITTEN = "file string, rows long"
@@ -23,6 +24,7 @@ _WRITTEN = "file string, rows long"
 def write_parquet(df: Any, staging: Location) -> list[tuple[str, int]]:
     """Write df's rows as parquet files under `staging`; returns (file, rows) of each."""
 
+    @scrubbed
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow.parquet as pq
         from pyspark import TaskContext
@@ -56,6 +58,7 @@ def read_parquet(spark: Any, schema: Any, staging: Location, files: list[str]) -
     if not files:
         return spark.createDataFrame([], schema)
 
+    @scrubbed
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow.parquet as pq
 

@@ -26,7 +26,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from tfspark.errors import OptionError, TrainingError
+from tfspark.errors import OptionError, TrainingError, scrubbed
 from tfspark.store.fs import locate
 from tfspark.store.local_paths import local_directory
 from tfspark.store.redaction import redact
@@ -37,6 +37,7 @@ _TAIL = 30  # lines of a failed worker's output quoted in the error
 WORKERS = {"tensorflow": "tfspark.tf.worker", "jax": "tfspark.keras.jax_worker"}
 
 
+@scrubbed
 def train_on_spark(spark: Any, train_fn: Callable[[Any], Any], num_workers: int, *,
                    backend: str = "tensorflow", checkpoint_dir: str | None = None,
                    shared_paths: Iterable[str] = (), env: dict[str, str] | None = None,
@@ -186,6 +187,7 @@ def _task(payload: bytes, num_workers: int, checkpoint_dir: str | None,
           env: dict[str, str], backend: str) -> Callable[[Iterable[int]], Iterator[bytes]]:
     """The barrier task: exchange addresses, start this worker's training process, wait."""
 
+    @scrubbed
     def run(_: Iterable[int]) -> Iterator[bytes]:
         from pyspark import BarrierTaskContext
 

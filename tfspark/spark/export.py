@@ -21,7 +21,7 @@ from typing import Any
 from pyspark.sql import DataFrame, Observation
 
 from tfspark import progress
-from tfspark.errors import CountMismatchError, OptionError, TfsparkError
+from tfspark.errors import CountMismatchError, OptionError, TfsparkError, scrubbed
 from tfspark.spark import columns, observe, sizing
 from tfspark.spark import stats as spark_stats
 from tfspark.spark.backup import StagedBackup, publish, roll_forward, sweep_dead
@@ -39,7 +39,7 @@ from tfspark.store.commit import StartedFrom, existing_manifest, last_write, new
 from tfspark.store.fs import Location, locate
 from tfspark.store.options import WriteOptions, workflow_doc, workflow_signature, write_settings
 from tfspark.store.placement import check_placement, enclosing_data_set
-from tfspark.store.redaction import redact
+from tfspark.store.redaction import redact, said
 
 log = logging.getLogger("tfspark")
 REPORTS_BYTES = 128 * 2**20  # the tasks' statistics the driver takes in at most (about)
@@ -86,6 +86,7 @@ class WriteResult:
         return "\n".join(lines)
 
 
+@scrubbed
 def write_tfrecords(df: DataFrame, path: str, filesystem: Any = None,
                     **settings: Any) -> WriteResult:
     """Write `df` as a parquet backup, then as TFRecords of tf.train.Example with a manifest.
@@ -293,7 +294,7 @@ def _discard_unless_committed(spark: Any, loc: Location, backup: StagedBackup) -
                 return
         backup.discard(spark)
     except Exception as e:  # noqa: BLE001 - report the write's own error
-        log.warning("tfspark: could not remove the staged backup %s: %s", backup.staging, e)
+        log.warning("tfspark: could not remove the staged backup %s: %s", backup.staging, said(e))
 
 
 def _write(spark: Any, backup_df: DataFrame, backup_rows: int,

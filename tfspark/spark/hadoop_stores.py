@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tfspark.errors import OptionError
+from tfspark.errors import OptionError, scrubbed
 from tfspark.spark.hadoop_azure import azure_filesystem
 from tfspark.spark.hadoop_conf import hadoop_conf
 from tfspark.spark.hadoop_gcs import gcs_filesystem
@@ -65,6 +65,7 @@ def hadoop_store(spark: Any, path: str, settings: dict[str, Any]
     return (uri_to_path(path) if kind == "s3" else path), fs, out
 
 
+@scrubbed
 def spark_filesystem(spark: Any, path: str) -> Any:
     """The pyarrow filesystem that Spark's Hadoop settings in `spark`'s session make for `path`
     (s3a://, abfs[s]://, gs://): the one write_tfrecords writes such a path with, for reading

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql import types as T
 
-from tfspark.errors import CorruptRecordError
+from tfspark.errors import CorruptRecordError, scrubbed
 from tfspark.spark.versions import DataSourceReader, InputPartition
 from tfspark.spec import FeatureSpec
 from tfspark.store import manifest as mf
@@ -167,10 +167,12 @@ class TfrecordReader(DataSourceReader):
         # An inferred schema must hold every key; a schema the user gave picks columns.
         self.strict = any(f.metadata.get(INFERRED) for f in data.fields)
 
+    @scrubbed
     def partitions(self) -> list[InputPartition]:
         """One input partition per file."""
         return [FilePartition(i, f) for i, f in enumerate(self.files)]
 
+    @scrubbed
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """On an executor: the file of `partition` as Arrow batches of the read schema.
 

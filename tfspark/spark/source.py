@@ -14,7 +14,7 @@ from typing import Any
 
 from pyspark.sql.types import StructType
 
-from tfspark.errors import OptionError
+from tfspark.errors import OptionError, scrubbed
 from tfspark.spark.meanwhile import Meanwhile
 from tfspark.spark.versions import DataSource, needs_data_source
 from tfspark.spark.write import TfrecordWriter
@@ -36,16 +36,19 @@ class TfrecordDataSource(DataSource):
         """The format name Spark looks the source up by."""
         return "tfrecord"
 
+    @scrubbed
     def writer(self, schema: StructType, overwrite: bool) -> TfrecordWriter:
         """The writer, planned on the driver: options, mode and spec checked before tasks run."""
         return plan_write(WriteOptions.from_source_options(self.options), schema, overwrite)
 
+    @scrubbed
     def schema(self) -> StructType | str:
         """The schema to read: the manifest's written schema, else inferred from sampled records."""
         from tfspark.spark.read import read_schema
 
         return read_schema(ReadOptions.from_source_options(dict(self.options)))
 
+    @scrubbed
     def reader(self, schema: StructType) -> Any:
         """A TfrecordReader of `schema`'s columns (one input partition per file)."""
         from tfspark.spark.read import TfrecordReader

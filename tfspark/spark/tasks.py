@@ -11,6 +11,7 @@ and the errors are the data source's.
 
 from __future__ import annotations
 
+import logging
 import pickle
 from collections.abc import Iterator
 from typing import Any
@@ -19,11 +20,14 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from tfspark import progress
-from tfspark.errors import CountMismatchError
+from tfspark.errors import CountMismatchError, scrubbed
 from tfspark.spark.meanwhile import Meanwhile
 from tfspark.spark.write_plan import Workflow, plan_write
 from tfspark.store.manifest import FileEntry, Manifest
 from tfspark.store.options import WriteOptions
+from tfspark.store.redaction import said
+
+log = logging.getLogger("tfspark")
 
 
 def write_through_tasks(df: DataFrame, opts: WriteOptions, workflow: Workflow,
@@ -41,6 +45,7 @@ def write_through_tasks(df: DataFrame, opts: WriteOptions, workflow: Workflow,
 
     names = df.columns
 
+    @scrubbed
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         done = writer.write(b.rename_columns(names) for b in batches)
         yield pa.RecordBatch.from_pylist([{"commit": pickle.dumps(done)}])
@@ -67,7 +72,11 @@ def write_through_tasks(df: DataFrame, opts: WriteOptions, workflow: Workflow,
     except BaseException:
         if statistics is not None:  # no job of this write outlives it
             statistics.cancel()
-        writer.abort([])
+        try:
+            writer.abort([])
+        except Exception as e:  # noqa: BLE001 - the write's own error is the one to raise
+            log.warning("tfspark: could not remove this failed write's files at %s: %s",
+                        writer.home.uri, said(e))
         raise
     with progress.stage("commit"):
         manifest = writer.commit_manifest(messages)

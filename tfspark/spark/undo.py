@@ -19,6 +19,7 @@ from tfspark.errors import TfsparkError
 from tfspark.store import manifest as mf
 from tfspark.store import many
 from tfspark.store.fs import Location, locate
+from tfspark.store.redaction import said
 
 log = logging.getLogger("tfspark")
 
@@ -90,7 +91,7 @@ def undo_on_failure(path: str | Location, write_id: str) -> Iterator[None]:
                 before.put_back(write_id)
         except Exception as cleanup:  # noqa: BLE001 - report the write's own error
             log.warning("tfspark: could not remove what the failed write left at %s: %s",
-                        locate(path).uri, cleanup)
+                        locate(path).uri, said(cleanup))
         err = unwrapped(e)
         if err is e:
             raise

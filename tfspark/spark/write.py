@@ -15,7 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from tfspark.errors import WriteConflictError
+from tfspark.errors import WriteConflictError, scrubbed
 from tfspark.spark.versions import DataSourceArrowWriter, WriterCommitMessage
 from tfspark.spec import FeatureSpec
 from tfspark.store import manifest as mf
@@ -72,6 +72,7 @@ class TfrecordWriter(DataSourceArrowWriter):
     # write_tfrecords: features whose null rows the tasks count (their backup's footers did not)
     count_nulls: list[str] = field(default_factory=list)
 
+    @scrubbed
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TaskCommit:
         """On an executor: encode and frame one task's Arrow batches into its own part files.
 
@@ -128,6 +129,7 @@ class TfrecordWriter(DataSourceArrowWriter):
             guard.release()
             raise
 
+    @scrubbed
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Spark's commit: commit_manifest."""
         self.commit_manifest(messages)
@@ -201,6 +203,7 @@ class TfrecordWriter(DataSourceArrowWriter):
             out["features_scope"] = "last write"
         return out
 
+    @scrubbed
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """On the driver, after a failed job: stop the tasks still running (Spark does not
         wait for them), then remove every file this write id produced."""

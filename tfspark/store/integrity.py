@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from tfspark import progress
-from tfspark.errors import CorruptRecordError, TfsparkError
+from tfspark.errors import CorruptRecordError, TfsparkError, scrubbed
 from tfspark.spec.model import FeatureSpec
 from tfspark.store import manifest as mf
 from tfspark.store.fetch import Fetcher
@@ -71,6 +71,7 @@ class Report:
         return "\n".join(lines)
 
 
+@scrubbed
 def verify(path: str | os.PathLike, filesystem: Any = None) -> Report:
     """Check the data set at `path` against its manifest: every file present, both CRCs of every
     record, record counts, every record parsed with the spec, no stray data files.

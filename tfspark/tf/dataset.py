@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from tfspark.errors import scrubbed
 from tfspark.spec.model import FeatureSpec
 from tfspark.store.cache import FileCache
 from tfspark.store.concurrency import cores
@@ -46,6 +47,7 @@ NATIVE_FROM_ROWS = 2
 _NO_AUTOTUNE_UP_TO_CORES = 2
 
 
+@scrubbed
 def make_dataset(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
                  batch_size: int, *, split: str | None = None,
                  label_cols: Iterable[str] | str | None = None,

@@ -29,7 +29,7 @@ from typing import Any, NamedTuple, cast
 import numpy as np
 import pyarrow as pa
 
-from tfspark.errors import CorruptRecordError
+from tfspark.errors import CorruptRecordError, scrubbed
 from tfspark.store.cache import FileCache
 from tfspark.store.concurrency import OpenedAhead, files_ahead
 from tfspark.store.fetch import Fetcher, hand_over, reading
@@ -98,6 +98,7 @@ class RecordSource:
         return self._fetcher.open(part.files[f], part.sizes[f] if part.sizes else None,
                                   part.versions[f] if part.versions else None)
 
+    @scrubbed
     def epoch(self, order: Any, slots: int, deterministic: bool
               ) -> Iterator[tuple[int, int, Records]]:
         """Every block of the files in `order` (file indices) as (file, block index in the
@@ -159,6 +160,7 @@ class RecordSource:
             for t in threads:
                 t.join(timeout=10)
 
+    @scrubbed
     def blocks(self, f: Any, opened: Any = None) -> Any:
         """Generator of file f's record blocks, as Records (f: a numpy or Python int; opened:
         the file's stream when it was opened ahead)."""

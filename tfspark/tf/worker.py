@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from tfspark.errors import scrubbed
 from tfspark.keras.worker import WorkerContext, read_job, run_job
 
 __all__ = ["WorkerContext", "main"]
@@ -42,6 +43,7 @@ def unsharded_batches(feed: Any) -> Any:
         return feed.batches()
     spec = _spec(_to_tf(first))
 
+    @scrubbed
     def batches() -> Any:
         feed.rewind()  # a new iteration starts with what an earlier one read and did not train
         for batch in feed.batches():

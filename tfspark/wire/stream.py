@@ -180,6 +180,11 @@ def _records(source, gz: bool | None, verify: bool, path: str | None) -> Iterato
                     f"{name}: {what} in the record at byte offset {offset}{where}; {FIX}",
                     path=name, offset=offset,
                 ) from (None if bad else exc)
+            except FileNotFoundError:
+                raise  # gone mid-read: no damage to name here
+            except OSError as exc:  # a failing file system, or a store's refusal (a 403)
+                raise CorruptRecordError(f"{name}: read error at byte offset {offset}{where} "
+                                         f"({exc})", path=name, offset=offset) from exc
             if data is None:
                 return
             yield data
