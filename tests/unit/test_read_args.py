@@ -33,3 +33,27 @@ def test_a_cache_dir_is_a_local_directory_this_process_can_write(tmp_path):
         check_io_args(None, str(tmp_path / "f" / "sub"))
     check_io_args(4, tmp_path / "new" / "cache")
     assert (tmp_path / "new" / "cache").is_dir()
+
+
+@pytest.mark.parametrize("read", ["read_batches", "verify"])
+@pytest.mark.parametrize("given", ["", "  ", None])
+def test_no_path_is_named_as_a_path_not_as_a_writers_output(read, given):
+    """They said "output path ... pass save(path)" (the data source's words), or raised
+    Python's own TypeError (verify(None)), or named make_dataset for read_batches."""
+    import tfspark
+
+    call = {"read_batches": lambda: tfspark.read_batches(given, 10),
+            "verify": lambda: tfspark.verify(given)}[read]
+    with pytest.raises(OptionError) as info:
+        call()
+    said = str(info.value)
+    assert "output" not in said and "save(path)" not in said and "make_dataset" not in said
+    assert said.startswith(("a path must be a non-empty string", "path_or_files must be")), said
+
+
+def test_an_empty_list_of_files_is_named_as_such():
+    import tfspark
+
+    with pytest.raises(OptionError, match=r"^path_or_files is an empty list: give a data set's "
+                                          r"directory, or at least one TFRecord file$"):
+        tfspark.read_batches([], 10, spec={"features": []})

@@ -337,8 +337,8 @@ def locate(path: str | os.PathLike | Location, filesystem: Any = None) -> Locati
     if isinstance(path, os.PathLike):
         path = os.fspath(path)
     if not isinstance(path, str) or not path.strip():
-        raise OptionError(f"output path must be a non-empty string, got {path!r}; pass "
-                          f"save(path) or .option('path', ...)")
+        raise OptionError(f"a path must be a non-empty string (a directory, a file or a URI), "
+                          f"got {path!r}")
     if filesystem is not None:
         fs = as_filesystem(filesystem)
         scheme, _, inner = path.rpartition("://")

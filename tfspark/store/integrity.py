@@ -78,8 +78,8 @@ def verify(path: str | os.PathLike, filesystem: Any = None) -> Report:
 
     Problems (including a missing manifest) are collected in the Report, not raised.
     """
-    report = Report(redact(os.fspath(path)))
     loc = locate(path, filesystem)
+    report = Report(redact(os.fspath(path)))
     try:
         manifest = read_data_set_manifest(loc)
     except TfsparkError as e:

@@ -163,9 +163,12 @@ def _plan(path_or_files: Any, split: str | None, spec: Any, label_cols: Any,
             _check_exist(list(plan.locations), root, list(plan.rels), ahead)
         return replace(plan, spec=feature_spec, labels=_labels(feature_spec, label_cols))
     if isinstance(path_or_files, (bytes, dict)) or not isinstance(path_or_files, Iterable):
-        raise OptionError(f"make_dataset needs a directory or a list of TFRecord files, got "
-                          f"{type(path_or_files).__name__}")
+        raise OptionError(f"path_or_files must be a data set's directory (a path or URI) or a "
+                          f"list of TFRecord files, got {type(path_or_files).__name__}")
     files = [locate(f, filesystem) for f in path_or_files]
+    if not files:
+        raise OptionError("path_or_files is an empty list: give a data set's directory, or at "
+                          "least one TFRecord file")
     if split is not None:
         raise OptionError("split= only applies to a tfspark directory, not to a list of files")
     if spec is None:
