@@ -167,7 +167,6 @@ class TfrecordReader(DataSourceReader):
         # An inferred schema must hold every key; a schema the user gave picks columns.
         self.strict = any(f.metadata.get(INFERRED) for f in data.fields)
 
-    @scrubbed
     def partitions(self) -> list[InputPartition]:
         """One input partition per file."""
         return [FilePartition(i, f) for i, f in enumerate(self.files)]

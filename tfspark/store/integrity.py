@@ -9,6 +9,7 @@ rows (from the parquet footers). No Spark, no TensorFlow.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -225,6 +226,9 @@ def _check_file(stream: Any, entry: mf.FileEntry, compression: str | None,
     except CorruptRecordError as e:
         report.problems.append(str(e))
         count += len(chunk)
+        if _unread(e):  # what it holds past there is unknown: no count to compare
+            report.records += count
+            return
     except TfsparkError as e:
         report.problems.append(f"{rel}: {e}")
     report.records += count
@@ -235,6 +239,13 @@ def _check_file(stream: Any, entry: mf.FileEntry, compression: str | None,
         report.problems.append(f"{rel}: its blocks hold {rows} rows but the manifest says "
                                f"{entry.row_count}")
     report.rows += rows if block > 1 and spec is not None else entry.row_count
+
+
+def _unread(error: CorruptRecordError) -> bool:
+    """Whether the file system failed to give the file's bytes (a store's refusal, a
+    connection lost), rather than giving damaged ones."""
+    cause = error.__cause__
+    return isinstance(cause, OSError) and not isinstance(cause, gzip.BadGzipFile)
 
 
 def _parse(records: list[bytes], spec: FeatureSpec | None, rel: str, first: int,
