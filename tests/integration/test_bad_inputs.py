@@ -191,6 +191,18 @@ def nullable_data(tmp: Path, spark: Any, good: Path) -> dict:
     return {"path": str(tmp / "data"), "schema": "id bigint not null, x double not null"}
 
 
+def notebook_filesystem(tmp: Path, spark: Any, good: Path) -> dict:
+    """Setup: filesystem= an fsspec filesystem whose class is defined where Spark's executors
+    cannot import it (as in a notebook): cloudpickle sends it by value, and fails."""
+    import pyarrow.fs as pafs
+    from fsspec.implementations.local import LocalFileSystem
+
+    class Mine(LocalFileSystem):
+        pass
+
+    return {"path": str(tmp / "out"), "filesystem": pafs.PyFileSystem(pafs.FSSpecHandler(Mine()))}
+
+
 # ---------------------------------------------------------------- the failing cases
 
 @dataclass(frozen=True)
@@ -353,6 +365,10 @@ BAD = [
         kw={"mode": "overwrite"}, setup=existing_file),
     Bad("unwritable-exists-errorifexists", WT, OptionError, r"output path '.*out' already exists",
         setup=existing_dir),
+    # a filesystem= the executors cannot be sent (an fsspec class defined in a notebook): it
+    # was Spark's PicklingError about a lock, after the write had begun
+    Bad("filesystem-not-sendable", WT, OptionError, r"^filesystem= cannot be sent to Spark's "
+        r"executors.*cannot pickle.*an installed package", setup=notebook_filesystem),
     # ---- a spec that does not match the data
     Bad("spec-names-missing-column", DW, SchemaError, r"needs column\(s\) \['zz'\]",
         kw={"spec": spec_json("id bigint not null, zz bigint")}),

@@ -29,7 +29,7 @@ from tfspark.spark.hadoop_stores import hadoop_store
 from tfspark.spark.meanwhile import Meanwhile
 from tfspark.spark.source import register_meanwhile
 from tfspark.spark.stats_observed import GROUP_COLUMN, Observed
-from tfspark.spark.tasks import write_through_tasks
+from tfspark.spark.tasks import check_sendable, write_through_tasks
 from tfspark.spark.undo import undo_on_failure
 from tfspark.spark.versions import HAS_DATA_SOURCE, check_supported
 from tfspark.spark.write_plan import Workflow
@@ -152,6 +152,8 @@ def export(df: DataFrame, opts: WriteOptions, filesystem: Any = None) -> WriteRe
     if opts.stats and not opts.stats_exact:  # the tasks' sketches: missing here, say so now
         import tfspark.store.stats_partial  # noqa: F401
     loc = locate(opts.path, filesystem)
+    if filesystem is not None:
+        check_sendable(loc.fs)
     # A store Spark's parquet writer cannot reach (a filesystem= object, or pyarrow's URI
     # options): tfspark's tasks write and read the backup through pyarrow (backup_tasks.py).
     by_tasks = not loc.is_local and (filesystem is not None or "?" in opts.path)

@@ -20,7 +20,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from tfspark import progress
-from tfspark.errors import CountMismatchError, scrubbed
+from tfspark.errors import CountMismatchError, OptionError, scrubbed
 from tfspark.spark.meanwhile import Meanwhile
 from tfspark.spark.write_plan import Workflow, plan_write
 from tfspark.store.manifest import FileEntry, Manifest
@@ -95,3 +95,20 @@ def _join_nulls(writer: Any, messages: list[Any]) -> None:
     known = {**stats.get("null_counts", {}), **counted}
     stats["null_counts"] = {f.name: known[f.name] for f in writer.spec.features if f.name in known}
     writer.manifest_stats = stats
+
+
+def check_sendable(filesystem: Any) -> None:
+    """OptionError, before anything is written, when `filesystem` cannot travel to Spark's
+    executors (the tasks write through it): as Spark sends a task, with its cloudpickle (an
+    fsspec class defined in a notebook goes by value, and fails on the lock it holds)."""
+    from pyspark import cloudpickle
+
+    try:
+        cloudpickle.dumps(filesystem)
+    except Exception as e:  # noqa: BLE001 - what pickling raises varies by object
+        raise OptionError(
+            f"filesystem= cannot be sent to Spark's executors, which write through it "
+            f"({type(e).__name__}: {e}): give a pyarrow filesystem (S3FileSystem, "
+            f"GcsFileSystem, AzureFileSystem), or an fsspec filesystem whose class the "
+            f"executors import from an installed package (not one defined in a notebook or "
+            f"a script)") from None
