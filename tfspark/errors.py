@@ -172,6 +172,9 @@ def scrub(error: BaseException | None) -> BaseException | None:
             for name in ("strerror", "filename", "filename2"):
                 if isinstance(getattr(each, name), str):
                     setattr(each, name, redact_text(getattr(each, name)))
+        notes = getattr(each, "__notes__", None)  # (add_note's: printed under the message)
+        if isinstance(notes, list):
+            each.__notes__ = [redact_text(n) if isinstance(n, str) else n for n in notes]
         todo += [each.__cause__, each.__context__]
     return error
 

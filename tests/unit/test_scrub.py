@@ -44,6 +44,7 @@ def test_scrub_walks_causes_and_contexts_and_os_errors_own_fields():
             raise FileNotFoundError(2, f"missing {URL}", URL) from ValueError(URL)
     except FileNotFoundError as e:
         error = e
+    error.__cause__.add_note(f"while reading {URL}")
     assert scrub(error) is error
     text = shown(error)
     assert "S3CR3T" not in text, text
