@@ -174,7 +174,7 @@ def scrub(error: BaseException | None) -> BaseException | None:
                     setattr(each, name, redact_text(getattr(each, name)))
         notes = getattr(each, "__notes__", None)  # (add_note's: printed under the message)
         if isinstance(notes, list):
-            each.__notes__ = [redact_text(n) if isinstance(n, str) else n for n in notes]
+            notes[:] = [redact_text(n) if isinstance(n, str) else n for n in notes]
         todo += [each.__cause__, each.__context__]
     return error
 
