@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from tfspark.errors import CorruptRecordError, OptionError
 from tfspark.wire import tfrecord as framing
 from tfspark.wire.compression import file_suffix, normalize_compression
-from tfspark.wire.stream import RecordWriter, count_records, read_records
+from tfspark.wire.stream import RecordWriter, count_records, read_records, stream_framed
 from tfspark.wire.tfrecord import (
     frame_buffer,
     frame_into,
@@ -290,6 +290,45 @@ def test_corrupt_file_object_uses_given_path_name(tmp_path):
     with pytest.raises(CorruptRecordError, match="s3://bucket/part-0.tfrecord") as info:
         list(read_records(io.BytesIO(bytes(data)), path="s3://bucket/part-0.tfrecord"))
     assert info.value.path == "s3://bucket/part-0.tfrecord"
+
+
+class _Dropped(io.RawIOBase):
+    """A stream whose server stops answering after `good` bytes (a store's connection)."""
+
+    def __init__(self, data: bytes, good: int):
+        self.data, self.good, self.pos = data, good, 0
+
+    def readable(self):
+        return True
+
+    def readinto(self, b):
+        if self.pos >= self.good:
+            raise OSError("AWS Error NETWORK_CONNECTION during GetObject operation: "
+                          "curlCode: 7, Couldn't connect to server")
+        n = min(len(b), self.good - self.pos)
+        b[:n] = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return n
+
+
+@pytest.mark.parametrize("reader", ["records", "chunks"])
+def test_a_read_error_names_the_file_and_offset_and_what_to_check(reader):
+    """A failing file system is not damage: the error says where the read stopped, the
+    client's words, and (no server answered) what to check; it was the raw OSError when
+    read record by record (verify's reader)."""
+    data = b"".join(map(frame_record, RECORDS))
+    stream = io.BufferedReader(_Dropped(data, SECOND), buffer_size=16)
+    with pytest.raises(CorruptRecordError) as info:
+        if reader == "records":
+            list(read_records(stream, path="s3://b/part-0.tfrecord"))
+        else:
+            list(stream_framed(stream, "s3://b/part-0.tfrecord", True, lambda *a: a))
+    said = str(info.value)
+    assert said.startswith("s3://b/part-0.tfrecord: read error "), said
+    at = SECOND if reader == "records" else 0  # (chunks: after the last whole chunk)
+    assert f"byte offset {at} (" in said and "Couldn't connect to server" in said, said
+    assert said.endswith("the network, and that the server runs"), said
+    assert isinstance(info.value.__cause__, OSError)
 
 
 def test_verify_false_skips_crc_checks(tmp_path):

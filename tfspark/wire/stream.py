@@ -15,7 +15,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from tfspark.errors import CorruptRecordError, OptionError
+from tfspark.errors import CorruptRecordError, OptionError, unreachable_hint
 from tfspark.wire.compression import GZIP_LEVELS, normalize_compression, sniff_gzip
 from tfspark.wire.tfrecord import (
     _CRC,
@@ -184,11 +184,17 @@ def _records(source, gz: bool | None, verify: bool, path: str | None) -> Iterato
                 raise  # gone mid-read: no damage to name here
             except OSError as exc:  # a failing file system, or a store's refusal (a 403)
                 raise CorruptRecordError(f"{name}: read error at byte offset {offset}{where} "
-                                         f"({exc})", path=name, offset=offset) from exc
+                                         f"({exc}){_hint(exc)}", path=name, offset=offset) from exc
             if data is None:
                 return
             yield data
             offset += len(data) + OVERHEAD
+
+
+def _hint(error: OSError) -> str:
+    """What to check after a read error, when it says no server answered (a store's)."""
+    hint = unreachable_hint(error)
+    return f"; {hint}" if hint else ""
 
 
 def read_records(source, compression: str | None = None, verify: bool = True,
@@ -262,8 +268,8 @@ def stream_framed(stream: Any, name: str, verify: bool,
         except OSError as e:  # bad or truncated gzip data, or a failing file system
             what = "bad or truncated gzip data" if gz else "read error"
             at = base + (len(view) if spans else filled)
-            raise CorruptRecordError(f"{name}: {what} after byte offset {at}{where} ({e})",
-                                     path=name, offset=at) from e
+            raise CorruptRecordError(f"{name}: {what} after byte offset {at}{where} ({e})"
+                                     f"{_hint(e)}", path=name, offset=at) from e
         while True:
             limit = batch_records if first_record is None else \
                 batch_records - seen % batch_records
