@@ -100,3 +100,31 @@ def test_a_sas_token_that_expires_mid_read_shows_in_no_error(written, azurite, t
             list(reader)
         text = getattr(info.value, "message", "") + shown(info.value)
         assert "403" in text and clean(text) and sas.split("sig=")[1] not in text, text
+
+
+def test_the_clis_commands_on_an_expired_token_say_so_in_one_line(written, azurite, tmp_path,
+                                                                   capsys):
+    """inspect asked whether the path is a lone file first, and the store's refusal of that
+    was raised raw (its words, no hint); now the manifest's read says it, as verify's and
+    stats' do. With --debug, the traceback shows no signature either."""
+    from tfspark.cli.main import main
+
+    container = azurite.bucket()
+    pafs.copy_files(written, f"{container}/ds", destination_filesystem=azurite.filesystem())
+    past = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(hours=1)
+    sas = account_sas(AZURITE_KEY, expiry=past)
+    table = {k: v for k, v in azurite.store_options().items() if k != "account_key"}
+    store = tmp_path / "store.toml"
+    store.write_text("[store]\n" + "".join(f'{k} = "{v}"\n' for k, v in table.items())
+                     + f'sas_token = "{sas}"\n')
+    uri = f"abfs://{container}@{AZURITE_ACCOUNT}.dfs.core.windows.net/ds"
+    for command in (["inspect"], ["stats"], ["inspect", "--debug"]):
+        assert main([*command, uri, "--store", str(store)]) == 2
+        err = capsys.readouterr().err
+        line = err.splitlines()[-1]
+        assert line.startswith(f"error: cannot read {uri}/_tfspark.json (") and "403" in line, err
+        assert line.endswith("check that it is a file you may read (permissions, credentials)"
+                             "; a data set written with the credentials in Spark's Hadoop "
+                             "settings reads with filesystem=tfspark.spark_filesystem(spark, "
+                             "path)") and len(line) <= 607, line  # (the store's words cut)
+        assert clean(err) and sas.split("sig=")[1] not in err, err

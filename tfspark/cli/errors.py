@@ -142,7 +142,12 @@ def _first_line(text: str) -> str:
 
 
 def _clip(line: str) -> str:
-    return line if len(line) <= _MAX_LINE else line[:_MAX_LINE - 3] + "..."
+    """line, its middle cut out when it is too long: what to do comes last (a store's words,
+    which can run to 400 characters, sit in the middle)."""
+    if len(line) <= _MAX_LINE:
+        return line
+    tail = _MAX_LINE // 3
+    return f"{line[:_MAX_LINE - tail - 5]} ... {line[-tail:]}"
 
 
 def interrupted(exc: BaseException) -> bool:

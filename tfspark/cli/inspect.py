@@ -187,7 +187,10 @@ def is_file(path: str, filesystem: Any = None) -> bool:
     """Whether path is a lone file (local, or on a store: one request), not a directory."""
     if "://" not in path and filesystem is None:
         return Path(path).is_file()
-    return locate(path, filesystem).kind() == "file"
+    try:
+        return locate(path, filesystem).kind() == "file"
+    except OSError:  # a store's refusal: the manifest's read says it, with what to do
+        return False
 
 
 def _fmt(value: Any, width: int = 100) -> str:
