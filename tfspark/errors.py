@@ -167,16 +167,23 @@ def scrub(error: BaseException | None) -> BaseException | None:
         if each is None or id(each) in seen:
             continue
         seen.add(id(each))
-        each.args = tuple(redact_text(a) if isinstance(a, str) else a for a in each.args)
-        if isinstance(each, OSError):  # (its message is strerror and filenames, when set)
-            for name in ("strerror", "filename", "filename2"):
-                if isinstance(getattr(each, name), str):
-                    setattr(each, name, redact_text(getattr(each, name)))
-        notes = getattr(each, "__notes__", None)  # (add_note's: printed under the message)
-        if isinstance(notes, list):
-            notes[:] = [redact_text(n) if isinstance(n, str) else n for n in notes]
+        try:
+            _scrub_one(each)
+        except Exception:  # noqa: BLE001, S110 - an odd class: the error itself must go on
+            pass
         todo += [each.__cause__, each.__context__]
     return error
+
+
+def _scrub_one(error: BaseException) -> None:
+    error.args = tuple(redact_text(a) if isinstance(a, str) else a for a in error.args)
+    if isinstance(error, OSError):  # (its message is strerror and filenames, when set)
+        for name in ("strerror", "filename", "filename2"):
+            if isinstance(getattr(error, name), str):
+                setattr(error, name, redact_text(getattr(error, name)))
+    notes = getattr(error, "__notes__", None)  # (add_note's: printed under the message)
+    if isinstance(notes, list):
+        notes[:] = [redact_text(n) if isinstance(n, str) else n for n in notes]
 
 
 def scrubbed(fn: F) -> F:

@@ -110,3 +110,19 @@ def test_the_clis_debug_traceback_shows_no_secret(capsys):
     err = capsys.readouterr().err
     assert "Traceback" in err and "RuntimeError: Spark: cannot list" in err, err
     assert "S3CR3T" not in err, err
+
+
+def test_an_error_scrub_cannot_change_still_goes_on_as_itself():
+    """An error class whose message cannot be set (a C extension's, say) is left as it is:
+    scrubbing must never put an error of its own in the place of the one raised."""
+    class Fixed(Exception):
+        @property
+        def args(self):
+            return ("fixed",)
+
+    with pytest.raises(Fixed):
+        try:
+            raise Fixed()
+        except Fixed as e:
+            scrub(e)
+            raise
