@@ -187,10 +187,9 @@ def is_file(path: str, filesystem: Any = None) -> bool:
     """Whether path is a lone file (local, or on a store: one request), not a directory."""
     if "://" not in path and filesystem is None:
         return Path(path).is_file()
-    try:
-        return locate(path, filesystem).kind() == "file"
-    except OSError:  # a store's refusal: the manifest's read says it, with what to do
-        return False
+    from tfspark.store.integrity import is_lone_file  # (as verify: not at the CLI's start)
+
+    return is_lone_file(locate(path, filesystem))
 
 
 def _fmt(value: Any, width: int = 100) -> str:

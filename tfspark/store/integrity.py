@@ -84,7 +84,7 @@ def verify(path: str | os.PathLike, filesystem: Any = None) -> Report:
     try:
         manifest = read_data_set_manifest(loc)
     except TfsparkError as e:
-        if _is_file(loc):  # a lone TFRecord file (asked only now: no extra request)
+        if is_lone_file(loc):  # a lone TFRecord file (asked only now: no extra request)
             return _check_lone(loc, report)
         report.problems.append(str(e))
         return report
@@ -141,7 +141,9 @@ def _check_lone(loc: Location, report: Report) -> Report:
     return report
 
 
-def _is_file(loc: Location) -> bool:
+def is_lone_file(loc: Location) -> bool:
+    """Whether loc is a file (a lone TFRecord file, no data set); False when the store will
+    not say (the manifest's read then says what went wrong, with what to do)."""
     try:
         return loc.kind() == "file"
     except (OSError, ValueError):  # (the manifest's error says what went wrong)
