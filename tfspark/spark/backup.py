@@ -157,9 +157,7 @@ def sweep_dead(path: str | Location) -> None:
     """Remove the staging directories under a backup directory whose driver ran on this host
     and is gone (a killed write_tfrecords); those of other hosts, or of live drivers, stay."""
     loc = locate(path)
-    if not loc.exists():
-        return
-    for name, _ in loc.entries():
+    for name, _ in loc.entries():  # (none when it is not there)
         m = re.fullmatch(re.escape(STAGING_PREFIX) + r"[0-9a-f]+-(\d+)-(.+)", name)
         if m and m.group(2) == _host() and not _alive(int(m.group(1))):
             log.info("tfspark: removing %s, the staged backup of a write whose driver died",
@@ -261,12 +259,11 @@ def _publish_path(loc: Location, staging: Location, pending: dict[str, Any]) -> 
         many.each(loc, drop, old)
 
     def move(rel: str) -> None:
-        if staging.kind(rel) == "file":  # not moved yet
-            try:
-                staging.move(rel, loc, rel)
-            except FileNotFoundError:  # moved meanwhile (a next write's roll_forward)
-                if loc.kind(rel) != "file":
-                    raise
+        try:
+            staging.move(rel, loc, rel)
+        except OSError:  # (a store says so in words:) moved already, by a publish stopped
+            if loc.kind(rel) != "file" or staging.kind(rel) == "file":  # half way, or
+                raise  # meanwhile by a next write's roll_forward
 
     many.each(loc, move, files)
     staging.delete_all()

@@ -157,7 +157,7 @@ class TfrecordWriter(DataSourceArrowWriter):
                 manifest = self._manifest(old, files, messages)
                 mf.write_manifest(loc, manifest)
         except BaseException:
-            self._remove_ours(loc)
+            self._remove_ours(loc, [f["path"] for f in files])
             raise
         self._sweep(loc, manifest)
         return manifest
@@ -214,16 +214,18 @@ class TfrecordWriter(DataSourceArrowWriter):
             wait_for_tasks(loc, self.write_id)
         self._remove_ours(loc)
 
-    def _remove_ours(self, loc: Location) -> None:
+    def _remove_ours(self, loc: Location, written: list[str] | None = None) -> None:
+        """Every file of this write: those listed, and those the tasks said they wrote (a
+        filesystem of the user's own may list nothing where it may not look: fsspec's)."""
         left = False
         markers = set(task_markers(loc, self.write_id))
-        ours = []
+        ours = set(written or ())
         for rel in loc.list_files():
             if (self.write_id in rel and PART_FILE.search(rel)) or rel in markers:
-                ours.append(rel)
-            else:
+                ours.add(rel)
+            elif rel not in ours:
                 left = True
-        many.delete_files(loc, ours)
+        many.delete_files(loc, sorted(ours))
         if self.created and not left:  # nothing else there: take back the directory we made
             loc.delete_all()
 

@@ -38,7 +38,7 @@ from tfspark import __version__
 from tfspark.errors import ManifestError, OptionError, SchemaError, unreachable_hint
 from tfspark.spec.kinds import STORED_RECORD_TYPES
 from tfspark.spec.model import FeatureSpec
-from tfspark.store import stats_files
+from tfspark.store import many, stats_files
 from tfspark.store.fs import Location, locate
 from tfspark.store.redaction import redact, said
 
@@ -371,8 +371,8 @@ def write_manifest(loc: Location, manifest: Manifest) -> None:
         light = stats_files.move_aside(loc, manifest.stats, manifest.last_write or "stats")
         manifest = dataclasses.replace(manifest, stats=light)
         side = light["side"]
-    for split in manifest.splits:
-        loc.write_bytes_atomic(f"{split}/{NAME}", manifest.for_split(split).dumps())
+    many.each(loc, lambda split: loc.write_bytes_atomic(  # (on a store at once)
+        f"{split}/{NAME}", manifest.for_split(split).dumps()), manifest.splits)
     loc.write_bytes_atomic(NAME, manifest.dumps())
     loc.write_bytes_atomic(SUCCESS, b"")
     stats_files.sweep(loc, side["dir"] if side else None)

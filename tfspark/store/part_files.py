@@ -18,6 +18,7 @@ from tfspark.arrow.values import bytes_buffers
 from tfspark.errors import EncodeError
 from tfspark.store import many, partitions
 from tfspark.store.fs import Location
+from tfspark.store.uploads import Uploads
 from tfspark.wire.compression import file_suffix
 from tfspark.wire.stream import RecordWriter
 from tfspark.wire.tfrecord import OVERHEAD, frame_buffer
@@ -66,6 +67,7 @@ class TaskFiles:
     _waiting: dict[tuple, tuple[list[pa.RecordBatch], list[np.ndarray]]] = \
         field(default_factory=dict)
     _seq: int = 0
+    _uploads: Uploads | None = None  # made with the first file (a task may write none)
 
     def write_group(self, split: str | None, partition: dict[str, Any],
                     batch: pa.RecordBatch, row_numbers: np.ndarray | None = None) -> None:
@@ -160,16 +162,20 @@ class TaskFiles:
                 f"{file_suffix(self.compression)}")
         self._seq += 1
         rel = f"{folder}/{name}" if folder else name
-        # compression=None: pyarrow would otherwise gzip ".gz" names a second time.
-        stream = self.loc.open_output(rel)
+        if self._uploads is None:
+            self._uploads = Uploads(self.loc)
+        stream = self._uploads.open(rel)
         writer = RecordWriter(stream, compression=self.compression, gzip_level=self.gzip_level)
         opened = _Open(rel, stream, writer, split, partition)
         self._open[key] = opened
         return opened
 
     def _close(self, key: tuple) -> None:
-        f = self._open.pop(key)
-        _upload(f)
+        f = self._open[key]  # (kept there until its close is under way: discard closes it)
+        f.writer.close()  # its last bytes (gzip's end) written; the upload ends meanwhile
+        assert self._uploads is not None
+        self._uploads.close(f.stream)
+        del self._open[key]
         self._entry(f)
 
     def _entry(self, f: _Open) -> None:
@@ -186,20 +192,16 @@ class TaskFiles:
         for key in list(self._waiting):
             split, part = key[0], dict(key[1])
             self._blocks(key, split, part, last=True)
-        files = list(self._open.values())  # (one per partition value: their uploads at once)
-        many.each(self.loc, _upload, files)
-        self._open.clear()
-        for f in files:
-            self._entry(f)
+        for key in list(self._open):  # (one per partition value: their uploads at once)
+            self._close(key)
+        if self._uploads is not None:
+            self._uploads.finish()  # every file whole on the store, or the first error
         return self.done
 
     def discard(self) -> None:
         """Remove everything this attempt wrote (on failure; the driver also sweeps)."""
-        for f in self._open.values():
-            try:
-                f.stream.close()
-            except Exception:  # noqa: BLE001 - best effort while failing
-                pass
+        if self._uploads is not None:  # every request ended: nothing is written after this
+            self._uploads.abandon([f.stream for f in self._open.values()])
         many.delete_files(self.loc, [f.rel for f in self._open.values()] +
                           [d["path"] for d in self.done])
         self._open.clear()
@@ -222,8 +224,3 @@ def batches_by_group(batches: Iterator[pa.RecordBatch], split_col: str | None,
             yield split, dict(zip(part_cols, values)), rows.select(keep), seen + indices
         seen += batch.num_rows
 
-
-def _upload(f: _Open) -> None:
-    """The file's last bytes written and the file closed (on a store: its upload ends)."""
-    f.writer.close()
-    f.stream.close()
