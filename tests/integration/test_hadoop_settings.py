@@ -165,7 +165,9 @@ def test_an_abfs_path_is_read_with_a_fixed_sas_token(spark, azurite):
             f.write(b"x")
     forged = account_sas(base64.b64encode(b"not the account's key").decode())
     with hadoop_settings(spark, {**sas, "fs.azure.sas.fixed.token": forged}):
-        with pytest.raises(tfspark.ManifestError, match="403") as info:
+        with pytest.raises(tfspark.ManifestError,  # (in Python, what to do in its terms)
+                           match=r"403.*filesystem=tfspark\.spark_filesystem\(spark, path\)"
+                           ) as info:
             ids(f"{root}/ds", tfspark.spark_filesystem(spark, f"{root}/ds"))
         report = tfspark.verify(f"{root}/ds", filesystem=tfspark.spark_filesystem(
             spark, f"{root}/ds"))

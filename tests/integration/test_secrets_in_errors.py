@@ -106,7 +106,8 @@ def test_the_clis_commands_on_an_expired_token_say_so_in_one_line(written, azuri
                                                                    capsys):
     """inspect asked whether the path is a lone file first, and the store's refusal of that
     was raised raw (its words, no hint); now the manifest's read says it, as verify's and
-    stats' do. With --debug, the traceback shows no signature either."""
+    stats' do, with what to do in the command line's terms. With --debug, the traceback shows
+    no signature either."""
     from tfspark.cli.main import main
 
     container = azurite.bucket()
@@ -123,8 +124,9 @@ def test_the_clis_commands_on_an_expired_token_say_so_in_one_line(written, azuri
         err = capsys.readouterr().err
         line = err.splitlines()[-1]
         assert line.startswith(f"error: cannot read {uri}/_tfspark.json (") and "403" in line, err
+        # what to do in the command line's terms (it named a Python argument)
         assert line.endswith("check that it is a file you may read (permissions, credentials)"
-                             "; a data set written with the credentials in Spark's Hadoop "
-                             "settings reads with filesystem=tfspark.spark_filesystem(spark, "
-                             "path)") and len(line) <= 607, line  # (the store's words cut)
+                             "; give the store's endpoint and credentials with --store FILE, "
+                             "a TOML file whose [store] table holds them") and \
+            len(line) <= 607, line  # (the store's words cut)
         assert clean(err) and sas.split("sig=")[1] not in err, err

@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 from tfspark.errors import TfsparkError, unreachable_hint, wrapped
+from tfspark.store.manifest import SPARK_CREDENTIALS_HINT
 from tfspark.store.redaction import redact_text
 
 DEBUG_HINT = "run again with --debug for the full traceback"
@@ -20,6 +21,8 @@ _JVM_FRAME = re.compile(r"^\s*(at |\.\.\. \d+ more|Suppressed: |Caused by: )")
 _EXC_LINE = re.compile(r"^(?:[A-Za-z_][\w]*\.)*([A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt)"
                        r"\w*)(:.*)?$")
 _MAX_LINE = 600
+_STORE_HINT = ("give the store's endpoint and credentials with --store FILE, a TOML file whose "
+               "[store] table holds them")
 
 
 def describe_error(exc: BaseException) -> tuple[str, str | None]:
@@ -40,8 +43,8 @@ def _describe(exc: BaseException) -> tuple[str, str | None]:
     """
     if isinstance(exc, KeyboardInterrupt):
         return "interrupted", None
-    if isinstance(exc, TfsparkError):
-        return _first_line(str(exc)), None
+    if isinstance(exc, TfsparkError):  # (what it says of filesystem= is for Python)
+        return _first_line(str(exc).replace(SPARK_CREDENTIALS_HINT, _STORE_HINT)), None
     spark = _spark_error(exc)
     if spark is not None:
         return spark

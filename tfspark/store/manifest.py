@@ -344,12 +344,15 @@ def find_manifest(loc: Location) -> Manifest | None:
     return manifest_of(loc, raw)
 
 
+# What a refused manifest's error says to a Python caller; the command line says its own.
+SPARK_CREDENTIALS_HINT = ("a data set written with the credentials in Spark's Hadoop settings "
+                          "reads with filesystem=tfspark.spark_filesystem(spark, path)")
+
+
 def unreadable(loc: Location, error: OSError) -> ManifestError:
     """The error of a manifest in loc that is there but cannot be read."""
     what = unreachable_hint(error) or "check that it is a file you may read (permissions, " \
-        "credentials)" + ("" if loc.is_local else "; a data set written with the credentials in "
-                          "Spark's Hadoop settings reads with filesystem=tfspark."
-                          "spark_filesystem(spark, path)")
+        "credentials)" + ("" if loc.is_local else f"; {SPARK_CREDENTIALS_HINT}")
     return ManifestError(f"cannot read {loc.child(NAME).uri} ({said(error)}); {what}")
 
 
