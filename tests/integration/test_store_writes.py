@@ -302,3 +302,48 @@ def test_a_failed_write_removes_its_files_where_it_may_not_list(spark, tmp_path)
                                     label_cols=["y"], **place)
         left = [os.path.join(r, n) for r, _, names in os.walk(tmp_path) for n in names]
         assert left == [], left
+
+
+def test_a_write_on_a_store_writes_success_once_and_sweeps_what_is_left_on_gcs_too(spark,
+                                                                                      store):
+    """On a store a commit knows what the data set's top level holds from its lock's listing:
+    _SUCCESS is written where it is missing, not again over itself. What a write sweeps goes
+    on GCS too, whose listings name no directory: the statistics of the writes an overwrite
+    replaces, and the staged backup of a write whose driver died (neither was ever found there
+    to remove)."""
+    import subprocess
+    import sys
+
+    from tfspark.spark.backup import _host
+
+    fs = store.filesystem()
+    out = f"{store.bucket()}/ds"
+
+    def under(rel: str) -> list[str]:  # the directories below out/rel, by their files' paths
+        return sorted({i.path.split(f"/{rel}/")[1].split("/")[0]
+                       for i in fs.get_file_info(pafs.FileSelector(
+                           f"{out}/{rel}", recursive=True, allow_not_found=True))
+                       if i.is_file and "/" in i.path.split(f"/{rel}/")[1]})
+
+    split = {"split": {"train": 0.75, "test": 0.25}, "split_key": "id"}
+    tfspark.write_tfrecords(frame(spark, 0, 200), out, filesystem=fs, label_cols=["y"], **split)
+    first = under("_tfspark_stats")
+    assert len(first) == 1 and fs.get_file_info(f"{out}/_SUCCESS").is_file
+    assert sorted(i.base_name for i in fs.get_file_info(pafs.FileSelector(
+        f"{out}/_tfspark_stats/{first[0]}"))) == ["features.json", "split-test.json",
+                                                  "split-train.json"]
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    staged = f"_tfspark_staging-{'0' * 16}-{dead}-{_host()}"
+    with fs.open_output_stream(f"{out}/_backup/{staged}/part-0.parquet") as f:
+        f.write(b"left by a killed driver")
+    fs.delete_file(f"{out}/_SUCCESS")
+    tfspark.write_tfrecords(frame(spark, 200, 300), out, filesystem=fs, label_cols=["y"],
+                            mode="overwrite", **split)
+    second = under("_tfspark_stats")
+    assert len(second) == 1 and second != first  # the replaced write's statistics went
+    assert under("_backup") == []  # the dead driver's staging went
+    assert fs.get_file_info(f"{out}/_SUCCESS").is_file  # missing: written again
+    assert tfspark.verify(out, filesystem=fs).ok
+    assert tfspark.manifest.read_manifest(out, fs).feature_stats(split="train") is not None
+    assert backup_ids(fs, f"{out}/_backup") == list(range(200, 300))

@@ -157,7 +157,7 @@ def sweep_dead(path: str | Location) -> None:
     """Remove the staging directories under a backup directory whose driver ran on this host
     and is gone (a killed write_tfrecords); those of other hosts, or of live drivers, stay."""
     loc = locate(path)
-    for name, _ in loc.entries():  # (none when it is not there)
+    for name in loc.subdirectories():  # (none when it is not there)
         m = re.fullmatch(re.escape(STAGING_PREFIX) + r"[0-9a-f]+-(\d+)-(.+)", name)
         if m and m.group(2) == _host() and not _alive(int(m.group(1))):
             log.info("tfspark: removing %s, the staged backup of a write whose driver died",
@@ -231,7 +231,7 @@ def publish(spark: Any, output: Location, write_id: str) -> None:
     marker = json.dumps({"write_id": write_id, "rows": entry["rows"],
                          "data_set": output.uri}).encode()
     target.write_bytes_atomic(MARKER, marker)
-    with commit_lock(output, write_id):  # as a commit does: never over another write's
+    with commit_lock(output, write_id) as seen:  # as a commit: never over another write's
         manifest = mf.read_manifest(output)
         if manifest.last_write != write_id:
             return
@@ -243,7 +243,7 @@ def publish(spark: Any, output: Location, write_id: str) -> None:
             target.base.startswith(output.base + "/") else None
         mf.write_manifest(output, replace(manifest, backup=dict(
             done, location=location, write_id=write_id, **({"inside": inside} if inside
-                                                            else {}))))
+                                                            else {}))), seen)
 
 
 def _publish_path(loc: Location, staging: Location, pending: dict[str, Any]) -> str:

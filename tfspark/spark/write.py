@@ -150,12 +150,12 @@ class TfrecordWriter(DataSourceArrowWriter):
         loc = self.home
         files = [f for m in messages if isinstance(m, TaskCommit) for f in m.files]
         try:
-            with commit_lock(loc, self.write_id):  # check and write as one step
+            with commit_lock(loc, self.write_id) as seen:  # check and write as one step
                 old = existing_manifest(loc, self.mode)
                 if last_write(old) != self.base_write:  # a write committed since planning
                     raise WriteConflictError(conflict_message(self.home.uri, self.mode))
                 manifest = self._manifest(old, files, messages)
-                mf.write_manifest(loc, manifest)
+                mf.write_manifest(loc, manifest, seen)
         except BaseException:
             self._remove_ours(loc, [f["path"] for f in files])
             raise

@@ -204,6 +204,14 @@ class Location:
             return False
         return not self.fs.get_file_info(pafs.FileSelector(self.base, recursive=False))
 
+    def subdirectories(self) -> list[str]:
+        """The names of the directories directly under base. pyarrow's GCS filesystem lists
+        objects only, never a prefix as a directory: there they are the first parts of the
+        paths of every file below (one listing, a page of 1,000 names a request)."""
+        if self.fs.type_name == "gcs":
+            return sorted({rel.split("/")[0] for rel in self.list_files() if "/" in rel})
+        return [rel for rel, is_dir in self.entries() if is_dir]
+
     def list_files(self, recursive: bool = True) -> list[str]:
         """Relative paths of all files under base."""
         return [rel for rel, is_dir in self.entries(recursive) if not is_dir]

@@ -41,13 +41,18 @@ def lock_name(write_id: str) -> str:
 
 
 @contextmanager
-def commit_lock(loc: Location, write_id: str) -> Iterator[None]:
-    """Hold the commit lock of the data set at loc while the block runs (module docstring)."""
+def commit_lock(loc: Location, write_id: str) -> Iterator[set[str] | None]:
+    """Hold the commit lock of the data set at loc while the block runs (module docstring).
+    Yields, on a store, the names at the data set's top level when the lock was taken (from
+    the lock's own listing: what a commit need not ask again); None on local disk."""
     token = json.dumps({"write_id": write_id, "host": socket.gethostname(), "pid": os.getpid(),
                         "nonce": uuid.uuid4().hex}).encode()
-    held = _take_file(loc, token) if loc.is_local else _take_object(loc, write_id, token)
+    if loc.is_local:
+        held, seen = _take_file(loc, token), None
+    else:
+        held, seen = _take_object(loc, write_id, token)
     try:
-        yield
+        yield seen
     finally:
         loc.delete(held)
 
@@ -69,15 +74,17 @@ def _take_file(loc: Location, token: bytes) -> str:
     return LOCK
 
 
-def _take_object(loc: Location, write_id: str, token: bytes) -> str:
-    """A lock object of this call's, once a listing found no other."""
+def _take_object(loc: Location, write_id: str, token: bytes) -> tuple[str, set[str]]:
+    """A lock object of this call's, once a listing found no other; and the names that
+    listing found at the top level (files and directories, the lock object but no other)."""
     first_seen: dict[str, float] = {}
     pause = _PAUSE_S[0]
     while True:
         mine = lock_name(write_id)
         loc.write_bytes_atomic(mine, token)
         try:
-            listed = [r for r in loc.list_files(recursive=False) if r.startswith(_LOCKS)]
+            entries = loc.entries(recursive=False)
+            listed = [r for r, is_dir in entries if not is_dir and r.startswith(_LOCKS)]
             if mine not in listed:
                 raise OptionError(f"the store of {loc.uri!r} did not list an object just "
                                   f"written there ({mine}), so no commit to it can be made safe "
@@ -88,7 +95,7 @@ def _take_object(loc: Location, write_id: str, token: bytes) -> str:
             raise
         others = [r for r in listed if r != mine]
         if not others:
-            return mine
+            return mine, {r for r, _ in entries}
         loc.delete(mine)
         now = time.monotonic()
         first_seen = {r: first_seen.get(r, now) for r in others}  # (names are per attempt)

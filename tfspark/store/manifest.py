@@ -366,9 +366,11 @@ def manifest_of(loc: Location, raw: bytes) -> Manifest:
     return dataclasses.replace(Manifest.from_dict(doc, loc.join(NAME)), home=loc)
 
 
-def write_manifest(loc: Location, manifest: Manifest) -> None:
+def write_manifest(loc: Location, manifest: Manifest, seen: set[str] | None = None) -> None:
     """The statistics files first (stats_files.py), then the split manifests, then the top
-    one, then _SUCCESS, each replaced atomically; then the statistics no manifest names go."""
+    one, then _SUCCESS, each replaced atomically; then the statistics no manifest names go.
+    seen: the names at loc's top level before (the commit lock's listing, on a store, whose
+    requests are slow): _SUCCESS is written only where it is not there; None: written."""
     side = manifest.stats.get("side")
     if any(k in manifest.stats for k in stats_files.HEAVY):
         light = stats_files.move_aside(loc, manifest.stats, manifest.last_write or "stats")
@@ -377,5 +379,6 @@ def write_manifest(loc: Location, manifest: Manifest) -> None:
     many.each(loc, lambda split: loc.write_bytes_atomic(  # (on a store at once)
         f"{split}/{NAME}", manifest.for_split(split).dumps()), manifest.splits)
     loc.write_bytes_atomic(NAME, manifest.dumps())
-    loc.write_bytes_atomic(SUCCESS, b"")
+    if seen is None or SUCCESS not in seen:
+        loc.write_bytes_atomic(SUCCESS, b"")
     stats_files.sweep(loc, side["dir"] if side else None)

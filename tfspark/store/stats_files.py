@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tfspark.errors import ManifestError
+from tfspark.store import many
 from tfspark.store.fs import Location
 
 DIR = "_tfspark_stats"
@@ -33,11 +34,10 @@ def move_aside(loc: Location, stats: Mapping[str, Any], write_id: str) -> dict[s
     where = f"{DIR}/{write_id}"
     light = {k: v for k, v in stats.items() if k not in HEAVY}
     features = stats.get("features")
-    if features is not None:
-        loc.write_bytes_atomic(f"{where}/features.json", _compact(features))
     splits = stats.get("splits") or {}
-    for name, per in splits.items():
-        loc.write_bytes_atomic(f"{where}/split-{name}.json", _compact(per))
+    files = ([("features.json", features)] if features is not None else []) + \
+        [(f"split-{name}.json", per) for name, per in splits.items()]
+    many.each(loc, lambda f: loc.write_bytes_atomic(f"{where}/{f[0]}", _compact(f[1])), files)
     light["side"] = {"dir": where, "features": features is not None, "splits": sorted(splits)}
     return light
 
@@ -66,8 +66,8 @@ def load(root: Location, side: Mapping[str, Any], split: str | None) -> dict[str
 
 def sweep(loc: Location, keep: str | None) -> None:
     """Delete the statistics of writes no manifest names any more (`keep`: the one it names)."""
-    for rel, is_dir in loc.child(DIR).entries():  # (none when there is no DIR: one request)
-        if is_dir and f"{DIR}/{rel}" != keep:
+    for rel in loc.child(DIR).subdirectories():  # (none when there is no DIR: one request)
+        if f"{DIR}/{rel}" != keep:
             loc.delete_dir(f"{DIR}/{rel}")
 
 
