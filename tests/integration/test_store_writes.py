@@ -347,3 +347,38 @@ def test_a_write_on_a_store_writes_success_once_and_sweeps_what_is_left_on_gcs_t
     assert tfspark.verify(out, filesystem=fs).ok
     assert tfspark.manifest.read_manifest(out, fs).feature_stats(split="train") is not None
     assert backup_ids(fs, f"{out}/_backup") == list(range(200, 300))
+
+
+def test_a_path_holding_files_only_in_subdirectories_is_not_empty_on_any_store(spark, store):
+    """GCS lists no directory: a path whose files are all in subdirectories (someone's
+    parquet, a partitioned table) looked empty there, so errorifexists wrote into it and
+    ignore wrote instead of skipping. On every store now: refused, or skipped."""
+    fs = store.filesystem()
+    out = f"{store.bucket()}/ds"
+    with fs.open_output_stream(f"{out}/events/part-0.parquet") as f:
+        f.write(b"someone else's data")
+    with pytest.raises(OptionError, match="already exists"):
+        tfspark.write_tfrecords(frame(spark, 0, 10), out, filesystem=fs, label_cols=["y"])
+    assert tfspark.write_tfrecords(frame(spark, 0, 10), out, filesystem=fs, label_cols=["y"],
+                                   mode="ignore").skipped
+    assert sorted(i.path for i in fs.get_file_info(pafs.FileSelector(out, recursive=True))
+                  if i.is_file) == [f"{out}/events/part-0.parquet"]
+
+
+def test_a_write_inside_or_around_a_data_set_on_a_store_is_refused(spark, store):
+    """Where a write may go, on a store: the directories above a path are asked for a
+    manifest at once (a request each, in series before), and the outermost is named."""
+    fs = store.filesystem()
+    bucket = store.bucket()
+    ds = f"{bucket}/a/ds"
+    tfspark.write_tfrecords(frame(spark, 0, 100), ds, filesystem=fs, label_cols=["y"],
+                            split={"train": 0.5, "test": 0.5}, split_key="id", stats=False)
+    for target in (f"{ds}/train/deeper/still", f"{ds}/other"):
+        with pytest.raises(OptionError, match=r"inside the tfspark data set at '.*/a/ds'"):
+            tfspark.write_tfrecords(frame(spark, 0, 10), target, filesystem=fs,
+                                    label_cols=["y"])
+    with pytest.raises(OptionError, match=r"holds the tfspark data set '.*/a/ds'"):
+        tfspark.write_tfrecords(frame(spark, 0, 10), f"{bucket}/a", filesystem=fs,
+                                label_cols=["y"], mode="overwrite")
+    assert ids(ds, fs, split="train") + ids(ds, fs, split="test") != []
+    assert tfspark.verify(ds, filesystem=fs).ok

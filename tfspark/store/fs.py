@@ -202,7 +202,10 @@ class Location:
             return True
         if info.type == pafs.FileType.File:
             return False
-        return not self.fs.get_file_info(pafs.FileSelector(self.base, recursive=False))
+        if self.fs.get_file_info(pafs.FileSelector(self.base, recursive=False)):
+            return False
+        # pyarrow's GCS filesystem lists no directory: files only below them are not empty
+        return self.fs.type_name != "gcs" or not self.list_files()
 
     def subdirectories(self) -> list[str]:
         """The names of the directories directly under base. pyarrow's GCS filesystem lists

@@ -11,6 +11,7 @@ import posixpath
 
 from tfspark.errors import OptionError, TfsparkError
 from tfspark.store import manifest as mf
+from tfspark.store import many
 from tfspark.store.fs import Location
 from tfspark.store.redaction import failed_request
 
@@ -46,14 +47,15 @@ def _check_placement(loc: Location, mode: str) -> None:
 def enclosing_data_set(loc: Location) -> tuple[str, str | None] | None:
     """(where, split name or None) of the outermost directory above `loc` holding a manifest
     (a split directory's manifest is its data set's, above it), or None."""
-    found = None
-    child, parent = loc, loc.parent()
-    while parent is not None:
-        if parent.present(mf.NAME):
-            name = posixpath.basename(child.base)
-            found = parent.uri, (name if name in _splits(parent) else None)
-        child, parent = parent, parent.parent()
-    return found
+    chain = [loc]  # loc and every directory above it, up to the bucket or root
+    while (up := chain[-1].parent()) is not None:
+        chain.append(up)
+    held = many.each(loc, lambda d: d.present(mf.NAME), chain[1:])  # (on a store at once)
+    for i in reversed(range(1, len(chain))):  # the outermost first
+        if held[i - 1]:
+            parent, name = chain[i], posixpath.basename(chain[i - 1].base)
+            return parent.uri, (name if name in _splits(parent) else None)
+    return None
 
 
 def nested_data_set(loc: Location) -> str | None:
