@@ -54,16 +54,17 @@ class StagedBackup:
 
     @classmethod
     def plan(cls, spark: Any, table: str | None, path: Location, mode: str,
-             write_id: str, by_tasks: bool = False) -> StagedBackup:
+             write_id: str, by_tasks: bool = False,
+             existed: bool | None = None) -> StagedBackup:
         """The staging of write `write_id` to the backup `table` or, when None, directory
-        `path`. A staging directory's name says which write made it, and which driver (host
-        and pid), so a later write can tell the leftovers of dead drivers (sweep_dead) from a
-        running write's."""
+        `path` (existed: whether it does, when known). A staging directory's name says which
+        write made it, and which driver (host and pid), so a later write can tell the
+        leftovers of dead drivers (sweep_dead) from a running write's."""
         token = write_id
         publish = "append" if mode == "append" else "overwrite"
         if table:
             return cls("table", table, f"{table}{_TABLE_STAGING}{token}", publish)
-        created = not path.exists()
+        created = not (existed if existed is not None else path.exists())
         name = f"{STAGING_PREFIX}{token}-{os.getpid()}-{_host()}"
         return cls("path", path.uri, path.child_uri(name), publish, created, where=path,
                    by_tasks=by_tasks)

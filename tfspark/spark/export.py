@@ -30,7 +30,7 @@ from tfspark.spark.meanwhile import Meanwhile
 from tfspark.spark.source import register_meanwhile
 from tfspark.spark.stats_observed import GROUP_COLUMN, Observed
 from tfspark.spark.tasks import check_sendable, write_through_tasks
-from tfspark.spark.undo import undo_on_failure
+from tfspark.spark.undo import Before, undo_on_failure
 from tfspark.spark.versions import HAS_DATA_SOURCE, check_supported
 from tfspark.spark.write_plan import Workflow
 from tfspark.spec import FeatureSpec, infer_spec
@@ -160,14 +160,14 @@ def export(df: DataFrame, opts: WriteOptions, filesystem: Any = None) -> WriteRe
     backup_loc = loc.resolve(opts.backup_path) if opts.backup_path else loc.child("_backup")
     check_placement(loc, str(opts.mode))
     _check_backup_path(opts, loc, backup_loc)
-    if not loc.is_empty():
+    if opts.mode in ("errorifexists", "ignore") and not loc.is_empty():
         if opts.mode == "errorifexists":
             raise OptionError(f"output path {loc.uri!r} already exists; use mode='overwrite' "
                               f"to replace it, mode='append' to add to it, or another path")
-        if opts.mode == "ignore":
-            return WriteResult(loc.uri, None, 0, 0, 0, skipped=True)
+        return WriteResult(loc.uri, None, 0, 0, 0, skipped=True)
+    before = Before.take(loc)  # what undo keeps, and what later steps need not ask again
     write_id = new_write_id()
-    with undo_on_failure(loc, write_id):
+    with undo_on_failure(loc, write_id, before):
         loc.check_writable()
         old = existing_manifest(loc, str(opts.mode))
         if roll_forward(spark, loc, old):  # a committed write's backup a kill left staged
@@ -175,7 +175,7 @@ def export(df: DataFrame, opts: WriteOptions, filesystem: Any = None) -> WriteRe
         started_from = StartedFrom(last_write(old))  # what this write commits against
         previous = old if opts.mode == "append" else None
         backup = StagedBackup.plan(spark, opts.backup_table, backup_loc, str(opts.mode),
-                                   write_id, by_tasks)
+                                   write_id, by_tasks, _backup_existed(before, opts))
         if opts.backup_table and opts.mode == "errorifexists" and \
                 spark.catalog.tableExists(opts.backup_table):
             raise OptionError(f"backup table {opts.backup_table!r} already exists; use "
@@ -188,7 +188,8 @@ def export(df: DataFrame, opts: WriteOptions, filesystem: Any = None) -> WriteRe
         try:
             spec, facts, backup_rows, backup_done, manifest = _stage_and_write(
                 spark, df, opts, base_spec, data_cols, backup, previous,
-                Workflow(str(opts.mode), started_from, write_id, base_spec, home=loc))
+                Workflow(str(opts.mode), started_from, write_id, base_spec, home=loc,
+                         created=False if before is not None and before.existed else None))
         except BaseException:
             _discard_unless_committed(spark, loc, backup)
             raise
@@ -209,6 +210,14 @@ def export(df: DataFrame, opts: WriteOptions, filesystem: Any = None) -> WriteRe
                                     backup_rows, opts.defaults):
         log.warning("%s", line)
     return result
+
+
+def _backup_existed(before: Before | None, opts: WriteOptions) -> bool | None:
+    """Whether the backup's directory existed, when the output's listing says: the default
+    backup is <path>/_backup; None: ask."""
+    if before is None or opts.backup_path:
+        return None
+    return any(e == "_backup" or e.startswith("_backup/") for e in before.entries)
 
 
 def _check_backup_path(opts: WriteOptions, loc: Location, backup_loc: Location) -> None:

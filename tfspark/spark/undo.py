@@ -35,16 +35,17 @@ def unwrapped(e: BaseException) -> BaseException:
 
 
 @dataclass
-class _Before:
-    """A path as it was before write_tfrecords: whether it existed, and its entries."""
+class Before:
+    """A path as it was before write_tfrecords: whether it existed, and its entries (every
+    file below it; directories too, where the filesystem lists them)."""
 
     path: Location
     existed: bool
     entries: set[str]
 
     @classmethod
-    def take(cls, path: str | Location) -> _Before | None:
-        """None when the path is unusable (the write itself will say so)."""
+    def take(cls, path: str | Location) -> Before | None:
+        """None when the path is unusable, or a file (the write itself will say so)."""
         try:
             loc = locate(path)
             if not loc.exists():
@@ -79,10 +80,12 @@ def _committed(loc: Location, write_id: str) -> bool:
 
 
 @contextmanager
-def undo_on_failure(path: str | Location, write_id: str) -> Iterator[None]:
+def undo_on_failure(path: str | Location, write_id: str,
+                    before: Before | None = None) -> Iterator[None]:
     """Around write `write_id` to `path`: on failure, remove what it added there (module
-    docstring) and raise a tfspark error that came back from a Spark task as its own class."""
-    before = _Before.take(path)
+    docstring) and raise a tfspark error that came back from a Spark task as its own class.
+    before: the path as it is now, if taken already (Before.take)."""
+    before = before if before is not None else Before.take(path)
     try:
         yield
     except BaseException as e:

@@ -53,6 +53,7 @@ class Workflow:
     count_nulls: tuple[str, ...] = ()  # features whose nulls the tasks count (see TaskCommit)
     home: Location | None = None  # the output, on its filesystem (write_tfrecords'
     # filesystem=); None: located from the path
+    created: bool | None = None  # whether this write made the output's directory; None: look
 
 
 def plan_write(opts: WriteOptions, schema: StructType, overwrite: bool,
@@ -86,7 +87,8 @@ def plan_write(opts: WriteOptions, schema: StructType, overwrite: bool,
         base = workflow.started_from
     if not skip and workflow is None:  # (write_tfrecords checked it before the backup)
         check_placement(loc, mode)
-    created = not loc.exists()  # abort removes the directory again when it made it
+    created = workflow.created if workflow is not None and workflow.created is not None \
+        else not loc.exists()  # abort removes the directory again when it made it
     names = schema.names
     extra_cols = list(opts.partition_by) + ([split_column] if split_column else [])
     for col in extra_cols:
