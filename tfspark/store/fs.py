@@ -167,6 +167,10 @@ class Location:
     def move(self, rel: str, to: Location, to_rel: str) -> None:
         """Move base/rel to to/to_rel (the same store), making its directory."""
         target = to.join(to_rel)
+        if self.fs.type_name == "gcs":  # a copy and a delete there too, but pyarrow's move
+            self.fs.copy_file(self.join(rel), target)  # first asks what both paths are:
+            self.fs.delete_file(self.join(rel))  # 0.41 s against 0.26 s at 50 ms a request
+            return
         try:
             to._in_dir(target, lambda: self.fs.move(self.join(rel), target))
         except NotImplementedError:  # e.g. Azure blob storage without hierarchical namespace
