@@ -41,6 +41,15 @@ def backup_ids(fs, path: str) -> list[int]:
     return sorted(data.to_table(columns=["id"]).column("id").to_pylist())
 
 
+def holds(out: str, fs, lo: int, hi: int) -> None:
+    """The data set at `out` holds ids lo..hi-1 in its TFRecords and its backup, and verify
+    finds every file as its manifest says."""
+    assert ids(out, fs) == list(range(lo, hi))
+    assert backup_ids(fs, f"{out}/_backup") == list(range(lo, hi))
+    report = tfspark.verify(out, filesystem=fs)
+    assert report.ok, report.render()
+
+
 def test_write_append_overwrite_on_every_store(spark, store):
     fs = store.filesystem()
     out = f"{store.bucket()}/ds"
@@ -66,10 +75,7 @@ def test_write_append_overwrite_on_every_store(spark, store):
 
     tfspark.write_tfrecords(frame(spark, 1000, 1100), out, filesystem=fs, mode="overwrite",
                             label_cols=["y"])
-    assert ids(out, fs) == list(range(1000, 1100))
-    assert backup_ids(fs, f"{out}/_backup") == list(range(1000, 1100))
-    report = tfspark.verify(out, filesystem=fs)
-    assert report.ok, report.render()
+    holds(out, fs, 1000, 1100)
 
 
 def test_an_s3_write_leaves_its_objects_and_no_directory_markers(spark, s3):
@@ -278,10 +284,7 @@ def test_a_publish_stopped_half_way_on_a_store_is_finished_by_the_next_write(spa
 
     tfspark.write_tfrecords(frame(spark, 300, 350), out, filesystem=fs, mode="append",
                             label_cols=["y"])
-    assert ids(out, fs) == list(range(100, 350))
-    assert backup_ids(fs, f"{out}/_backup") == list(range(100, 350))
-    report = tfspark.verify(out, filesystem=fs)
-    assert report.ok, report.render()
+    holds(out, fs, 100, 350)
 
 
 def test_a_failed_write_removes_its_files_where_it_may_not_list(spark, tmp_path):

@@ -6,6 +6,7 @@ so tfspark treats it as a store), whose opens wait until the test lets them go."
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import numpy as np
@@ -48,16 +49,22 @@ class Held(LocalFileSystem):
     def _open(self, path, mode="rb", **kwargs):
         if "w" not in mode:
             return super()._open(path, mode, **kwargs)
-        with self.lock:
-            self.inside += 1
-            self.most = max(self.most, self.inside)
-            self.waiting.notify_all()
-        try:
+        with self.under_way("inside", "most"):
             assert self.go.wait(30), "the test never let the open go"
             return _Closing(self, path, mode, **kwargs)
+
+    @contextlib.contextmanager
+    def under_way(self, now: str, most: str):
+        """Count a request in flight in attribute `now`, the most at once in `most`."""
+        with self.lock:
+            setattr(self, now, getattr(self, now) + 1)
+            setattr(self, most, max(getattr(self, most), getattr(self, now)))
+            self.waiting.notify_all()
+        try:
+            yield
         finally:
             with self.lock:
-                self.inside -= 1
+                setattr(self, now, getattr(self, now) - 1)
 
 
 class _Closing(LocalFileOpener):
@@ -67,19 +74,12 @@ class _Closing(LocalFileOpener):
 
     def close(self):
         o = self.owner
-        with o.lock:
-            o.closing += 1
-            o.closes_at_once = max(o.closes_at_once, o.closing)
-            o.waiting.notify_all()
-        try:
+        with o.under_way("closing", "closes_at_once"):
             assert o.closes_go.wait(10), "the test never let the close go"
             super().close()
             threading.Event().wait(0.01)  # an upload's last request takes a while
             if o.fail and o.fail in self.path:
                 raise OSError(f"upload of {self.path} failed: 503 Service Unavailable")
-        finally:
-            with o.lock:
-                o.closing -= 1
 
 
 def store(fs: Held, tmp_path):
