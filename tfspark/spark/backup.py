@@ -262,9 +262,10 @@ def _publish_path(loc: Location, staging: Location, pending: dict[str, Any]) -> 
     def move(rel: str) -> None:
         try:
             staging.move(rel, loc, rel)
-        except OSError:  # (a store says so in words:) moved already, by a publish stopped
-            if loc.kind(rel) != "file" or staging.kind(rel) == "file":  # half way, or
-                raise  # meanwhile by a next write's roll_forward
+        except OSError:  # moved already? (by a publish stopped half way, or meanwhile by a
+            # next write's roll_forward; a store says so only in words, not FileNotFoundError)
+            if loc.kind(rel) != "file" or staging.kind(rel) == "file":
+                raise
 
     many.each(loc, move, files)
     staging.delete_all()
