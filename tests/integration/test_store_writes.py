@@ -157,14 +157,14 @@ def test_a_tasks_files_of_many_partitions_on_a_store_each_hold_their_rows(s3):
 
     fs = s3.filesystem(delay=0.01)
     loc = locate(f"{s3.bucket()}/task", fs)
-    ids = np.arange(800, dtype=np.int64)
+    numbers = np.arange(800, dtype=np.int64)
     spec = infer_spec(StructType([StructField("id", LongType(), False)]))
     files = part_files.TaskFiles(loc, "w1", "00000-1", None, 6, "Example", 30,
                                  BatchEncoder(spec))
     try:
         for start in range(0, 100, 25):
             for value in range(8):
-                rows = ids[value * 100 + start:value * 100 + start + 25]
+                rows = numbers[value * 100 + start:value * 100 + start + 25]
                 files.write_group(None, {"c": str(value)}, pa.record_batch({"id": rows}))
         done = files.close()
     except BaseException:
@@ -269,8 +269,10 @@ def test_a_publish_stopped_half_way_on_a_store_is_finished_by_the_next_write(spa
     fs = store.filesystem()
     out = f"{store.bucket()}/ds"
     tfspark.write_tfrecords(frame(spark, 0, 100), out, filesystem=fs, label_cols=["y"])
-    monkeypatch.setattr(export, "publish", lambda *a, **k: (_ for _ in ()).throw(
-        KeyboardInterrupt()))
+    def stopped(*args, **kwargs):  # as Ctrl-C or a kill right after the commit
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(export, "publish", stopped)
     with pytest.raises(KeyboardInterrupt):
         tfspark.write_tfrecords(frame(spark, 100, 300), out, filesystem=fs, mode="overwrite",
                                 label_cols=["y"])
