@@ -114,11 +114,12 @@ def plan_write(opts: WriteOptions, schema: StructType, overwrite: bool,
     written = StructType([f for f in schema.fields if f.name != split_column]).jsonValue()
     # Overwrite replaces the writes whose files are there now (the old data set, leftovers of
     # failed or killed writes), not those of writes that start later.
-    listed = loc.list_files() if mode == "overwrite" else []
-    replaces = sorted({w for w in map(write_id_of, listed) if w} |
-                      {w for w in map(marker_write_id, listed) if w} |
-                      {w.write_id for w in (old.writes if old else ())}) \
-        if mode == "overwrite" else []
+    replaces: list[str] = []
+    if mode == "overwrite":
+        listed = loc.list_files()
+        replaces = sorted({w for w in map(write_id_of, listed) if w} |
+                          {w for w in map(marker_write_id, listed) if w} |
+                          {w.write_id for w in (old.writes if old else ())})
     given = workflow or Workflow(mode, base, new_write_id(), spec)  # type: ignore[arg-type]
     return TfrecordWriter(uri=opts.path, home=loc, mode=mode, skip=skip, write_id=given.write_id,
                           base_write=base.write_id, spec=spec, opts=opts, keep=keep,
