@@ -76,6 +76,35 @@ def test_progress_is_a_bar_on_a_terminal_and_lines_elsewhere(monkeypatch):
         log.removeHandler(handler)
 
 
+def test_steps_elsewhere_than_a_terminal_are_a_line_every_few_seconds(monkeypatch):
+    """In a log (no terminal) a run of steps writes its first line, then one EVERY_S seconds,
+    then its last: thousands of files do not fill a job's log. The clock is the handler's."""
+    from tfspark.cli.progress_lines import EVERY_S
+
+    log = logging.getLogger("tfspark.progress.test_every")
+    log.propagate = False
+    log.setLevel(logging.INFO)
+    handler = ProgressLines()
+    now = [0.0]
+    handler.clock = lambda: now[0]
+    log.addHandler(handler)
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", out)
+    try:
+        for run in (1, 2):  # a second run starts again with its first line
+            for k, at in enumerate((0.0, 1.0, EVERY_S, EVERY_S + 1, 2 * EVERY_S - 0.5,
+                                    2 * EVERY_S + 2, 2 * EVERY_S + 3), start=1):
+                now[0] = 100 * run + at
+                log.info("run %d: %d/7 files", run, k, extra={"step": (k, 7)})
+            log.info("stage line %d", run)  # other lines are never held back
+        assert out.getvalue().splitlines() == [
+            line for run in (1, 2) for line in
+            (f"run {run}: 1/7 files", f"run {run}: 3/7 files", f"run {run}: 6/7 files",
+             f"run {run}: 7/7 files", f"stage line {run}")]
+    finally:
+        log.removeHandler(handler)
+
+
 def test_this_process_is_filtered_inside_the_block_and_drained(capfd):
     """What this process writes to fd 2 inside the block (TensorFlow's C++ log does) is
     filtered too, and all of it is out when the block ends (drain)."""

@@ -1,15 +1,18 @@
 """The command line's view of tfspark.progress (tfspark/progress.py): stage lines on stdout
 as they come; the steps of many (verify's files) as one bar that redraws itself on a terminal,
-and as a line each elsewhere (a log file, a pipe, CI)."""
+and elsewhere (a log file, a pipe, CI) as lines: the first step's, one every EVERY_S seconds
+and the last's, so that a data set of thousands of files does not fill a job's log."""
 
 from __future__ import annotations
 
 import logging
 import shutil
 import sys
+import time
 from typing import Any, TextIO
 
 BAR = 24  # characters of the bar
+EVERY_S = 10.0  # not on a terminal: a step's line at most this often (the first and last always)
 
 
 class ProgressLines(logging.Handler):
@@ -19,6 +22,8 @@ class ProgressLines(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.INFO)
         self.bar_open = False  # a bar is drawn and its line not ended
+        self.clock = time.monotonic
+        self._step_line_at: float | None = None  # when the last step's line was written
 
     @property
     def stream(self) -> TextIO:
@@ -40,8 +45,23 @@ class ProgressLines(logging.Handler):
                 if not self.bar_open:
                     self.stream.write("\n")
             else:
+                if step is not None and not self._step_line_due(*step):
+                    return
                 self.stream.write(("\n" if self.bar_open else "") + text + "\n")
                 self.bar_open = False
             self.stream.flush()
         except Exception:  # noqa: BLE001 - as logging.StreamHandler: report, do not raise
             self.handleError(record)
+
+    def _step_line_due(self, done: int, total: int) -> bool:
+        """Whether a step's line is written where no bar is drawn: the first of a run of
+        steps, then one EVERY_S seconds, and the last."""
+        now = self.clock()
+        first = self._step_line_at is None or done <= 1
+        if done >= total:
+            self._step_line_at = None  # the next step begins a new run
+            return True
+        if first or now - self._step_line_at >= EVERY_S:  # type: ignore[operator]
+            self._step_line_at = now
+            return True
+        return False
