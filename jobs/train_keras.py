@@ -28,6 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--config", default="conf/train.toml")
     p.add_argument("--data", help="tfspark directory to train on")
     p.add_argument("--label", help="label column (default: the spec's)")
+    p.add_argument("--train-split", dest="train_split", metavar="NAME")
+    p.add_argument("--validation-split", dest="validation_split", metavar="NAME",
+                   help="default: validation or val when the data set has it")
     p.add_argument("--batch-size", type=int, dest="batch_size")
     p.add_argument("--epochs", type=int)
     p.add_argument("--steps-per-epoch", type=int, dest="steps_per_epoch")

@@ -346,7 +346,11 @@ def test_train_on_workers_checks_its_settings_before_spark_runs_a_task(spark, tm
     for flags, words in ((["--label", "nosuch"], "label 'nosuch' is not a feature"),
                          (["--batch-size", "33"], "batch_size 33 is the global batch of 2 "
                                                   "workers: make it a multiple of 2"),
-                         (["--backend", "jax", "--label", "nosuch"], "label 'nosuch'")):
+                         (["--backend", "jax", "--label", "nosuch"], "label 'nosuch'"),
+                         (["--validation-split", "nope"], "has splits ['train', 'validation'] "
+                          "but no 'nope' to validate on: set validation_split "
+                          "(--validation-split)"),
+                         (["--train-split", "nope"], "no 'nope'; set train_split")):
         line = _one_error(cli([*workers, *flags]))
         assert words in line, line
     conf = tmp_path / "train.toml"

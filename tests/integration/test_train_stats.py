@@ -4,12 +4,15 @@ set with nulls, skew, a high-cardinality string and a variable-length id list.""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 import tfspark
 from tfspark.cli.config import TrainConfig
 from tfspark.cli.train import train
+from tfspark.errors import OptionError
 
 pytestmark = [pytest.mark.spark, pytest.mark.tf]
 N = 12_000
@@ -65,7 +68,7 @@ def test_statistics_preprocessing_beats_the_sampled_job(shop, tmp_path):
     # bench_batches = 0: the input pipeline is not measured, and no line or figure says nan
     assert after["input_examples_per_s"] is None and after["train_examples_per_s"] > 0
     assert not any("input pipeline" in line or "nan" in line for line in lines), lines
-    assert not any(line.startswith("no 'validation' split") for line in lines), lines
+    assert not any(line.startswith("no validation split") for line in lines), lines
     old, new = before["final"]["val_auc"], after["final"]["val_auc"]
     print(f"validation AUC: sampled job {old:.4f}, statistics {new:.4f}")
     assert new > old + 0.05, (old, new)  # the items carry what the user does not
@@ -91,6 +94,44 @@ def test_an_id_like_string_is_left_out(spark, tmp_path):
     # the kinds the model takes are listed; none says "(0):" with nothing after it
     assert "numeric features (1): x" in lines and not any("(0)" in ln for ln in lines), lines
     # written without split=: the job says its metrics are not of held-out rows
-    assert f"no 'validation' split in {out} (splits: none): the metrics are of the training " \
+    assert f"no validation split in {out} (splits: none): the metrics are of the training " \
            "data" in lines, lines
     assert "val_auc" not in result["final"]
+    # a split named to validate on that the data set lacks is refused, not skipped
+    with pytest.raises(OptionError, match=r"has no splits, so no 'val' to validate on: set "
+                                          r"validation_split \(--validation-split\)"):
+        train(dataclasses.replace(cfg, validation_split="val"), echo=lines.append)
+
+
+def test_a_val_split_is_validated_on_and_a_named_one_must_exist(spark, tmp_path):
+    """With no validation_split the job validates on "validation" or, lacking it, "val" (as
+    many data sets name it); one named that the data set lacks (a typo) is one line."""
+    rows = [(i, float(i % 7), i % 2) for i in range(2000)]
+    out = str(tmp_path / "val")
+    tfspark.write_tfrecords(spark.createDataFrame(rows, "id long, x double, y int"), out,
+                            label_cols=["y"], split={"train": 0.8, "val": 0.1, "test": 0.1},
+                            split_key="id", backup_path=out + "_backup")
+    cfg = TrainConfig(data=out, epochs=1, model_out=str(tmp_path / "m.keras"), verbose=0,
+                      bench_batches=0, exclude=("id",))
+    lines: list[str] = []
+    result = train(cfg, echo=lines.append)
+    assert "val_auc" in result["final"], result["final"]
+    assert not any("no validation split" in ln for ln in lines), lines
+    for named in ("validation", "tset"):
+        with pytest.raises(OptionError) as e:
+            train(dataclasses.replace(cfg, validation_split=named), echo=lines.append)
+        assert str(e.value) == (f"{out!r} has splits ['test', 'train', 'val'] but no "
+                                f"{named!r} to validate on: set validation_split "
+                                f"(--validation-split) to one it has, or leave it out"), e.value
+    result = train(dataclasses.replace(cfg, validation_split="test"), echo=lines.append)
+    assert "val_auc" in result["final"]
+    # a data set written without label_cols: the line names the flag that picks one
+    from tfspark.cli.train_features import pick_label
+
+    spec = tfspark.manifest.read_manifest(out).spec
+    unlabelled = dataclasses.replace(
+        spec, features=[dataclasses.replace(f, label=False) for f in spec.features])
+    with pytest.raises(OptionError, match=r"^the data set's spec names no label column "
+                                          r"\(written without label_cols\): give --label NAME"):
+        pick_label(unlabelled, None)
+    assert pick_label(unlabelled, "y").name == "y"

@@ -278,7 +278,8 @@ class TrainConfig:
     learning_rate: float = 1e-3
     model_out: str = "out/model.keras"
     train_split: str = "train"  # used when the data set has splits
-    validation_split: str = "validation"  # used when present
+    # None: "validation" or "val", whichever the data set has (none: no validation)
+    validation_split: str | None = None
     exclude: tuple[str, ...] = ()  # features never used (e.g. row ids)
     max_vocab: int = 1000  # most frequent values kept per category (the rest: out of vocabulary)
     one_hot_max: int = 10  # categories with at most this many values are one-hot, else embedded
@@ -338,7 +339,7 @@ def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
 
 def _check_train_value(key: str, value: Any, where: str) -> Any:
     optional = key in ("label", "steps_per_epoch", "shuffle_buffer", "seed", "checkpoint_dir",
-                       "checkpoint_every")
+                       "checkpoint_every", "validation_split")
     if optional and (value is None or (isinstance(value, str) and
                                        value.strip().lower() in ("", "none"))):
         return None

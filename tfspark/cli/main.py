@@ -167,6 +167,9 @@ def _read_commands(command: Any) -> None:
     p.add_argument("path", nargs="?", help="exported data set directory (or --data)")
     p.add_argument("--data", help="exported data set directory")
     p.add_argument("--label", help="label feature (default: the spec's labels)")
+    p.add_argument("--train-split", metavar="NAME", help="the split to train on (default train)")
+    p.add_argument("--validation-split", metavar="NAME",
+                   help="the split to validate on (default: validation or val when there)")
     p.add_argument("--batch-size", type=int, help="examples per batch")
     p.add_argument("--epochs", type=int, help="passes over the train split")
     p.add_argument("--model-out", help="where to save the .keras model")
@@ -199,6 +202,8 @@ def _train(args: argparse.Namespace) -> int:
                           f"--data {redact(args.data)!r}; give one")
     data = args.path or args.data
     flags: dict[str, Any] = {k: v for k, v in (("data", data), ("label", args.label),
+                               ("train_split", args.train_split),
+                               ("validation_split", args.validation_split),
                                ("batch_size", args.batch_size), ("epochs", args.epochs),
                                ("model_out", args.model_out), ("use_stats", args.use_stats),
                                ("workers", args.workers), ("master", args.master),

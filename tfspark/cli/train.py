@@ -52,10 +52,10 @@ def train(config: TrainConfig | Mapping[str, Any],
     val_ds = data.read(cfg, data.val_split, chosen.used, shuffle=0) if data.val_split else None
     if val_ds is None:  # else "final: auc=..." reads as a validation figure
         others = [s for s in data.top.splits if s != data.train_split]
-        echo(f"no {cfg.validation_split!r} split in {redact(cfg.data)} (splits: "
+        echo(f"no validation split in {redact(cfg.data)} (splits: "
              f"{list(data.top.splits) or 'none'}): the metrics are of the training data"
-             + ("; validation_split in --config names the one to validate on" if others
-                else ""))
+             + ("; --validation-split NAME (validation_split in --config) names the one to "
+                "validate on" if others else ""))
     if worker is not None:
         steps = train_feed.steps(train_ds, cfg.steps_per_epoch)
         echo(f"worker {worker.index} of {n}: shard {worker.index} of the "
@@ -111,10 +111,17 @@ class _Data:
         splits = list(top.splits)
         if splits and cfg.train_split not in splits:
             raise OptionError(f"{redact(cfg.data)!r} has splits {splits} but no "
-                              f"{cfg.train_split!r}; set train_split")
+                              f"{cfg.train_split!r}; set train_split (--train-split)")
+        val = cfg.validation_split
+        if val is None:
+            val = next((s for s in VALIDATION_SPLITS if s in splits), None)
+        elif val not in splits:
+            raise OptionError(f"{redact(cfg.data)!r} has "
+                              f"{f'splits {splits} but' if splits else 'no splits, so'} no "
+                              f"{val!r} to validate on: set validation_split "
+                              f"(--validation-split) to one it has, or leave it out")
         label = pick_label(spec, cfg.label)
-        return cls(cfg.data, top, spec, cfg.train_split if splits else None,
-                   cfg.validation_split if cfg.validation_split in splits else None, label,
+        return cls(cfg.data, top, spec, cfg.train_split if splits else None, val, label,
                    [f for f in spec.features if f.name != label.name
                     and f.name not in cfg.exclude], batch, worker, fs, cfg.backend == "jax")
 
@@ -304,6 +311,7 @@ def _save(model: Any, path: str, worker: Any) -> None:
 
 
 
+VALIDATION_SPLITS = ("validation", "val")  # validated on when present and none is named
 BENCH_SECONDS = 0.5  # at least this long after the first batch: past what was read ahead
 
 

@@ -66,11 +66,11 @@ def train_distributed(cfg: TrainConfig, echo: Callable[[str], None] = print,
 
 
 # The settings of the run whose checkpoints a checkpoint directory holds, and those a rerun may
-# change and still resume it (how long, where, how loud); any other makes another model or
-# other batches, which the checkpoint cannot continue.
+# change and still resume it (how long, where, how loud, what it validates on); any other makes
+# another model or other batches, which the checkpoint cannot continue.
 RUN = "run.json"
 _MAY_CHANGE = frozenset({"epochs", "verbose", "model_out", "checkpoint_dir", "checkpoint_every",
-                         "master", "bench_batches", "store"})
+                         "master", "bench_batches", "store", "validation_split"})
 
 
 def _settings(cfg: TrainConfig) -> dict[str, Any]:

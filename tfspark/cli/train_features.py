@@ -193,8 +193,10 @@ def pick_label(spec: FeatureSpec, name: str | None) -> Feature:
     if name is None:
         labels = spec.label_names
         if len(labels) != 1:
-            raise OptionError(f"the spec has label columns {labels}; set label = \"...\" to the "
-                              f"one to train on")
+            what = (f"has label columns {labels}" if labels
+                    else "names no label column (written without label_cols)")
+            raise OptionError(f"the data set's spec {what}: give --label NAME (label = "
+                              f"\"NAME\" in the config) for the feature to train on")
         name = labels[0]
     if name not in spec.names:
         raise SchemaError(f"label {name!r} is not a feature; features are {spec.names}")
