@@ -47,6 +47,11 @@ def stage(name: str, what: str = "") -> Iterator[Done]:
         log.info("tfspark: %s: %s", name, done.text(time.perf_counter() - started))
 
 
+def many(n: int, noun: str) -> str:
+    """'1 file', '2 files', '1,024 files': a count and its noun, for lines people read."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 def step(done: int, total: int, message: str) -> None:
     """One step of `total` (a file of verify's) is done."""
     log.info("%s", message, extra={"step": (done, total)})

@@ -84,7 +84,7 @@ def test_export_end_to_end_and_backup_persists(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert "2,000 rows" in done.stdout and "split train" in done.stdout
     # one task writes a file per split: the stage's estimate counts them
-    assert "TFRecords (about 3 file(s)" in done.stdout, done.stdout
+    assert "TFRecords (about 3 files" in done.stdout, done.stdout
     manifest = json.loads((tmp_path / "out/data/_tfspark.json").read_text())
     assert len(manifest["files"]) == 3
     assert manifest["records"] == 2000 and manifest["compression"] == "gzip"

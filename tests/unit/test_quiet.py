@@ -115,3 +115,10 @@ def test_this_process_is_filtered_inside_the_block_and_drained(capfd):
         print("a Python warning", file=sys.stderr)
     err = capfd.readouterr().err
     assert LINES[2] not in err and LINES[-1] in err and "a Python warning" in err
+
+
+def test_counts_in_lines_people_read_agree_with_their_noun():
+    from tfspark.progress import many
+
+    assert [many(n, "file") for n in (0, 1, 2, 1024)] == ["0 files", "1 file", "2 files",
+                                                          "1,024 files"]

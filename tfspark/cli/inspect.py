@@ -11,6 +11,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
+from tfspark import progress
 from tfspark.cli.config import filesystem_of
 from tfspark.errors import OptionError
 from tfspark.spec import FeatureSpec
@@ -51,7 +52,7 @@ def describe(path: str, filesystem: Any = None, manifest: mf.Manifest | None = N
     what = f"{m.record_type} records" if block == 1 else \
         f"rows in {m.records:,} Example blocks of up to {block:,} rows"
     lines = [f"{redact(path)}: {m.rows:,} {what} in "
-             f"{len(m.files)} files, {m.bytes / 2**20:,.2f} MiB, "
+             f"{progress.many(len(m.files), 'file')}, {m.bytes / 2**20:,.2f} MiB, "
              f"compression={m.compression or 'none'}"]
     if m.description:
         lines.append(f"description: {m.description}")

@@ -69,7 +69,7 @@ class WriteResult:
         if self.skipped:
             return f"tfspark: {self.path} exists; mode 'ignore' wrote nothing"
         lines = [f"tfspark wrote {self.rows:,} rows to {self.path} "
-                 f"({self.files} files, {self.bytes / 2**20:,.1f} MiB, "
+                 f"({progress.many(self.files, 'file')}, {self.bytes / 2**20:,.1f} MiB, "
                  f"compression={self.compression or 'none'})",
                  f"  rows: source {self.source_rows:,} = backup {self.backup_rows:,} = "
                  f"tfrecords {self.rows:,}",
@@ -77,8 +77,8 @@ class WriteResult:
         if self.seconds:
             lines.append("  time: " + ", ".join(f"{k} {v:.1f}s" for k, v in self.seconds.items()))
         for name, s in self.splits.items():
-            lines.append(f"  split {name}: {s['rows']:,} rows, {s['files']} files, "
-                         f"{s['bytes'] / 2**20:,.1f} MiB")
+            lines.append(f"  split {name}: {s['rows']:,} rows, "
+                         f"{progress.many(s['files'], 'file')}, {s['bytes'] / 2**20:,.1f} MiB")
         if self.spec is not None:
             labels = ", ".join(self.spec.label_names) or "none"
             lines.append(f"  features: {len(self.spec.features)} (labels: {labels}); spec in "
@@ -268,7 +268,7 @@ def _stage_and_write(spark: Any, df: DataFrame, opts: WriteOptions, base_spec: F
         backup_rows = read.rows if read is not None else backup_df.count()
         if facts["rows"] is None:
             facts["rows"] = backup_rows
-        done.rows, done.detail = backup_rows, f"{len(files)} files"
+        done.rows, done.detail = backup_rows, progress.many(len(files), "file")
     if facts["rows"] != backup_rows:
         raise CountMismatchError(f"source produced {facts['rows']} rows but the backup "
                                  f"{backup.target} holds {backup_rows}; nothing was exported")
@@ -331,8 +331,8 @@ def _write(spark: Any, backup_df: DataFrame, backup_rows: int,
         statistics: Meanwhile[dict[str, Any]] | None = None
         # each task writes a file per split it meets (and per partition value: unknown here)
         splits = max(1, len(sizing.split_names(dict(opts.split or {}))))
-        what = f"{n_files} task(s)" if opts.partition_by else \
-            f"about {n_files * splits} file(s)"
+        what = progress.many(n_files, "task") if opts.partition_by else \
+            f"about {progress.many(n_files * splits, 'file')}"
         if opts.stats and not opts.stats_exact and \
                 _reports_fit(spec, opts, n_files, math.ceil(backup_rows / n_files)):
             opts, what = replace(opts, task_stats=True), what + " and the feature statistics"

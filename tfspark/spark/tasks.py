@@ -59,7 +59,8 @@ def write_through_tasks(df: DataFrame, opts: WriteOptions, workflow: Workflow,
             messages: list[Any] = [pickle.loads(r["commit"]) for r in reports]
             written = [FileEntry(**f) for m in messages for f in m.files]
             done.rows = sum(f.row_count for f in written)
-            done.detail = f"{len(written)} files, {sum(f.bytes for f in written) / 2**20:,.1f} MiB"
+            done.detail = (f"{progress.many(len(written), 'file')}, "
+                           f"{sum(f.bytes for f in written) / 2**20:,.1f} MiB")
             if rows is not None and done.rows != rows:  # e.g. a collect cut short
                 raise CountMismatchError(
                     f"the TFRecord tasks reported {done.rows} rows written of the {rows} "
