@@ -134,6 +134,30 @@ def test_append_that_differs_only_in_nullability_works(spark_tf, tmp_path):
     assert spark_tf.read.format("tfrecord").load(out2).count() == 2 and verify(out2).ok
 
 
+def test_an_append_of_other_columns_is_refused_before_its_backup(spark_tf, tmp_path):
+    """An append of a DataFrame with other columns said that a column it lacks (a fixed
+    length of the data set) was "not in every row of this DataFrame", after writing its backup
+    (to drop it again). Now its columns are compared first: one line naming the new and the
+    missing ones, and no Spark job runs."""
+    out = str(tmp_path / "other")
+    rows = spark_tf.createDataFrame([(1, [0.5] * 8, 1.0)], "id long, v array<double>, x double")
+    tfspark.write_tfrecords(rows, out)  # v found to be fixed [8]
+    files = sorted(p.relative_to(out) for p in Path(out).rglob("*"))
+    other = spark_tf.createDataFrame([(2, "a")], "id long, y string")
+    tracker = spark_tf.sparkContext.statusTracker()
+    jobs = tracker.getJobIdsForGroup()
+    with pytest.raises(tfspark.SchemaError) as e:
+        tfspark.write_tfrecords(other, out, mode="append")
+    assert str(e.value) == (f"cannot append to {out!r}: its feature spec differs from this "
+                            f"DataFrame's (new: ['y']; missing: ['v', 'x']); cast the columns "
+                            f"to the data set's types, write to a new path or overwrite")
+    assert tracker.getJobIdsForGroup() == jobs  # refused before the backup's job
+    assert sorted(p.relative_to(out) for p in Path(out).rglob("*")) == files
+    with pytest.raises(tfspark.OptionError, match=r"holds the row layout.*rows_per_record=1"):
+        tfspark.write_tfrecords(rows, out, mode="append", rows_per_record=4)
+    assert tracker.getJobIdsForGroup() == jobs and verify(out).ok
+
+
 def test_append_and_detected_fixed_lengths(spark_tf, tmp_path):
     out = str(tmp_path / "fixed")
     eight = spark_tf.createDataFrame([(1, [0.5] * 8)], "id long, v array<double>")

@@ -32,7 +32,7 @@ from tfspark.spark.stats_observed import GROUP_COLUMN, Observed
 from tfspark.spark.tasks import check_sendable, write_through_tasks
 from tfspark.spark.undo import Before, undo_on_failure
 from tfspark.spark.versions import HAS_DATA_SOURCE, check_supported
-from tfspark.spark.write_plan import Workflow
+from tfspark.spark.write_plan import Workflow, check_append
 from tfspark.spec import FeatureSpec, infer_spec
 from tfspark.store import manifest as mf
 from tfspark.store.commit import StartedFrom, existing_manifest, last_write, new_write_id
@@ -174,6 +174,8 @@ def export(df: DataFrame, opts: WriteOptions, filesystem: Any = None) -> WriteRe
             old = existing_manifest(loc, str(opts.mode))
         started_from = StartedFrom(last_write(old))  # what this write commits against
         previous = old if opts.mode == "append" else None
+        if previous is not None:  # columns and options that cannot append: before the backup
+            check_append(opts, previous, base_spec)
         backup = StagedBackup.plan(spark, opts.backup_table, backup_loc, str(opts.mode),
                                    write_id, by_tasks, _backup_existed(before, opts))
         if opts.backup_table and opts.mode == "errorifexists" and \

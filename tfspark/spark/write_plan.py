@@ -104,8 +104,7 @@ def plan_write(opts: WriteOptions, schema: StructType, overwrite: bool,
     data_schema = StructType([schema[n] for n in keep])
     spec = workflow.spec if workflow is not None else _spec(opts, data_schema)
     if mode == "append" and old is not None:
-        spec = _append_spec(opts, old, spec)
-        _check_same_layout(opts, old)
+        spec = check_append(opts, old, spec)
     if spec is not None and opts.rows_per_record > 1:
         check_block_keys(spec.features)
     if not skip and workflow is None:  # last: a refused write leaves no directory behind
@@ -162,6 +161,16 @@ def _spec(opts: WriteOptions, data_schema: StructType) -> FeatureSpec | None:
     return infer_spec(data_schema, label_cols=opts.label_cols, shapes=opts.shapes,
                       defaults=opts.defaults, decimal_as=opts.decimal_as,
                       record_type=opts.record_type)
+
+
+def check_append(opts: WriteOptions, old: mf.Manifest,
+                 spec: FeatureSpec | None) -> FeatureSpec | None:
+    """The spec an append writes with (_append_spec), once its options and columns fit the
+    data set `old`; write_tfrecords asks before its backup (with the spec of the columns
+    alone: the fixed lengths found in the rows are checked once the rows are seen)."""
+    spec = _append_spec(opts, old, spec)
+    _check_same_layout(opts, old)
+    return spec
 
 
 def _check_same_layout(opts: WriteOptions, old: mf.Manifest) -> None:
