@@ -111,8 +111,20 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
     return f" (did you mean {names[close[0]]!r}?)" if close else ""
 
 
-def unreachable_hint(error: BaseException) -> str | None:
-    """What to check when an object store's server did not answer; None for other errors."""
+# How pyarrow's GCS client says it found no credentials (Application Default Credentials: no
+# key file, no gcloud login, not on Google Cloud; retried as a failed request to the metadata
+# server, so the words of an unreachable server follow).
+_NO_GCS_CREDENTIALS = re.compile(r"could not create an? OAuth2 access token", re.I)
+
+
+def store_hint(error: BaseException) -> str | None:
+    """What to check when an object store's client could not reach it: it found no credentials,
+    or no server answered; None for other errors."""
+    if _NO_GCS_CREDENTIALS.search(str(error)):
+        return ("Cloud Storage got no access token (no credentials found): run `gcloud auth "
+                "application-default login`, set GOOGLE_APPLICATION_CREDENTIALS to a service "
+                "account's key file, or pass filesystem= (the CLI: a [store] table, with "
+                "anonymous = true for a public bucket or an emulator)")
     if _UNREACHABLE.search(str(error)):
         return ("no server answered: check the store's endpoint (endpoint_override; Azure: "
                 "blob_storage_authority), the network, and that the server runs")

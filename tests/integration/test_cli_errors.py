@@ -68,6 +68,33 @@ def test_inspect_missing_path_is_one_line_with_a_hint(tmp_path, cli):
     assert line == "error: no/such/data: No such file or directory"
     assert str(tmp_path) in done.stderr  # the hint says where relative paths start
 
+def test_gcs_without_credentials_says_so_in_one_line(tmp_path):
+    """No Application Default Credentials (no key file, no gcloud login, no metadata server:
+    here one on loopback where nothing listens): pyarrow's GCS client retries getting a token,
+    for 15 minutes by default, then says "Could not create a OAuth2 access token" among
+    curl's words, which read as an unreachable server. It gives up after the [store] table's
+    retry_time_limit (a minute by default) and the line says what to set."""
+    from stores import free_port
+
+    (tmp_path / "home").mkdir()
+    (tmp_path / "store.toml").write_text("[store]\nretry_time_limit = 1\n")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("GOOGLE_APPLICATION_CREDENTIALS", "CLOUDSDK_CONFIG")}
+    env.update(HOME=str(tmp_path / "home"), GCE_METADATA_ROOT=f"127.0.0.1:{free_port()}",
+               PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-m", "tfspark.cli", "inspect", "gs://bkt/ds",
+                           "--store", str(tmp_path / "store.toml")], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    line = _one_error(done)
+    assert line.startswith("error: cannot read gs://bkt/ds/_tfspark.json"), line
+    assert line.endswith("Cloud Storage got no access token (no credentials found): run `gcloud "
+                         "auth application-default login`, set GOOGLE_APPLICATION_CREDENTIALS "
+                         "to a service account's key file, or pass filesystem= (the CLI: a "
+                         "[store] table, with anonymous = true for a public bucket or an "
+                         "emulator)"), line
+    assert "no server answered" not in line
+
+
 
 @pytest.mark.parametrize("where", ["before", "after"])
 def test_debug_prints_the_traceback(tmp_path, where, cli):
@@ -256,6 +283,15 @@ def test_other_errors():
     message, hint = describe_error(RuntimeError("first line\nsecond line"))
     assert message == "RuntimeError: first line" and "--debug" in (hint or "")
     assert describe_error(KeyboardInterrupt()) == ("interrupted", None)
+    # a long line loses its middle: what to do (after its last "; ") is kept whole
+    from tfspark.errors import OptionError
+
+    todo = "check the endpoint " + "x" * 200
+    message, _ = describe_error(OptionError(f"cannot read a ({'w' * 500}); {todo}"))
+    assert len(message) == 600 and message.endswith(f" ... {todo}"), message
+    assert message.startswith("cannot read a (www")
+    message, _ = describe_error(OptionError("w" * 700))  # nothing to keep: its last third
+    assert len(message) == 600 and message.endswith(" ... " + "w" * 200), message
 
 
 # ---------------------------------------------------------------- help texts

@@ -181,6 +181,52 @@ def test_s3_opens_files_for_writing_on_their_first_write():
                                                      "allow_delayed_open": False}, "t.toml"))
 
 
+def test_gcs_gives_up_on_a_failing_request_after_a_minute_not_fifteen():
+    """pyarrow's GCS client retries a failing request for 15 minutes unless told: a missing
+    credential or a wrong endpoint said nothing for that long. The clients tfspark makes (a
+    gs:// URI, a [store] table, Spark's settings) retry for GCS_RETRY unless told otherwise."""
+    import datetime
+
+    from tfspark.spark.hadoop_conf import SessionConf
+    from tfspark.spark.hadoop_gcs import gcs_filesystem
+    from tfspark.store.uris import GCS_RETRY
+
+    def limit(fs):
+        return fs.__reduce__()[1][0]["retry_time_limit"]
+
+    assert GCS_RETRY == datetime.timedelta(seconds=60)
+    for scheme in ("gs", "gcs"):
+        assert limit(locate(f"{scheme}://b/x").fs) == GCS_RETRY
+        assert limit(locate(f"{scheme}://b/x?retry_limit_seconds=5").fs) == \
+            datetime.timedelta(seconds=5)
+    assert limit(store_filesystem("gs://b/x", {"anonymous": True}, "t.toml")) == GCS_RETRY
+    for given in (300, 2.5):  # seconds: TOML has no durations
+        assert limit(store_filesystem("gs://b/x", {"retry_time_limit": given}, "t.toml")) == \
+            datetime.timedelta(seconds=given)
+    emulator = SessionConf({"fs.gs.storage.root.url": "http://127.0.0.1:4443",
+                            "fs.gs.auth.type": "UNAUTHENTICATED"})  # (as a session's)
+    assert limit(gcs_filesystem(emulator, "gs://b/x")) == GCS_RETRY
+    assert limit(locate("gs://b/x", pafs.GcsFileSystem(anonymous=True)).fs) is None  # yours
+
+
+def test_a_gcs_error_is_said_without_its_metadata_and_with_what_to_do():
+    """GCS's errors end in error_info={...metadata={...original-message=<the message again>}}:
+    left out, so the line stays readable; no credentials is said so, not "no server"."""
+    from tfspark.errors import store_hint
+    from tfspark.store.redaction import said
+
+    words = ("Could not create a OAuth2 access token to authenticate the request. The "
+             "underlying error message was: PerformWork() - CURL error [7]=Could not connect")
+    error = OSError(f"google::cloud::Status(UNAVAILABLE: Retry policy exhausted, with a last "
+                    f"message of {words} error_info={{reason=, domain=, metadata={{gcloud-cpp."
+                    f"retry.function=ReadObject, gcloud-cpp.retry.original-message={words}}}}})")
+    assert said(error) == ("google::cloud::Status(UNAVAILABLE: Retry policy exhausted, with a "
+                           f"last message of {words})")
+    assert store_hint(error).startswith("Cloud Storage got no access token")  # type: ignore
+    assert store_hint(OSError("Could not connect to server")).startswith("no server answered")
+    assert said(OSError("no error_info={ closed")) == "no"  # (an unclosed one: cut off)
+
+
 def test_a_uri_pyarrow_refuses_is_named_without_its_secret():
     for uri in ("nosuch://K:S3CR3T@b/x y", "s3://K:S3CR3T@b/my data?region=us-east-1&nosuch=1"):
         with pytest.raises(OptionError, match="^cannot open path") as info:

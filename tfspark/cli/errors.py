@@ -9,7 +9,7 @@ import re
 import sys
 from typing import Any
 
-from tfspark.errors import TfsparkError, unreachable_hint, wrapped
+from tfspark.errors import TfsparkError, store_hint, wrapped
 from tfspark.store.manifest import SPARK_CREDENTIALS_HINT
 from tfspark.store.redaction import redact_text
 
@@ -66,7 +66,7 @@ def _describe(exc: BaseException) -> tuple[str, str | None]:
         return f"{top} is not installed", f"install it (pip install {top}), or reinstall tfspark"
     text = _first_line(str(exc))
     if isinstance(exc, (OSError, ValueError)):  # (a store's client error says what failed)
-        return text or type(exc).__name__, unreachable_hint(exc) or DEBUG_HINT
+        return text or type(exc).__name__, store_hint(exc) or DEBUG_HINT
     return (f"{type(exc).__name__}: {text}" if text else type(exc).__name__,
             "run again with --debug for the full traceback; if it points into tfspark, "
             "please report it")
@@ -146,10 +146,13 @@ def _first_line(text: str) -> str:
 
 def _clip(line: str) -> str:
     """line, its middle cut out when it is too long: what to do comes last (a store's words,
-    which can run to 400 characters, sit in the middle)."""
+    which can run to 400 characters, sit in the middle), after the last "; " when it is there
+    and not over half the line, so it is kept whole."""
     if len(line) <= _MAX_LINE:
         return line
-    tail = _MAX_LINE // 3
+    tail = len(line) - line.rfind("; ") - 2
+    if "; " not in line or tail > _MAX_LINE // 2:
+        tail = _MAX_LINE // 3
     return f"{line[:_MAX_LINE - tail - 5]} ... {line[-tail:]}"
 
 

@@ -14,6 +14,7 @@ import pyarrow.fs as pafs
 from tfspark.errors import OptionError
 from tfspark.spark.hadoop_conf import Settings
 from tfspark.store.redaction import redact
+from tfspark.store.uris import GCS_RETRY
 
 _GOOGLE = "storage.googleapis.com"
 _KEYFILE = ("fs.gs.auth.service.account.json.keyfile",
@@ -68,4 +69,4 @@ def gcs_filesystem(conf: Settings, path: str) -> pafs.GcsFileSystem | None:
     project = conf.get("fs.gs.project.id")
     if project:
         kwargs["project_id"] = project
-    return pafs.GcsFileSystem(**kwargs)
+    return pafs.GcsFileSystem(**kwargs, retry_time_limit=GCS_RETRY)

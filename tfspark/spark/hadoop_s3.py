@@ -21,7 +21,7 @@ def s3a_filesystem(conf: Settings, path: str) -> pafs.S3FileSystem:
     def get(key: str, secret: bool = False) -> str | None:
         return conf.get(f"fs.s3a.bucket.{bucket}.{key}", f"fs.s3a.{key}", secret=secret)
 
-    kwargs: dict[str, Any] = {"allow_delayed_open": True}  # (uris.s3_delayed_open)
+    kwargs: dict[str, Any] = {"allow_delayed_open": True}  # (uris.store_defaults)
     endpoint = get("endpoint")
     scheme, _, host = (endpoint or "").rpartition("://")
     host = host.rstrip("/")

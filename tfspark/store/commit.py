@@ -17,7 +17,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from tfspark.errors import ManifestError, OptionError, unreachable_hint
+from tfspark.errors import ManifestError, OptionError, store_hint
 from tfspark.store import manifest as mf
 from tfspark.store.fs import Location
 from tfspark.store.redaction import failed_request
@@ -53,7 +53,7 @@ def existing_manifest(loc: Location, mode: str) -> mf.Manifest | None:
     except FileNotFoundError:
         return None
     except OSError as e:  # a write's first request: unreachable, or not a file
-        if unreachable_hint(e) is not None:
+        if store_hint(e) is not None:
             raise _cannot_look(loc, e) from None
         try:
             there = loc.present(mf.NAME)

@@ -22,7 +22,7 @@ import pyarrow.fs as pafs
 
 from tfspark.errors import OptionError
 from tfspark.store.redaction import failed_request, redact, redact_text
-from tfspark.store.uris import azure_path, bucket_path, escaped, s3_delayed_open
+from tfspark.store.uris import azure_path, bucket_path, escaped, store_defaults
 
 T = TypeVar("T")
 _DIR_TRIES = 10  # tries at making a directory another write's clean-up may remove meanwhile
@@ -383,7 +383,7 @@ def locate(path: str | os.PathLike | Location, filesystem: Any = None) -> Locati
                           f"/Volumes path")
     try:
         if "://" in path and not path.startswith("file://"):
-            fs, base = pafs.FileSystem.from_uri(s3_delayed_open(escaped(path)))
+            fs, base = pafs.FileSystem.from_uri(store_defaults(escaped(path)))
         else:
             local = path[len("file://"):] if path.startswith("file://") else path
             fs, base = pafs.LocalFileSystem(), posixpath.abspath(local)

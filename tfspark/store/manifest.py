@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from tfspark import __version__
-from tfspark.errors import ManifestError, OptionError, SchemaError, unreachable_hint
+from tfspark.errors import ManifestError, OptionError, SchemaError, store_hint
 from tfspark.spec.kinds import STORED_RECORD_TYPES
 from tfspark.spec.model import FeatureSpec
 from tfspark.store import many, stats_files
@@ -351,7 +351,7 @@ SPARK_CREDENTIALS_HINT = ("a data set written with the credentials in Spark's Ha
 
 def unreadable(loc: Location, error: OSError) -> ManifestError:
     """The error of a manifest in loc that is there but cannot be read."""
-    what = unreachable_hint(error) or "check that it is a file you may read (permissions, " \
+    what = store_hint(error) or "check that it is a file you may read (permissions, " \
         "credentials)" + ("" if loc.is_local else f"; {SPARK_CREDENTIALS_HINT}")
     return ManifestError(f"cannot read {loc.child(NAME).uri} ({said(error)}); {what}")
 

@@ -5,7 +5,7 @@ message passes through redact_text), and given here to the store's modules."""
 
 from __future__ import annotations
 
-from tfspark.errors import redact, redact_text, unreachable_hint
+from tfspark.errors import redact, redact_text, store_hint
 
 __all__ = ["failed_request", "redact", "redact_text", "said"]
 
@@ -14,10 +14,24 @@ def said(error: BaseException) -> str:
     """A store client's error as it may be shown: on one line (Azure's ends in a blank line and
     a request id), every URI in it redacted (Azure's name the request's URL, whose query holds a
     SAS token's signature)."""
-    return redact_text(" ".join(str(error).split()))
+    return redact_text(_without_error_info(" ".join(str(error).split())))
+
+
+def _without_error_info(text: str) -> str:
+    """text without a google::cloud::Status's " error_info={...}": the GCS client's metadata
+    of the error, which repeats its message whole."""
+    start = text.find(" error_info={")
+    if start < 0:
+        return text
+    depth = 0
+    for i in range(start + len(" error_info="), len(text)):
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        if depth == 0:
+            return text[:start] + text[i + 1:]
+    return text[:start]
 
 
 def failed_request(error: BaseException, otherwise: str) -> str:
     """A store request's error for a message: the client's words (said), then what to check
     (`otherwise` unless no server answered)."""
-    return f"{said(error).rstrip('.')}; {unreachable_hint(error) or otherwise}"
+    return f"{said(error).rstrip('.')}; {store_hint(error) or otherwise}"

@@ -10,6 +10,7 @@ keys and tokens).
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,6 +19,7 @@ import pyarrow.fs as pafs
 from tfspark.errors import OptionError
 from tfspark.store.fs import STORE_SCHEMES
 from tfspark.store.redaction import redact
+from tfspark.store.uris import GCS_RETRY
 
 
 def check_store_table(value: Any, where: str) -> dict[str, Any]:
@@ -63,6 +65,10 @@ def store_filesystem(path: str, options: Mapping[str, Any] | None,
         kwargs["sas_token"] = sas_query(kwargs["sas_token"])
     if name == "S3FileSystem":  # a small file in one request, not three (uris.py)
         kwargs.setdefault("allow_delayed_open", True)
+    if name == "GcsFileSystem":  # seconds (TOML has no durations); not 15 minutes (uris.py)
+        limit = kwargs.setdefault("retry_time_limit", GCS_RETRY)
+        if isinstance(limit, (int, float)) and not isinstance(limit, bool) and limit > 0:
+            kwargs["retry_time_limit"] = datetime.timedelta(seconds=limit)
     if name == "HadoopFileSystem" and "host" not in kwargs:
         kwargs["host"], _, port = host.partition(":")
         kwargs.setdefault("port", int(port) if port.isdigit() else 8020)

@@ -3,10 +3,17 @@ and the path in the store that a URI names, for the filesystem= given with it.""
 
 from __future__ import annotations
 
+import datetime
 import re
 import urllib.parse
 
 import pyarrow.fs as pafs
+
+# How long pyarrow's GCS client retries a request that fails, where tfspark makes the client
+# (a gs:// URI, a [store] table, Spark's settings): its own default is 15 minutes, so a missing
+# credential or a wrong endpoint said nothing for that long. gcsfs gives up after about a
+# minute, pyarrow's S3 client after 3 attempts.
+GCS_RETRY = datetime.timedelta(seconds=60)
 
 _LONE_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
 # scheme:, //authority (optional: file:/tmp/x), the path, ?query
@@ -28,13 +35,18 @@ def escaped(uri: str) -> str:
     return f"{scheme}{authority or ''}{path}{query or ''}"
 
 
-def s3_delayed_open(uri: str) -> str:
-    """An s3:// URI asking pyarrow to open files for writing on their first write (unless it
-    says otherwise): a file smaller than a part (a manifest, a marker) is then one PUT, where
-    pyarrow otherwise makes it a multipart upload of three requests."""
-    if not uri.lower().startswith("s3://") or "allow_delayed_open=" in uri:
-        return uri
-    return uri + ("&" if "?" in uri else "?") + "allow_delayed_open=true"
+def store_defaults(uri: str) -> str:
+    """`uri` with tfspark's defaults for its store where its query does not set them: an s3://
+    URI asks pyarrow to open files for writing on their first write (a file smaller than a
+    part, a manifest or a marker, is then one PUT, not a multipart upload of three requests);
+    a gs:// URI retries a failing request for GCS_RETRY."""
+    scheme = uri.split("://", 1)[0].lower() if "://" in uri else ""
+    if scheme == "s3" and "allow_delayed_open=" not in uri:
+        return uri + ("&" if "?" in uri else "?") + "allow_delayed_open=true"
+    if scheme in ("gs", "gcs") and "retry_limit_seconds=" not in uri:
+        return uri + ("&" if "?" in uri else "?") + \
+            f"retry_limit_seconds={GCS_RETRY.total_seconds():g}"
+    return uri
 
 
 def bucket_path(uri: str) -> str:

@@ -15,7 +15,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from tfspark.errors import CorruptRecordError, OptionError, unreachable_hint
+from tfspark.errors import CorruptRecordError, OptionError, store_hint
 from tfspark.wire.compression import GZIP_LEVELS, normalize_compression, sniff_gzip
 from tfspark.wire.tfrecord import (
     _CRC,
@@ -193,7 +193,7 @@ def _records(source, gz: bool | None, verify: bool, path: str | None) -> Iterato
 
 def _hint(error: OSError) -> str:
     """What to check after a read error, when it says no server answered (a store's)."""
-    hint = unreachable_hint(error)
+    hint = store_hint(error)
     return f"; {hint}" if hint else ""
 
 
