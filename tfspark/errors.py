@@ -115,6 +115,9 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
 # key file, no gcloud login, not on Google Cloud; retried as a failed request to the metadata
 # server, so the words of an unreachable server follow).
 _NO_GCS_CREDENTIALS = re.compile(r"could not create an? OAuth2 access token", re.I)
+# ... and its Azure client (DefaultAzureCredential found none of its ways to sign in).
+_NO_AZURE_CREDENTIALS = re.compile(r"failed to get token from \w*Credential", re.I)
+_AZURE_TOKEN_OVER_HTTP = re.compile(r"bearer token authentication is not permitted", re.I)
 
 
 def store_hint(error: BaseException) -> str | None:
@@ -125,6 +128,15 @@ def store_hint(error: BaseException) -> str | None:
                 "application-default login`, set GOOGLE_APPLICATION_CREDENTIALS to a service "
                 "account's key file, or pass filesystem= (the CLI: a [store] table, with "
                 "anonymous = true for a public bucket or an emulator)")
+    if _NO_AZURE_CREDENTIALS.search(str(error)):
+        return ("Azure got no token (no credentials found): run `az login`, set "
+                "AZURE_TENANT_ID, AZURE_CLIENT_ID and AZURE_CLIENT_SECRET (a service "
+                "principal), or pass filesystem= with account_key= or sas_token= (the CLI: a "
+                "[store] table)")
+    if _AZURE_TOKEN_OVER_HTTP.search(str(error)):
+        return ("Azure signs in with a token only over https: for an endpoint over http (an "
+                "emulator such as Azurite) give account_key= or sas_token= (the CLI: in a "
+                "[store] table)")
     if _UNREACHABLE.search(str(error)):
         return ("no server answered: check the store's endpoint (endpoint_override; Azure: "
                 "blob_storage_authority), the network, and that the server runs")

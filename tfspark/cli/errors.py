@@ -65,7 +65,8 @@ def _describe(exc: BaseException) -> tuple[str, str | None]:
                     "this command needs Spark: pip install 'tfspark[spark]'")
         return f"{top} is not installed", f"install it (pip install {top}), or reinstall tfspark"
     text = _first_line(str(exc))
-    if isinstance(exc, (OSError, ValueError)):  # (a store's client error says what failed)
+    arrow = sys.modules.get("pyarrow")  # (Azure's client raises a plain ArrowException)
+    if isinstance(exc, (OSError, ValueError, *((arrow.ArrowException,) if arrow else ()))):
         return text or type(exc).__name__, store_hint(exc) or DEBUG_HINT
     return (f"{type(exc).__name__}: {text}" if text else type(exc).__name__,
             "run again with --debug for the full traceback; if it points into tfspark, "
@@ -146,13 +147,12 @@ def _first_line(text: str) -> str:
 
 def _clip(line: str) -> str:
     """line, its middle cut out when it is too long: what to do comes last (a store's words,
-    which can run to 400 characters, sit in the middle), after the last "; " when it is there
-    and not over half the line, so it is kept whole."""
+    which can run to 400 characters, sit in the middle), after a "; ": kept whole from the
+    first "; " whose rest fits in half the line (else the last third is kept)."""
     if len(line) <= _MAX_LINE:
         return line
-    tail = len(line) - line.rfind("; ") - 2
-    if "; " not in line or tail > _MAX_LINE // 2:
-        tail = _MAX_LINE // 3
+    tails = [len(line) - m.end() for m in re.finditer("; ", line)]
+    tail = next((t for t in tails if t <= _MAX_LINE // 2), _MAX_LINE // 3)
     return f"{line[:_MAX_LINE - tail - 5]} ... {line[-tail:]}"
 
 

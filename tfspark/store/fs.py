@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import pyarrow.fs as pafs
 
 from tfspark.errors import OptionError
+from tfspark.store.azure_tokens import file_info, signed_in
 from tfspark.store.redaction import failed_request, redact, redact_text
 from tfspark.store.uris import azure_path, bucket_path, escaped, store_defaults
 
@@ -102,7 +103,7 @@ class Location:
 
     def kind(self, rel: str = "") -> str | None:
         """"file", "dir" (a bucket or prefix holding objects on a store) or None (nothing)."""
-        t = self.fs.get_file_info(self.join(rel) if rel else self.base).type
+        t = file_info(self.fs, self.join(rel) if rel else self.base).type
         return {pafs.FileType.File: "file", pafs.FileType.Directory: "dir"}.get(t)
 
     def exists(self, rel: str = "") -> bool:
@@ -117,7 +118,7 @@ class Location:
         if self.fs.type_name not in _OBJECT_STORES:
             return self.exists(rel)
         try:
-            self.fs.open_input_file(self.join(rel)).close()  # (its size asked; nothing read)
+            self.open_input(rel).close()  # (its size asked; nothing read)
         except FileNotFoundError:
             return False
         return True
@@ -128,14 +129,16 @@ class Location:
 
     def size(self, rel: str = "") -> int:
         """The size in bytes of the file base (or base/rel)."""
-        return int(self.fs.get_file_info(self.join(rel) if rel else self.base).size)
+        return int(file_info(self.fs, self.join(rel) if rel else self.base).size)
 
     def open_input(self, rel: str = "") -> Any:
         """base (or base/rel) for random access (a pyarrow NativeFile, read as is)."""
+        signed_in(self.fs, self.join(rel) if rel else self.base)
         return self.fs.open_input_file(self.join(rel) if rel else self.base)
 
     def open_stream(self, rel: str = "") -> Any:
         """base (or base/rel) as a sequential stream, read as is (no decompression)."""
+        signed_in(self.fs, self.join(rel) if rel else self.base)
         return self.fs.open_input_stream(self.join(rel) if rel else self.base,
                                          compression=None)
 
@@ -157,12 +160,12 @@ class Location:
                 return self.fs.create_dir(path, recursive=True)
             except FileExistsError:
                 if (attempt == _DIR_TRIES - 1
-                        or self.fs.get_file_info(path).type == pafs.FileType.File):
+                        or file_info(self.fs, path).type == pafs.FileType.File):
                     raise
 
     def entries(self, recursive: bool = False) -> list[tuple[str, bool]]:
         """(relative path, is a directory) of what is under base (nothing if it is absent)."""
-        infos = self.fs.get_file_info(pafs.FileSelector(self.base, recursive=recursive,
+        infos = file_info(self.fs, pafs.FileSelector(self.base, recursive=recursive,
                                                         allow_not_found=True))
         return sorted((posixpath.relpath(i.path, self.base), i.type == pafs.FileType.Directory)
                       for i in infos)
@@ -205,12 +208,12 @@ class Location:
 
     def is_empty(self) -> bool:
         """True when base does not exist or is an empty directory (a file is not empty)."""
-        info = self.fs.get_file_info(self.base)
+        info = file_info(self.fs, self.base)
         if info.type == pafs.FileType.NotFound:
             return True
         if info.type == pafs.FileType.File:
             return False
-        if self.fs.get_file_info(pafs.FileSelector(self.base, recursive=False)):
+        if file_info(self.fs, pafs.FileSelector(self.base, recursive=False)):
             return False
         return self.fs.type_name not in _LISTS_NO_DIRECTORIES or not self.list_files()
 
@@ -227,7 +230,7 @@ class Location:
 
     def file_sizes(self) -> dict[str, int]:
         """{relative path: bytes} of every file under base, from one listing."""
-        infos = self.fs.get_file_info(pafs.FileSelector(self.base, recursive=True,
+        infos = file_info(self.fs, pafs.FileSelector(self.base, recursive=True,
                                                         allow_not_found=True))
         return {posixpath.relpath(i.path, self.base): int(i.size) for i in infos
                 if i.type == pafs.FileType.File}
@@ -289,7 +292,7 @@ class Location:
         if self.fs.type_name not in _OBJECT_STORES:
             return False
         try:
-            return self.fs.get_file_info(self.base.split("/")[0]).type == pafs.FileType.NotFound
+            return file_info(self.fs, self.base.split("/")[0]).type == pafs.FileType.NotFound
         except (OSError, ValueError):
             return False
 

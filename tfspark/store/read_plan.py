@@ -24,6 +24,7 @@ from tfspark.store.commit import write_id_of
 from tfspark.store.fs import Location, locate
 from tfspark.store.partition_dirs import in_partition, partition_of
 from tfspark.store.read_spec import check_spec_keys, load_spec
+from tfspark.store.redaction import failed_request
 from tfspark.wire.compression import normalize_compression, sniff_gzip
 
 AUTOTUNE = -1  # the value of tf.data.AUTOTUNE, without importing TensorFlow
@@ -343,7 +344,12 @@ def _check_exist(files: list[Location], root: Location | None,
         if early is None or missing:  # none, or listed before the manifest was read: a write
             missing = absent(root.list_files())  # may have committed in between, so again
     else:
-        missing = [f.uri for f in files if f.kind() != "file"]
+        try:
+            missing = [f.uri for f in files if f.kind() != "file"]
+        except OSError as e:  # (a store refusing: say which files and what to check)
+            raise OSError(f"cannot look for the TFRecord files named for reading ("
+                          f"{files[0].uri!r}...): {failed_request(e, 'check the paths')}") \
+                from None
     if missing:
         more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
         raise FileNotFoundError(f"TFRecord file {missing[0]!r}{more} named for reading does not "
