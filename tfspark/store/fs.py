@@ -166,7 +166,7 @@ class Location:
     def entries(self, recursive: bool = False) -> list[tuple[str, bool]]:
         """(relative path, is a directory) of what is under base (nothing if it is absent)."""
         infos = file_info(self.fs, pafs.FileSelector(self.base, recursive=recursive,
-                                                        allow_not_found=True))
+                                                     allow_not_found=True))
         return sorted((posixpath.relpath(i.path, self.base), i.type == pafs.FileType.Directory)
                       for i in infos)
 
@@ -231,7 +231,7 @@ class Location:
     def file_sizes(self) -> dict[str, int]:
         """{relative path: bytes} of every file under base, from one listing."""
         infos = file_info(self.fs, pafs.FileSelector(self.base, recursive=True,
-                                                        allow_not_found=True))
+                                                     allow_not_found=True))
         return {posixpath.relpath(i.path, self.base): int(i.size) for i in infos
                 if i.type == pafs.FileType.File}
 

@@ -347,8 +347,9 @@ def _check_exist(files: list[Location], root: Location | None,
         try:
             missing = [f.uri for f in files if f.kind() != "file"]
         except OSError as e:  # (a store refusing: say which files and what to check)
-            raise OSError(f"cannot look for the TFRecord files named for reading ("
-                          f"{files[0].uri!r}...): {failed_request(e, 'check the paths')}") \
+            more = f" and {len(files) - 1} more" if len(files) > 1 else ""
+            raise OSError(f"cannot look for the TFRecord files named for reading "
+                          f"({files[0].uri!r}{more}): {failed_request(e, 'check the paths')}") \
                 from None
     if missing:
         more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""

@@ -10,9 +10,9 @@ import urllib.parse
 import pyarrow.fs as pafs
 
 # How long pyarrow's GCS client retries a request that fails, where tfspark makes the client
-# (a gs:// URI, a [store] table, Spark's settings): its own default is 15 minutes, so a missing
-# credential or a wrong endpoint said nothing for that long. gcsfs gives up after about a
-# minute, pyarrow's S3 client after 3 attempts.
+# (a gs:// URI, a [store] table, Spark's settings): its own default is 15 minutes (with no
+# credentials it gave up after 1,066 s here), so a missing credential or a wrong endpoint said
+# nothing for that long; pyarrow's S3 client gives up after 3 attempts.
 GCS_RETRY = datetime.timedelta(seconds=60)
 
 _LONE_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
