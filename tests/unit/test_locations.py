@@ -225,6 +225,10 @@ def test_a_gcs_error_is_said_without_its_metadata_and_with_what_to_do():
     assert store_hint(error).startswith("Cloud Storage got no access token")  # type: ignore
     assert store_hint(OSError("Could not connect to server")).startswith("no server answered")
     assert said(OSError("no error_info={ closed")) == "no"  # (an unclosed one: cut off)
+    # Azure's client names C++ classes mangled
+    assert said(OSError("failed: N5Azure4Core11Credentials23AuthenticationExceptionE: Failed")) \
+        == "failed: Azure::Core::Credentials::AuthenticationException: Failed"
+    assert said(OSError("N5E N3abE AN2abE")) == "N5E N3abE AN2abE"  # not one: as it was
 
 
 def test_a_uri_pyarrow_refuses_is_named_without_its_secret():

@@ -5,6 +5,8 @@ message passes through redact_text), and given here to the store's modules."""
 
 from __future__ import annotations
 
+import re
+
 from tfspark.errors import redact, redact_text, store_hint
 
 __all__ = ["failed_request", "redact", "redact_text", "said"]
@@ -14,7 +16,25 @@ def said(error: BaseException) -> str:
     """A store client's error as it may be shown: on one line (Azure's ends in a blank line and
     a request id), every URI in it redacted (Azure's name the request's URL, whose query holds a
     SAS token's signature)."""
-    return redact_text(_without_error_info(" ".join(str(error).split())))
+    text = _without_error_info(" ".join(str(error).split()))
+    return redact_text(_MANGLED.sub(_demangled, text))
+
+
+# A C++ class's name as pyarrow's Azure client shows it, mangled: N5Azure4Core...ExceptionE.
+_MANGLED = re.compile(r"\bN(\d[0-9A-Za-z_]*?)E\b")
+
+
+def _demangled(m: re.Match[str]) -> str:
+    """Azure::Core::...Exception for a mangled nested name; the text as it was otherwise."""
+    body, parts, i = m.group(1), [], 0
+    while i < len(body):
+        digits = re.match(r"\d+", body[i:])
+        if digits is None:
+            return m.group(0)
+        start = i + digits.end()
+        parts.append(body[start:start + int(digits.group())])
+        i = start + int(digits.group())
+    return "::".join(parts) if i == len(body) and len(parts) > 1 else m.group(0)
 
 
 def _without_error_info(text: str) -> str:
