@@ -281,7 +281,7 @@ def test_export_of_the_sample_outside_the_repo_needs_no_output_and_is_quiet(tmp_
     noise = [ln for ln in done.stderr.replace("\r", "\n").splitlines() if ln.strip()]
     assert not noise, noise
     # the stages say what they did, with their rows
-    assert re.search(r"^tfspark: TFRecords \(about 1 file\(s\) and the feature statistics\)",
+    assert re.search(r"^tfspark: TFRecords \(about 1 file and the feature statistics\)",
                      done.stdout, re.M), done.stdout
     for stage in ("backup", "TFRecords"):
         assert re.search(rf"^tfspark: {stage}: 200 rows in [\d.]+ s", done.stdout, re.M), \
