@@ -283,7 +283,7 @@ def test_other_errors():
     message, hint = describe_error(RuntimeError("first line\nsecond line"))
     assert message == "RuntimeError: first line" and "--debug" in (hint or "")
     assert describe_error(KeyboardInterrupt()) == ("interrupted", None)
-    # a long line loses its middle: what to do (after its last "; ") is kept whole
+    # a long line loses its middle: what to do (after a "; ") is kept whole
     from tfspark.errors import OptionError
 
     todo = "check the endpoint " + "x" * 200
