@@ -123,21 +123,22 @@ _AZURE_TOKEN_OVER_HTTP = re.compile(r"bearer token authentication is not permitt
 def store_hint(error: BaseException) -> str | None:
     """What to check when an object store's client could not reach it: it found no credentials,
     or no server answered; None for other errors."""
-    if _NO_GCS_CREDENTIALS.search(str(error)):
+    text = str(error)
+    if _NO_GCS_CREDENTIALS.search(text):
         return ("Cloud Storage got no access token (no credentials found): run `gcloud auth "
                 "application-default login`, set GOOGLE_APPLICATION_CREDENTIALS to a service "
                 "account's key file, or pass filesystem= (the CLI: a [store] table, with "
                 "anonymous = true for a public bucket or an emulator)")
-    if _NO_AZURE_CREDENTIALS.search(str(error)):
+    if _NO_AZURE_CREDENTIALS.search(text):
         return ("Azure got no token (no credentials found): run `az login`, set "
                 "AZURE_TENANT_ID, AZURE_CLIENT_ID and AZURE_CLIENT_SECRET (a service "
                 "principal), or pass filesystem= with account_key= or sas_token= (the CLI: a "
                 "[store] table)")
-    if _AZURE_TOKEN_OVER_HTTP.search(str(error)):
+    if _AZURE_TOKEN_OVER_HTTP.search(text):
         return ("Azure signs in with a token only over https: for an endpoint over http (an "
                 "emulator such as Azurite) give account_key= or sas_token= (the CLI: in a "
                 "[store] table)")
-    if _UNREACHABLE.search(str(error)):
+    if _UNREACHABLE.search(text):
         return ("no server answered: check the store's endpoint (endpoint_override; Azure: "
                 "blob_storage_authority), the network, and that the server runs")
     return None

@@ -133,14 +133,13 @@ class Location:
 
     def open_input(self, rel: str = "") -> Any:
         """base (or base/rel) for random access (a pyarrow NativeFile, read as is)."""
-        signed_in(self.fs, self.join(rel) if rel else self.base)
-        return self.fs.open_input_file(self.join(rel) if rel else self.base)
+        signed_in(self.fs, path := self.join(rel) if rel else self.base)
+        return self.fs.open_input_file(path)
 
     def open_stream(self, rel: str = "") -> Any:
         """base (or base/rel) as a sequential stream, read as is (no decompression)."""
-        signed_in(self.fs, self.join(rel) if rel else self.base)
-        return self.fs.open_input_stream(self.join(rel) if rel else self.base,
-                                         compression=None)
+        signed_in(self.fs, path := self.join(rel) if rel else self.base)
+        return self.fs.open_input_stream(path, compression=None)
 
     def open_output(self, rel: str) -> Any:
         """base/rel for writing (its directory made first), written as is."""
