@@ -15,6 +15,10 @@ in the middle of a write, race two of them on one path, or let it inject a fault
     python fault_driver.py s3 --work DIR --uri URI --rounds K --rows N
         local[2,4]; per round, a slowed write to URI-k during which a Python writer of this
         driver is SIGKILLed; then a write whose every task attempt fails; JSON lines on stdout
+    python fault_driver.py writes --work DIR --plan PLAN.json
+        one write_tfrecords per target of PLAN.json ({"mode", "rows": [lo, hi], "targets":
+        [{"store": "local|s3|gcs|azurite", "path", "fs": {filesystem arguments}}]}), in a
+        Spark application of its own; one JSON line per target: {"path", "rows", "backup_rows"}
 
 Every line it prints for the tests starts with "@@ " (Spark's own output goes to stderr).
 """
@@ -320,6 +324,43 @@ def s3(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---- writes: one application's writes to several stores (appends across applications)
+
+
+def target_filesystem(target: dict[str, Any]) -> Any:
+    """The pyarrow filesystem a plan's target names (None: a local path or a URI)."""
+    import pyarrow.fs as pafs
+
+    kw = dict(target.get("fs") or {})
+    store = target["store"]
+    if store == "gcs":
+        return pafs.GcsFileSystem(**kw)
+    if store == "s3" and kw:
+        return pafs.S3FileSystem(**kw)
+    if store == "azurite":
+        return pafs.AzureFileSystem(kw.pop("account_name"), **kw)
+    return None
+
+
+def writes(args: argparse.Namespace) -> int:
+    import tfspark
+
+    plan = json.loads(Path(args.plan).read_text())
+    spark = session(Path(args.work), "local[2]", args.batch_rows)
+    from pyspark.sql import functions as F
+
+    lo, hi = plan["rows"]
+    df = spark.range(lo, hi, numPartitions=plan.get("partitions", 2)).select(
+        "id", (F.col("id") % 3).alias("y"), (F.col("id") * 0.25).alias("x"))
+    for target in plan["targets"]:
+        result = tfspark.write_tfrecords(df, target["path"], mode=plan["mode"],
+                                         filesystem=target_filesystem(target),
+                                         label_cols=["y"])
+        say("WROTE", path=target["path"], rows=result.rows, backup_rows=result.backup_rows)
+    spark.stop()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -344,13 +385,15 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--rows", type=int, default=20_000)
     s.add_argument("--partitions", type=int, default=2)
     s.add_argument("--records-per-file", type=int, default=1000)
-    for q in (k, t, r, s):
+    w = sub.add_parser("writes")
+    w.add_argument("--plan", required=True)
+    for q in (k, t, r, s, w):
         q.add_argument("--work", required=True, help="scratch directory of this driver")
         q.add_argument("--batch-rows", type=int, default=500)
     args = p.parse_args(argv)
     try:
         return {"kill-target": kill_target, "kill-tfrecords": kill_tfrecords, "race": race,
-                "s3": s3}[args.cmd](args)
+                "s3": s3, "writes": writes}[args.cmd](args)
     except Exception:
         traceback.print_exc()
         say("CRASH", error=traceback.format_exc()[-3000:])

@@ -51,6 +51,7 @@ class StagedBackup:
     # whose files the driver lists (in `staged`) instead of the staging directory's listing.
     by_tasks: bool = field(default=False, compare=False)
     staged: list[str] = field(default_factory=list, compare=False)
+    write_id: str = field(default="", compare=False)  # the write's id: in its files' names
 
     @classmethod
     def plan(cls, spark: Any, table: str | None, path: Location, mode: str,
@@ -67,7 +68,7 @@ class StagedBackup:
         created = not (existed if existed is not None else path.exists())
         name = f"{STAGING_PREFIX}{token}-{os.getpid()}-{_host()}"
         return cls("path", path.uri, path.child_uri(name), publish, created, where=path,
-                   by_tasks=by_tasks)
+                   by_tasks=by_tasks, write_id=write_id)
 
     def _target(self) -> Location:
         return self.where if self.where is not None else locate(self.target)
@@ -96,7 +97,7 @@ class StagedBackup:
             from tfspark.spark.backup_tasks import read_parquet, write_parquet
 
             staging = self._staging()
-            self.staged[:] = [name for name, _ in write_parquet(df, staging)]
+            self.staged[:] = [name for name, _ in write_parquet(df, staging, self.write_id)]
             return read_parquet(spark, df.schema, staging, self.staged)
         writer = df.write.mode("error").format("parquet")
         if self.kind == "table":

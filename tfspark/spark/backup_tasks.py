@@ -2,7 +2,9 @@
 Spark's parquet writer cannot reach: a `filesystem=` object, or a URI with pyarrow's query
 options (Spark's Hadoop connectors know neither, and tfspark ships no jars).
 
-Each task writes its rows to one parquet file named by its partition and attempt; the driver
+Each task writes its rows to one parquet file named by its partition, the write and its
+attempt (attempt ids start again at 0 in every Spark application, so the write's id keeps an
+append's files apart from those already published); the driver
 keeps the files of the attempts Spark counted (what `collect` returns), so a retried or killed
 attempt's file is never published. The rows are read back by tasks too (one file per task), so
 the TFRecords are written from exactly the staged rows, as with Spark's writer.
@@ -21,8 +23,9 @@ from tfspark.store.fs import Location
 _WRITTEN = "file string, rows long"
 
 
-def write_parquet(df: Any, staging: Location) -> list[tuple[str, int]]:
-    """Write df's rows as parquet files under `staging`; returns (file, rows) of each."""
+def write_parquet(df: Any, staging: Location, write_id: str) -> list[tuple[str, int]]:
+    """Write df's rows as parquet files under `staging`, named by the write `write_id` and
+    each task attempt; returns (file, rows) of each."""
 
     @scrubbed
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -30,8 +33,9 @@ def write_parquet(df: Any, staging: Location) -> list[tuple[str, int]]:
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
-        name = f"part-{ctx.partitionId():05d}-{ctx.taskAttemptId()}.parquet" if ctx else \
-            "part-00000-0.parquet"
+        task = f"{ctx.partitionId():05d}-{write_id}-{ctx.taskAttemptId()}" if ctx else \
+            f"00000-{write_id}-0"
+        name = f"part-{task}.parquet"
         rows, out, writer = 0, None, None
         try:
             for batch in batches:
