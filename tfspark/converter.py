@@ -17,6 +17,7 @@ import threading
 import uuid
 from typing import Any
 
+from tfspark import paths
 from tfspark.errors import OptionError, scrubbed
 from tfspark.store.fs import Location, locate
 from tfspark.store.manifest import read_manifest
@@ -138,7 +139,7 @@ def make_converter(df: Any, location: str | None = None, *, filesystem: Any = No
     loc = locate(parent, filesystem).child(name)
     # what the writer and readers are given: a URI as given (its password and query options
     # say how to reach the store), a local path made absolute
-    path = _child(str(parent), name) if "://" in str(parent) else loc.uri
+    path = paths.with_child(str(parent), name) if paths.is_store_uri(str(parent)) else loc.uri
     with _lock:
         _live[loc.uri] = loc
     try:
@@ -152,12 +153,6 @@ def make_converter(df: Any, location: str | None = None, *, filesystem: Any = No
         raise
     return Converter(path, loc, filesystem, manifest.rows,
                      {name: manifest.rows_of_split(name) for name in manifest.splits})
-
-
-def _child(parent: str, name: str) -> str:
-    """The URI parent/name, with parent's query options (they say how to reach its store)."""
-    base, mark, query = parent.partition("?")
-    return f"{base.rstrip('/')}/{name}{mark}{query}"
 
 
 def _local_default(spark: Any) -> str:

@@ -13,6 +13,8 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
+from tfspark.paths import redact_text
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 __all__ = ["CorruptRecordError", "CountMismatchError", "EncodeError", "ManifestError",
@@ -155,31 +157,6 @@ def wrapped(text: str) -> tuple[str, str] | None:
     found = [(name, message.strip()) for name, message in _WRAPPED.findall(text)
              if name in __all__]
     return found[-1] if found else None
-
-
-# A URI inside free text: scheme://, then up to a space or a quote, not ending on the
-# punctuation of the sentence around it.
-_URI = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"]*[^\s'\".,;:!?)\]}]")
-
-
-def redact(uri: str) -> str:
-    """A path or URI as it may be shown: its query (options that may hold keys) as "?..." and
-    a password in it (s3://KEY:SECRET@bucket/...) as "***"."""
-    if "://" not in uri:
-        return uri
-    scheme, rest = uri.split("://", 1)
-    rest, query, _ = rest.partition("?")
-    authority, slash, tail = rest.partition("/")
-    user, at, host = authority.rpartition("@")
-    if at and ":" in user:
-        authority = f"{user.split(':', 1)[0]}:***@{host}"
-    return f"{scheme}://{authority}{slash}{tail}" + ("?..." if query else "")
-
-
-def redact_text(text: str) -> str:
-    """`text` with every URI in it redacted: for messages built by others (Spark's, a store
-    client's) that may repeat a path as the user gave it."""
-    return _URI.sub(lambda m: redact(m.group(0)), text)
 
 
 def scrub(error: BaseException | None) -> BaseException | None:

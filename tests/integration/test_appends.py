@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pyarrow.dataset as pads
 import pytest
+from faultcheck import messages, spawn  # this directory is on sys.path (conftest.py)
 
 import tfspark
-from faultcheck import messages, spawn  # this directory is on sys.path (conftest.py)
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -111,11 +111,29 @@ def test_verify_missing_path_and_non_tfspark_directory(tmp_path, cli):
     _one_error(cli(["verify", "missing"]), hint="check the path")
     (tmp_path / "plain").mkdir()
     (tmp_path / "plain" / "notes.txt").write_text("not a data set\n")
+    # Nothing to verify is a wrong argument (exit 2, one line), not a damaged data set (1).
+    line = _one_error(cli(["verify", "plain"]))
+    assert line.startswith("error: no _tfspark.json in 'plain'"), line
+    line = _one_error(cli(["verify", "/etc"]))
+    assert line.startswith("error: no _tfspark.json in '/etc'"), line
+    # A damaged manifest is a problem of the data set: the report, exit 1.
+    (tmp_path / "plain" / "_tfspark.json").write_text("{not json")
     done = cli(["verify", "plain"])
-    # A directory that exists is verified: the report names the problem, exit 1.
-    assert done.returncode == 1, done.stderr
-    assert "Traceback" not in done.stderr and done.stderr == ""
-    assert "1 problem(s)" in done.stdout and "no _tfspark.json in 'plain'" in done.stdout
+    assert done.returncode == 1 and done.stderr == "", done.stderr
+    assert "1 problem(s)" in done.stdout and "is not valid JSON" in done.stdout
+
+
+def test_verify_on_a_missing_bucket_or_a_silent_server_is_one_line(tmp_path, cli, s3):
+    store = tmp_path / "store.toml"
+    store.write_text(f'[store]\naccess_key = "testing"\nsecret_key = "testing"\n'
+                     f'endpoint_override = "{s3.endpoint()}"\nscheme = "http"\n'
+                     f'region = "us-east-1"\n')
+    line = _one_error(cli(["verify", "s3://no-such-bucket/ds", "--store", str(store)]))
+    assert "'s3://no-such-bucket/ds' does not exist" in line and "bucket" in line, line
+    silent = tmp_path / "silent.toml"
+    silent.write_text(store.read_text().replace(s3.endpoint(), "127.0.0.1:9"))
+    line = _one_error(cli(["verify", "s3://b/ds", "--store", str(silent)]))
+    assert "no server answered" in line and "testing" not in line, line
 
 
 def test_inspect_non_tfspark_directory_and_corrupt_file(tmp_path, cli):

@@ -270,9 +270,9 @@ def _check_new(spark: Any, new: Path) -> dict[str, Any]:
     assert str(new) in spark_says and any(  # nothing to read at all
         m in spark_says for m in ("did not commit", "does not exist", "no TFRecord files")), \
         spark_says
-    verified = cli_verify(new)
-    assert verified.returncode == 1, verified
-    assert "_tfspark.json" in verified.stdout and "did not commit" in verified.stdout
+    verified = cli_verify(new)  # no data set to verify: one line, exit 2
+    assert verified.returncode == 2 and verified.stdout == "", verified
+    assert "_tfspark.json" in verified.stderr and "did not commit" in verified.stderr
     return {"leftover_files_new": len(left), "leftover_tfrecords_new": len(tfspark_parts(left)),
             "backup_committed_new": "_backup/_SUCCESS" in left,
             "verify_rc_new": verified.returncode, "spark_read_new": _our_message(spark_says)}
@@ -321,7 +321,8 @@ def check_old_backup(spark: Any, old: Path) -> None:
 def test_driver_killed_in_the_tfrecord_stage_of_an_overwrite(spark, tf, old_sets, tmp_path):
     """write_tfrecords(mode="overwrite") killed after its backup stage, while the data source
     writes TFRecords: the new backup was only staged, so the data set is entirely old (old
-    manifest, old TFRecords, old backup, verify finds them agreeing); a re-run gives the new."""
+    manifest, old TFRecords, old backup, verify finds them agreeing). The next write, an
+    append, sweeps what the killed one left; a re-run gives the new."""
     old = tmp_path / "wf-old"
     shutil.copytree(old_sets["workflow"], old)
     manifest = (old / "_tfspark.json").read_bytes()
@@ -347,8 +348,16 @@ def test_driver_killed_in_the_tfrecord_stage_of_an_overwrite(spark, tf, old_sets
     assert lost_duplicated(cols["id"], range(*OLD)) == (0, 0)
     assert tf_count(old) == OLD[1] - OLD[0]
     check_old_backup(spark, old)
+    killed = tfspark_parts(set(all_files(old)) - set(before))
     report({"test": "driver-killed-in-tfrecord-stage", "staged_backup_files": len(staged),
             "verify_problems": verify(str(old)).problems})
+    assert killed and not verify(str(old)).ok  # (an extra data file: the killed write's)
+    write(spark, "workflow", old, OLD[1], OLD[1] + 500, mode="append")
+    assert not set(killed) & set(all_files(old)), killed
+    assert not [n for n in all_files(old) if "_tfspark_staging-" in n]
+    assert verify(str(old)).ok, verify(str(old)).render()
+    assert lost_duplicated(read_committed(str(old))["id"], range(OLD[0], OLD[1] + 500)) == \
+        (0, 0)
     write(spark, "workflow", old, 0, ROWS, mode="overwrite")
     check_clean(spark, "workflow", old, 0, ROWS)
 

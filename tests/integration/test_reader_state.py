@@ -181,6 +181,36 @@ def test_a_state_of_other_batches_is_refused(data):
     assert tfspark.read_batches(data["rows"], 10, state=saved).seed == 1
 
 
+@pytest.mark.parametrize("change,named", [
+    (dict(window=-1), "window must be a whole number >= 0, got -1"),
+    (dict(taken=-3), "taken must be a whole number >= 0"),
+    (dict(epoch=True), "epoch must be a whole number >= 0, got True"),
+    (dict(seed=1.5), "seed must be a whole number"),
+    (dict(iteration=0), "iteration must be a whole number >= 1"),
+    (dict(epoch=9), "epoch 9 is past its 2 epochs"),
+    (dict(settings=None), "settings must be a dict"),
+    (dict(turns="junk"), "turns must be a dict with a list of slots"),
+    (dict(turns={"turn": 0, "slots": [[0]]}), "turns has 1 slots but its num_threads is 2"),
+    (dict(turns={"turn": 7, "slots": [[0], [0]]}), r"turn must be a slot's number \(0..1\)"),
+    (dict(turns={"turn": 0, "slots": [[0, -1], None]}), "slot 0 of turns must be null or"),
+    (dict(turns={"turn": 0, "slots": [[99], [0]]}), "slot 0 of turns is at file 99 of its 2"),
+    (dict(taken=10**12), "taken=1000000000000, but window 0 of epoch 0 holds"),
+])
+def test_a_damaged_state_is_one_option_error_naming_what_is_wrong(data, change, named):
+    """A state is user input: a field out of range or of the wrong type, or turns that do not
+    fit, is refused in tfspark's words; it never raises Python's own errors or skips rows."""
+    reader = tfspark.read_batches(data["rows"], 10, seed=1, epochs=2, num_threads=2)
+    it = iter(reader)
+    next(it)
+    saved = reader.state_dict()
+    it.close()
+    assert saved["window"] == 0  # (the window `taken` is checked against)
+    damaged = {**saved, **change}
+    with pytest.raises(OptionError, match=f"damaged read_batches state.*{named}"):
+        list(tfspark.read_batches(data["rows"], 10, seed=1, epochs=2, num_threads=2,
+                                  state=damaged))
+
+
 def test_a_file_changed_under_a_gzip_state_is_named(data, tmp_path):
     """Resuming inside a gzip file skips its uncompressed bytes; a shorter file says so."""
     import shutil

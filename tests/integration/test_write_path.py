@@ -115,10 +115,12 @@ def test_a_partitions_directory_reads_as_its_rows_in_every_reader(spark, tf, tmp
     with pytest.raises(OptionError, match="holds the splits"):
         tfspark.read_batches(f"{cut}/c=2", 16)
     # what reads a data set as a whole (verify, inspect) names the data set around it
-    assert tfspark.verify(f"{out}/c=1").problems == [
+    with pytest.raises(tfspark.ManifestError) as named:
+        tfspark.verify(f"{out}/c=1")
+    assert str(named.value) == (
         f"'{out}/c=1' is a partition's directory of the data set '{out}', whose manifest is "
         f"there: give that directory (make_dataset, read_batches and spark.read also take a "
-        f"partition's directory)"]
+        f"partition's directory)")
     # inspect's table: each split's totals (they read 0 files, 0 records), then its partitions
     table = describe(cut).splitlines()[2:10]
     rows = {line.split()[0]: [int(x.replace(",", "")) for x in line.split()[1:3]]

@@ -174,6 +174,32 @@ def test_ints_are_read_as_floats_but_not_the_other_way():
         decode_records(*records(b"", rec), SPEC)
 
 
+@pytest.mark.parametrize("ints", [ints_packed, ints_unpacked])
+def test_ints_read_as_floats_only_where_float32_holds_them_exactly(ints):
+    """An int64 feature read under a spec that says float32 (a spec= given, an edited
+    manifest) would come back rounded past 2**24: such a value is refused, naming the feature
+    and the value, in every reader's decoder (lists and scalars) and the reference's."""
+    scalar = infer_spec(_schema(x=T.FloatType()))
+    for spec, key in ((SPEC, b"f"), (scalar, b"x")):
+        fine = example(entry(key, ints(2**24) if key == b"x" else ints(-(2**24), 2**30, 3)))
+        assert decode_and_compare([fine], spec)
+        for bad in (2**24 + 1, -(2**53) - 1, 2**63 - 1):
+            rec = example(entry(key, ints(bad)))
+            name = key.decode()
+            with pytest.raises(SchemaError, match=f"feature '{name}' .* holds the int64 value "
+                                                  f"{bad}, which float32 cannot hold exactly"):
+                decode_records(*records(b"", rec), spec)
+            with pytest.raises(CorruptRecordError, match=f"int64 value {bad}"):
+                decode_with_spec(rec, spec, fill_defaults=False)
+    from tfspark.numpy.decode import NumpyDecoder
+    from tfspark.wire.tfrecord import frame_record
+
+    framed = frame_record(example(entry(b"x", ints(2**24 + 1))))
+    buf, offsets = np.frombuffer(framed, np.uint8), np.array([0, len(framed)], np.int64)
+    with pytest.raises(SchemaError, match="feature 'x' .* int64 value 16777217"):
+        NumpyDecoder(scalar, 1).decode(buf, offsets, path="f.tfrecord")
+
+
 def test_scalar_with_two_values_names_the_feature():
     rec = example(entry(b"a", ints_packed(1, 2)))
     with pytest.raises(SchemaError, match="feature 'a' has 2 values"):

@@ -260,3 +260,28 @@ def test_many_tries_every_item_then_raises_the_first_error(tmp_path):
     assert sorted(tried) == list("abcd") and sorted(p.name for p in tmp_path.iterdir()) == ["b",
                                                                                           "c"]
     assert many.each(loc, str.upper, "xy") == ["X", "Y"] and many.each(loc, str.upper, "") == []
+
+
+@pytest.mark.parametrize("path,scheme,base,query", [
+    ("/x/a?b/ds", "", "/x/a?b/ds", ""),  # a local path is a path, "?" and all
+    ("we ird %20 ü#?x", "", "we ird %20 ü#?x", ""),
+    ("file:///x/a?b", "file", "file:///x/a?b", ""),
+    ("s3://b/k?region=r", "s3", "s3://b/k", "?region=r"),
+    ("GS://b/k", "gs", "GS://b/k", ""),
+    ("C:\\data?x", "", "C:\\data?x", ""),  # a drive letter is no scheme
+    ("/tmp/a://b?c", "", "/tmp/a://b?c", ""),  # "://" inside a local name
+])
+def test_one_definition_of_a_path_or_uri(path, scheme, base, query):
+    from tfspark import paths
+
+    assert paths.scheme(path) == scheme
+    assert paths.split_query(path) == (base, query)
+    assert paths.redact(path) == (path if not query else f"{base}?...")
+
+
+@pytest.mark.parametrize("name", ["a?b", "we ird %20 ü#?x", "[1]{2}*"])
+def test_a_local_path_keeps_every_character_of_its_name(tmp_path, name):
+    loc = locate(str(tmp_path / name / "ds"))
+    assert loc.uri == loc.base == str(tmp_path / name / "ds")
+    assert loc.child("_backup").uri == str(tmp_path / name / "ds" / "_backup")
+    assert locate(str(tmp_path / name), pafs.LocalFileSystem()).uri == str(tmp_path / name)

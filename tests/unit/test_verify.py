@@ -95,5 +95,18 @@ def test_count_mismatch_and_no_manifest(dataset, capsys, tmp_path):
     assert code == 1 and "manifest says 49" in text
     empty = tmp_path / "nothing"
     empty.mkdir()
-    code, text = run(empty, capsys)
-    assert code == 1 and "no _tfspark.json" in text
+    with pytest.raises(mf.ManifestError, match="no _tfspark.json in"):  # nothing to verify
+        tfspark.verify(str(empty))
+
+
+@pytest.mark.parametrize("key", ["records", "bytes"])
+def test_an_edited_total_is_found_by_verify(dataset, capsys, key):
+    """The manifest's totals are its files' sums; other tools read them, so one edited by
+    hand is a problem (exit 1)."""
+    out, _ = dataset
+    doc = json.loads((out / mf.NAME).read_text())
+    doc[key] += 7
+    (out / mf.NAME).write_text(json.dumps(doc))
+    code, text = run(out, capsys)
+    assert code == 1 and f"its total '{key}' is {doc[key]} but its files' entries add up " \
+        f"to {doc[key] - 7:,}" in text, text

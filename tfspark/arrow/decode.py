@@ -18,6 +18,7 @@ from tfspark.wire import example_read
 from tfspark.wire.example_index import index_records, key_table
 from tfspark.wire.protobuf import (
     FEATURE_LISTS,
+    INEXACT,
     KIND_NAMES,
     KIND_OF_DTYPE,
     TOO_MANY,
@@ -163,6 +164,11 @@ class RecordIndex:
                                   f"{KIND_NAMES[info]} list but the spec says {dtype}; "
                                   f"read it with a schema that gives this column a "
                                   f"{KIND_NAMES[info]} type", schema=True)
+        if code == INEXACT:
+            raise self.error(rec, f"feature {f.name!r} (key {key!r}) holds the int64 value "
+                                  f"{info}, which float32 cannot hold exactly, but the spec "
+                                  f"says {dtype}; read it with the spec it was written with "
+                                  f"(int64)", schema=True)
         if code == TOO_MANY:
             raise self.error(rec, f"feature {f.name!r} has {info} values where the spec (or "
                                   f"schema) has a scalar; read it as an array column",
@@ -219,7 +225,9 @@ class RecordIndex:
             return counts, rows, out
         if dtype == "float32":
             out = np.empty(total, np.float32)
-            example_read.fill_floats(self.data, *self.index, k, rows, out, out.view(np.uint8))
+            code, rec, info = example_read.fill_floats(self.data, *self.index, k, rows, out,
+                                                       out.view(np.uint8))
+            self.check(code, rec, info, f, key, dtype)
             return counts, rows, out
         blob = np.empty(nbytes, np.uint8)
         blob_offsets = np.empty(total + 1, np.int64)

@@ -20,6 +20,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from tfspark import paths
 from tfspark.cli.config import TrainConfig
 from tfspark.cli.train import check, train
 from tfspark.errors import OptionError
@@ -115,7 +116,7 @@ def _worker_train(cfg: TrainConfig, ctx: Any) -> dict[str, Any]:
 def _absolute(cfg: TrainConfig) -> TrainConfig:
     """Local paths made absolute: the workers run in the executors' directories."""
     def fix(path: str) -> str:
-        return path if "://" in path else os.path.abspath(path)
+        return path if paths.scheme(path) else os.path.abspath(path)
 
     ckpt = cfg.checkpoint_dir or cfg.model_out[: -len(".keras")] + ".checkpoints"
     return dataclasses.replace(cfg, data=fix(cfg.data), model_out=fix(cfg.model_out),

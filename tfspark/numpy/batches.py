@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from tfspark.errors import scrubbed
+from tfspark.errors import OptionError, scrubbed
 from tfspark.numpy import state as states
 from tfspark.numpy import units
 from tfspark.numpy.closing import close_iteration, stoppable
@@ -180,6 +180,11 @@ class BatchReader:
         while self.epochs is None or epoch < self.epochs:
             for rows, w, turns in self._windows(start.seed, epoch, resume):
                 skip = resume.taken if resume is not None and w == resume.window else 0
+                if skip > num_rows(rows):
+                    raise OptionError(
+                        f"state: a damaged read_batches state (taken={skip}, but window {w} "
+                        f"of epoch {epoch} holds {num_rows(rows)} rows); give back "
+                        f"reader.state_dict() as it was saved")
                 if skip:
                     rows = slice_table(rows, skip, num_rows(rows))
                 here = at.moved(epoch=epoch, window=w, turns=turns)

@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from tfspark.errors import CorruptRecordError
+from tfspark.errors import CorruptRecordError, OptionError
 from tfspark.numpy.columns import Table, num_rows, slice_table, take_table
 from tfspark.numpy.decode import NumpyDecoder
 from tfspark.numpy.units import Span
@@ -157,6 +157,11 @@ class Interleave:
         self.files = [order[k::slots] for k in range(slots)]  # each slot's spans
         self.at: list[Position | None] = list(at) if at is not None else \
             [Position(0) for _ in range(slots)]
+        for k, p in enumerate(self.at):
+            if p is not None and p.file > len(self.files[k]):
+                raise OptionError(f"state: a damaged read_batches state (slot {k} of turns "
+                                  f"is at file {p.file} of its {len(self.files[k])}); give "
+                                  f"back reader.state_dict() as it was saved")
         self.at = [None if p is None or p.file >= len(self.files[k]) else p
                    for k, p in enumerate(self.at)]
         self.turn = turn

@@ -103,13 +103,12 @@ def load(state: Any, settings: dict[str, Any]) -> ReaderState:
         raise OptionError(f"state: not a read_batches state (a dict from reader.state_dict() "
                           f"with format {FORMAT!r}); got {_short(state)}")
     known = {f for f in ReaderState.__dataclass_fields__}
-    try:
-        got = ReaderState(**{k: v for k, v in state.items() if k in known})
-        int(got.seed), int(got.epoch), int(got.window), int(got.taken)
-    except (TypeError, ValueError) as e:
-        raise OptionError(f"state: a damaged read_batches state ({e}); save "
-                          f"reader.state_dict() as it is (JSON keeps it whole)") from None
-    theirs = got.settings or {}
+    got = ReaderState(**{k: v for k, v in state.items() if k in known})
+    wrong = _damage(got)
+    if wrong:
+        raise OptionError(f"state: a damaged read_batches state ({wrong}); give back "
+                          f"reader.state_dict() as it was saved (JSON keeps it whole)")
+    theirs = got.settings if isinstance(got.settings, dict) else {}
     differ = [k for k in settings if theirs.get(k) != settings[k]
               and (k in theirs or k not in _ADDED)]
     if differ:
@@ -119,6 +118,43 @@ def load(state: Any, settings: dict[str, Any]) -> ReaderState:
             f"{k}={theirs.get(k)!r} there, {settings[k]!r} here" for k in differ)
         raise StateMismatch(what)
     return got
+
+
+def _count(value: Any, least: int = 0) -> bool:
+    """Whether value is an int (not a bool) of at least `least`."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
+def _damage(got: ReaderState) -> str | None:
+    """What makes a state impossible (a field of the wrong type or out of range, turns that
+    do not fit its own settings); None when nothing does."""
+    if not isinstance(got.settings, dict):
+        return f"settings must be a dict, got {_short(got.settings)}"
+    for name in ("seed", "epoch", "window", "taken", "batches"):
+        if not _count(getattr(got, name)):
+            return f"{name} must be a whole number >= 0, got {_short(getattr(got, name))}"
+    if not _count(got.iteration, 1):
+        return f"iteration must be a whole number >= 1, got {_short(got.iteration)}"
+    epochs = got.settings.get("epochs")
+    if isinstance(epochs, int) and _count(epochs) and got.epoch > epochs:
+        return f"epoch {got.epoch} is past its {epochs} epochs"
+    if got.turns is None:
+        return None
+    slots = got.settings.get("num_threads")
+    turns = got.turns
+    if not isinstance(turns, dict) or not isinstance(turns.get("slots"), list):
+        return f"turns must be a dict with a list of slots, got {_short(turns)}"
+    if _count(slots, 1) and len(turns["slots"]) != slots:
+        return f"turns has {len(turns['slots'])} slots but its num_threads is {slots}"
+    if not _count(turns.get("turn")) or turns["turn"] >= len(turns["slots"]):
+        return (f"turns' turn must be a slot's number (0..{len(turns['slots']) - 1}), got "
+                f"{_short(turns.get('turn'))}")
+    for k, slot in enumerate(turns["slots"]):
+        if slot is not None and not (isinstance(slot, list) and 1 <= len(slot) <= 4 and
+                                     all(_count(v) for v in slot)):
+            return (f"slot {k} of turns must be null or a list of up to 4 whole numbers "
+                    f">= 0 (file, record, byte, rows), got {_short(slot)}")
+    return None
 
 
 def _short(value: Any) -> str:

@@ -105,11 +105,9 @@ class StagedBackup:
             return spark.read.schema(df.schema).parquet(table_location(spark, self.staging))
         writer.save(self.staging)
         # By its files: Spark warns that a directory named _... is hidden ("All paths were
-        # ignored") when it is read by name. Paths Spark would glob are read by directory.
-        files = [f"{self.staging}/{rel}" for rel in _data_files(self._staging())]
-        if not files or any(c in self.staging for c in "*?[]{}\\"):
-            return spark.read.schema(df.schema).parquet(self.staging)
-        return spark.read.schema(df.schema).parquet(*files)
+        # ignored") when it is read by name.
+        files = [literal(f"{self.staging}/{rel}") for rel in _data_files(self._staging())]
+        return spark.read.schema(df.schema).parquet(*(files or [literal(self.staging)]))
 
     def staged_files(self, spark: Any) -> list[str | Location]:
         """The staged parquet files (Locations, or paths and URIs `locate` opens)."""
@@ -149,6 +147,13 @@ class StagedBackup:
             pending["rows_before"] = rows - write_rows
         return {"kind": self.kind, "target": self.target, "rows": rows, "complete": complete,
                 "pending": pending}
+
+
+def literal(path: str) -> str:
+    """A path for Spark's readers that names itself only: Spark expands a path it reads as a
+    glob, where "?", "*", "[...]" and "{...}" would match other directories' files too
+    (/data/a?b reads /data/aXb), so those are escaped."""
+    return re.sub(r"([\\*?\[\]{}])", r"\\\1", path)
 
 
 def _host() -> str:
@@ -209,7 +214,8 @@ def _count(spark: Any, b: StagedBackup) -> int:
         if found is None:
             raise OptionError(f"cannot read the parquet backup at {b.target}; overwrite it")
         return found.rows
-    return int(spark.read.parquet(b.target).count())
+    files = [literal(f"{b.target.rstrip('/')}/{rel}") for rel in _data_files(b._target())]
+    return int(spark.read.parquet(*files).count()) if files else 0
 
 
 # ---------------------------------------------------------------- after the commit

@@ -20,7 +20,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, Observation
 
-from tfspark import progress
+from tfspark import paths, progress
 from tfspark.errors import CountMismatchError, OptionError, TfsparkError, scrubbed
 from tfspark.spark import columns, observe, sizing
 from tfspark.spark import stats as spark_stats
@@ -156,7 +156,8 @@ def export(df: DataFrame, opts: WriteOptions, filesystem: Any = None) -> WriteRe
         check_sendable(loc.fs)
     # A store Spark's parquet writer cannot reach (a filesystem= object, or pyarrow's URI
     # options): tfspark's tasks write and read the backup through pyarrow (backup_tasks.py).
-    by_tasks = not loc.is_local and (filesystem is not None or "?" in opts.path)
+    by_tasks = not loc.is_local and (filesystem is not None or
+                                     bool(paths.split_query(opts.path)[1]))
     backup_loc = loc.resolve(opts.backup_path) if opts.backup_path else loc.child("_backup")
     check_placement(loc, str(opts.mode))
     _check_backup_path(opts, loc, backup_loc)

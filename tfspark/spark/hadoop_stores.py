@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tfspark import paths
 from tfspark.errors import OptionError, scrubbed
 from tfspark.spark.hadoop_azure import azure_filesystem
 from tfspark.spark.hadoop_conf import hadoop_conf
@@ -25,9 +26,7 @@ _SETTINGS = ("backup_path",)  # path settings that name the same store as the ou
 
 
 def _kind(path: Any, kinds: dict[str, str] = _KIND) -> str | None:
-    if not isinstance(path, str) or "://" not in path:
-        return None
-    return kinds.get(path.split("://", 1)[0].lower())
+    return kinds.get(paths.scheme(path)) if isinstance(path, str) else None
 
 
 def hadoop_store(spark: Any, path: str, settings: dict[str, Any]
@@ -38,7 +37,7 @@ def hadoop_store(spark: Any, path: str, settings: dict[str, Any]
     settings with a backup_path made the same way. Raises OptionError for a backup_path the same
     filesystem cannot reach, and for credentials pyarrow cannot use (naming the setting)."""
     kind = _kind(path)
-    if kind != "s3" and "?" in path:  # pyarrow's options in the URI: those hold
+    if kind != "s3" and paths.split_query(path)[1]:  # pyarrow's options in the URI: those hold
         kind = None
     conf = hadoop_conf(spark) if kind else None
     if conf is None:
@@ -54,7 +53,7 @@ def hadoop_store(spark: Any, path: str, settings: dict[str, Any]
     out = dict(settings)
     for key in _SETTINGS:
         other = out.get(key)
-        if isinstance(other, str) and "://" in other:
+        if isinstance(other, str) and paths.is_store_uri(other):
             if _kind(other, _SAME_STORE) != kind or (kind == "abfs" and azure_account_host(other)
                                                      != azure_account_host(path)):
                 raise OptionError(f"{key} {redact(other)!r} is in another store than the path "

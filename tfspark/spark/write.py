@@ -64,7 +64,8 @@ class TfrecordWriter(DataSourceArrowWriter):
     keep: list[str]
     schema: dict[str, Any] | None = None
     created: bool = False  # the output directory did not exist before this write
-    replaces: list[str] = field(default_factory=list)  # overwrite: write ids it sweeps
+    # write ids it sweeps: overwrite, the writes it replaces; append, the uncommitted ones
+    replaces: list[str] = field(default_factory=list)
     split_column: str | None = None  # write_tfrecords: the column naming each row's split
     splits: list[str] = field(default_factory=list)  # declared: a manifest each, rows or not
     manifest_stats: dict[str, Any] | None = None  # write_tfrecords: the manifest's "stats"
@@ -230,9 +231,10 @@ class TfrecordWriter(DataSourceArrowWriter):
             loc.delete_all()
 
     def _sweep(self, loc: Location, manifest: mf.Manifest) -> None:
-        """After commit: drop failed attempts' files, and on overwrite those of the writes it
-        replaces (the old data set, leftovers there when it was planned; files of no tfspark
-        write too), never those of a write begun since, which commits or cleans up itself."""
+        """After commit: drop failed attempts' files, those of the writes it replaces (on
+        overwrite, the old data set and files of no tfspark write too; on append, the writes
+        no manifest named that were there when it was planned), never those of a write begun
+        since, which commits or cleans up itself."""
         keep = {f.path for f in manifest.files}
         splits = set(manifest.splits)
         overwrite = self.mode == "overwrite"
@@ -241,11 +243,11 @@ class TfrecordWriter(DataSourceArrowWriter):
             top = rel.split("/")[0]
             if rel == top:  # tasks killed without deregistering
                 wid = marker_write_id(rel)
-                if wid == self.write_id or (overwrite and wid in self.replaces):
+                if wid == self.write_id or wid in self.replaces:
                     gone.append(rel)
             if rel not in keep and PART_FILE.search(rel):
                 wid = write_id_of(rel)
-                if self.write_id in rel or (overwrite and (wid is None or wid in self.replaces)):
+                if self.write_id in rel or wid in self.replaces or (overwrite and wid is None):
                     gone.append(rel)
             elif overwrite and rel.endswith("/" + mf.NAME) and top not in splits and \
                     "=" not in top:  # the manifest of a split the data set no longer has

@@ -111,14 +111,19 @@ def plan_write(opts: WriteOptions, schema: StructType, overwrite: bool,
         loc.check_writable()  # (write_tfrecords probed its path before the backup)
     # The written schema, partition columns included (the reader restores their types).
     written = StructType([f for f in schema.fields if f.name != split_column]).jsonValue()
-    # Overwrite replaces the writes whose files are there now (the old data set, leftovers of
-    # failed or killed writes), not those of writes that start later.
+    # What this write sweeps once it commits: the writes whose files are there now, not those
+    # of writes that start later. Overwrite replaces them all (the old data set, leftovers of
+    # failed or killed writes); an append those no manifest names: a killed write's, or a
+    # running one's that began before this one and so cannot commit after it (it commits
+    # against the data set as it began, which this write changes).
     replaces: list[str] = []
-    if mode == "overwrite":
+    if mode in ("overwrite", "append") and not skip and not (mode == "append" and created):
         listed = loc.list_files()
-        replaces = sorted({w for w in map(write_id_of, listed) if w} |
-                          {w for w in map(marker_write_id, listed) if w} |
-                          {w.write_id for w in (old.writes if old else ())})
+        there = {w for w in map(write_id_of, listed) if w} | \
+            {w for w in map(marker_write_id, listed) if w}
+        committed = {w.write_id for w in (old.writes if old else ())} | \
+            {f.write_id for f in (old.files if old else ()) if f.write_id}
+        replaces = sorted(there | committed if mode == "overwrite" else there - committed)
     given = workflow or Workflow(mode, base, new_write_id(), spec)  # type: ignore[arg-type]
     return TfrecordWriter(uri=opts.path, home=loc, mode=mode, skip=skip, write_id=given.write_id,
                           base_write=base.write_id, spec=spec, opts=opts, keep=keep,

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 import pyarrow.fs as pafs
 
+from tfspark import paths
 from tfspark.errors import OptionError
 from tfspark.store.azure_tokens import file_info, signed_in
 from tfspark.store.redaction import failed_request, redact, redact_text
@@ -87,13 +88,13 @@ class Location:
     def resolve(self, uri: str) -> Location:
         """The Location of a path or URI another write recorded (a backup's): on this
         location's filesystem when it names a place there, else opened on its own."""
-        if self.is_local and "://" not in uri:
+        if self.is_local and not paths.scheme(uri):
             return locate(uri)
-        scheme = uri.split("://", 1)[0].lower() if "://" in uri else ""
+        scheme = paths.scheme(uri)
         same = STORE_SCHEMES.get(scheme, ("", ""))[1] == self.fs.type_name
         if same and not self.is_local:
             return locate(uri, self.fs)  # the same store: its options hold there too
-        if "://" not in uri and not self.is_local:
+        if not paths.scheme(uri) and not self.is_local:
             return Location(self.fs, uri.rstrip("/"), uri)
         return locate(uri)
 
@@ -360,12 +361,15 @@ def locate(path: str | os.PathLike | Location, filesystem: Any = None) -> Locati
                           f"got {path!r}")
     if filesystem is not None:
         fs = as_filesystem(filesystem)
-        scheme, _, inner = path.rpartition("://")
+        scheme = paths.scheme(path)
+        inner = path.split("://", 1)[1] if scheme else path
         shown = f"{scheme}://{inner}" if scheme else inner
         if fs.type_name == "abfs" and scheme:  # the container: where pyarrow finds it
             inner = azure_path(path, inner)
         elif fs.type_name in _PREFIX_STORES and scheme:  # the URI's object, as without fs
             inner = bucket_path(path)
+        elif paths.is_store_uri(path):  # its query: options that filesystem= replaces
+            inner = paths.without_query(inner)
         if isinstance(fs, pafs.LocalFileSystem):
             inner = posixpath.abspath(inner)
         elif inner.startswith("/") and not isinstance(fs, pafs.PyFileSystem):
@@ -373,8 +377,8 @@ def locate(path: str | os.PathLike | Location, filesystem: Any = None) -> Locati
                               f"{type(fs).__name__}, where paths are bucket/key: give the "
                               f"path in that store (the same filesystem= holds for every path "
                               f"argument)")
-        return Location(fs, inner.rstrip("/") or "/", redact(shown.split("?", 1)[0]))
-    scheme = path.split("://", 1)[0].lower() if "://" in path else ""
+        return Location(fs, inner.rstrip("/") or "/", redact(paths.without_query(shown)))
+    scheme = paths.scheme(path)
     if scheme in _HADOOP_SCHEMES:
         raise OptionError(f"{redact(path)!r}: {scheme}:// is a Hadoop connector's scheme, and "
                           f"tfspark reads and writes through pyarrow in Python: use "
@@ -384,15 +388,15 @@ def locate(path: str | os.PathLike | Location, filesystem: Any = None) -> Locati
                           f"for s3a://) or filesystem=; with Unity Catalog credentials use a "
                           f"/Volumes path")
     try:
-        if "://" in path and not path.startswith("file://"):
+        if paths.is_store_uri(path):
             fs, base = pafs.FileSystem.from_uri(store_defaults(escaped(path)))
         else:
-            local = path[len("file://"):] if path.startswith("file://") else path
+            local = path.split("://", 1)[1] if scheme == "file" else path
             fs, base = pafs.LocalFileSystem(), posixpath.abspath(local)
     except Exception as e:  # pyarrow raises ArrowInvalid/OSError for unknown schemes
         why = redact_text(str(e)).split("?", 1)[0]  # (it may repeat the URI, escaped)
         raise OptionError(f"cannot open path {redact(path)!r}: {why}. Use a local path, or an "
                           f"s3://, gs://, abfs:// or hdfs:// URI with credentials configured, "
                           f"or pass filesystem=") from None
-    return Location(fs, base.rstrip("/") or "/", redact(path.split("?", 1)[0]))
+    return Location(fs, base.rstrip("/") or "/", redact(paths.without_query(path)))
 

@@ -75,21 +75,35 @@ class Report:
 @scrubbed
 def verify(path: str | os.PathLike, filesystem: Any = None) -> Report:
     """Check the data set at `path` against its manifest: every file present, both CRCs of every
-    record, record counts, every record parsed with the spec, no stray data files.
+    record, record counts, every record parsed with the spec, no stray data files. A lone
+    TFRecord file gets its framing and CRCs checked.
 
-    Problems (including a missing manifest) are collected in the Report, not raised.
+    What is wrong with the data set (a damaged manifest included) is collected in the Report,
+    not raised. A path that holds no data set (nothing there, a directory without a manifest,
+    a missing bucket) or that cannot be reached (no server, refused credentials) raises
+    ManifestError: there is nothing to verify.
     """
     loc = locate(path, filesystem)
     report = Report(redact(os.fspath(path)))
     try:
-        manifest = read_data_set_manifest(loc)
-    except TfsparkError as e:
+        raw: bytes | None = loc.read_bytes(mf.NAME)
+    except FileNotFoundError:
+        raw = None
+    except OSError as e:  # no server, no permission, a directory in its place
+        raise mf.unreadable(loc, e) from None
+    if raw is None:
         if is_lone_file(loc):  # a lone TFRecord file (asked only now: no extra request)
             return _check_lone(loc, report)
+        read_data_set_manifest(loc)  # raises: a partition's directory, nothing, no data set
+        raise mf.no_manifest(loc)  # (found meanwhile: verify it once it is whole)
+    try:
+        manifest = mf.manifest_of(loc, raw)
+    except TfsparkError as e:
         report.problems.append(str(e))
         return report
     report.compression = manifest.compression
     report.rows_per_record = manifest.rows_per_record
+    _check_totals(json.loads(raw), manifest, report)
     named = {f.path for f in manifest.files}
     sizes = loc.file_sizes()  # one listing: which files are there, and their bytes
     with Fetcher() as fetcher:
@@ -120,6 +134,18 @@ def verify(path: str | os.PathLike, filesystem: Any = None) -> Report:
     if manifest.backup:
         _check_backup(loc, manifest, report)
     return report
+
+
+def _check_totals(doc: dict[str, Any], manifest: mf.Manifest, report: Report) -> None:
+    """The manifest's totals are its files' sums (readers use the files' entries; other
+    tools may read the totals)."""
+    block = manifest.rows_per_record > 1
+    for key, total in (("records", manifest.records), ("bytes", manifest.bytes),
+                       ("rows", manifest.rows if block else None)):
+        if key in doc and total is not None and doc[key] != total:
+            report.problems.append(f"{mf.NAME}: its total {key!r} is {doc[key]!r} but its "
+                                   f"files' entries add up to {total:,}; the manifest was "
+                                   f"edited: restore it or rewrite the data set")
 
 
 def _check_lone(loc: Location, report: Report) -> Report:

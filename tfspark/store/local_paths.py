@@ -8,6 +8,7 @@ import os
 import urllib.parse
 from typing import Any
 
+from tfspark import paths
 from tfspark.errors import OptionError
 from tfspark.store.redaction import redact
 from tfspark.store.uris import escaped
@@ -29,7 +30,7 @@ def uri_to_path(uri: str) -> str:
 def absolute(path: str) -> str:
     """A local path made absolute against this process's working directory (URIs unchanged):
     resolved once, on the driver, so Spark's JVM and Python workers write the same place."""
-    if not isinstance(path, str) or "://" in path or not path.strip():
+    if not isinstance(path, str) or paths.scheme(path) or not path.strip():
         return path
     if path.startswith("file:"):
         return path
@@ -43,7 +44,7 @@ def local_only(path: Any, option: str, why: str, after: str = "", where: str = "
     if not isinstance(path, (str, os.PathLike)):
         raise OptionError(f"{option}{where} must be a local path, got {type(path).__name__}")
     text = os.fspath(path)
-    if "://" in text and not text.startswith("file://"):
+    if paths.is_store_uri(text):
         raise OptionError(f"{option} {redact(text)!r}{where}: {why}, so give a local "
                           f"path{after}")
     return text[len("file://"):] if text.startswith("file://") else text

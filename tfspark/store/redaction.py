@@ -1,13 +1,14 @@
 """Paths, URIs and store errors as they may be shown: no credentials of a URI (its password,
 its query options, which may hold keys or a SAS token's signature) in a message, log or
-progress line. redact and redact_text are defined with the errors (every tfspark error's
-message passes through redact_text), and given here to the store's modules."""
+progress line. redact and redact_text are defined with what a path or URI is (every tfspark
+error's message passes through redact_text), and given here to the store's modules."""
 
 from __future__ import annotations
 
 import re
 
-from tfspark.errors import redact, redact_text, store_hint
+from tfspark.errors import store_hint
+from tfspark.paths import redact, redact_text
 
 __all__ = ["failed_request", "redact", "redact_text", "said"]
 

@@ -16,6 +16,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
+from tfspark import paths
 from tfspark.errors import OptionError
 from tfspark.store.fs import STORE_SCHEMES
 from tfspark.store.redaction import redact
@@ -50,14 +51,14 @@ def store_filesystem(path: str, options: Mapping[str, Any] | None,
     """
     if not options:
         return None
-    scheme = path.split("://", 1)[0].lower() if "://" in path else ""
+    scheme = paths.scheme(path)
     if scheme not in STORE_SCHEMES:
         raise OptionError(f"[store] in {where} is for paths on an object store (s3://, gs://, "
                           f"abfs://, hdfs://), and {redact(path)!r} is not one: remove the "
                           f"[store] table or give the path as a URI")
     name = STORE_SCHEMES[scheme][0]
     kwargs = dict(options)
-    host = path.split("://", 1)[1].split("/", 1)[0].rpartition("@")[2].split("?")[0]
+    host = paths.without_query(path).split("://", 1)[1].split("/", 1)[0].rpartition("@")[2]
     if name == "AzureFileSystem" and "account_name" not in kwargs and host:
         kwargs["account_name"] = host.split(".", 1)[0]  # container@ACCOUNT.dfs.core...
     if name == "AzureFileSystem" and isinstance(kwargs.get("sas_token"), str) and \

@@ -9,6 +9,8 @@ import urllib.parse
 
 import pyarrow.fs as pafs
 
+from tfspark import paths
+
 # How long pyarrow's GCS client retries a request that fails, where tfspark makes the client
 # (a gs:// URI, a [store] table, Spark's settings): its own default is 15 minutes (with no
 # credentials it gave up after 1,066 s here), so a missing credential or a wrong endpoint said
@@ -40,11 +42,11 @@ def store_defaults(uri: str) -> str:
     URI asks pyarrow to open files for writing on their first write (a file smaller than a
     part, a manifest or a marker, is then one PUT, not a multipart upload of three requests);
     a gs:// URI retries a failing request for GCS_RETRY."""
-    scheme = uri.split("://", 1)[0].lower() if "://" in uri else ""
+    scheme = paths.scheme(uri)
     if scheme == "s3" and "allow_delayed_open=" not in uri:
-        return uri + ("&" if "?" in uri else "?") + "allow_delayed_open=true"
+        return uri + ("&" if paths.split_query(uri)[1] else "?") + "allow_delayed_open=true"
     if scheme in ("gs", "gcs") and "retry_limit_seconds=" not in uri:
-        return uri + ("&" if "?" in uri else "?") + \
+        return uri + ("&" if paths.split_query(uri)[1] else "?") + \
             f"retry_limit_seconds={GCS_RETRY.total_seconds():g}"
     return uri
 

@@ -97,7 +97,8 @@ def decode_with_spec(data: bytes | bytearray | memoryview, spec: FeatureSpec, *,
     An absent feature (a null) is None, or the spec's default for a nullable fixed feature when
     fill_defaults is true (what tf.io.parse_example fills in). As the compiled decoder
     (arrow/decode.py) reads them: an empty list for a fixed scalar is absent too, and int64
-    lists are read as float32 where the spec has floats. Strings from string columns come
+    lists are read as float32 where the spec has floats and float32 holds their values
+    exactly (refused otherwise). Strings from string columns come
     back as str, binary as bytes, booleans as bool; dates and timestamps stay ints (days and
     microseconds since the epoch).
     """
@@ -159,8 +160,14 @@ def _convert(f: Feature, values: list) -> list:
     if bad:
         raise CorruptRecordError(f"feature {f.name!r} should hold {f.dtype} values but holds "
                                  f"{type(bad[0]).__name__}")
-    if f.dtype == "float32":  # an Int64List where floats are wanted: converted to float32
-        return [float(np.float32(v)) if isinstance(v, int) else v for v in values]
+    if f.dtype == "float32":  # an Int64List where floats are wanted: converted to float32,
+        # where float32 holds the value exactly
+        out = [float(np.float32(v)) if isinstance(v, int) else v for v in values]
+        for v, x in zip(values, out):
+            if isinstance(v, int) and x != v:
+                raise CorruptRecordError(f"feature {f.name!r} holds the int64 value {v}, "
+                                         f"which float32 cannot hold exactly")
+        return out
     if f.encoding == "bool":
         return [bool(v) for v in values]
     if f.encoding == "decimal_string":  # a decimal's exact text: show it as text

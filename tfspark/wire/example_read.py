@@ -18,6 +18,7 @@ from tfspark.wire.protobuf import (
     BAD_FLOATS,
     BYTES,
     FLOAT,
+    INEXACT,
     INT,
     MALFORMED,
     OK,
@@ -77,7 +78,8 @@ def count_list(buf, kind, a, b):
 @njit
 def count_values(buf, kinds, starts, ends, k, want, counts):
     """counts[i] = values of key k in record i (-1 when absent). want is the spec's kind: a
-    non-empty list of another kind is WRONG_TYPE, except ints where floats are wanted.
+    non-empty list of another kind is WRONG_TYPE, except ints where floats are wanted (each
+    value then converted only where float32 holds it exactly: fill_floats).
     Returns (code, record, position or kind, string bytes in all)."""
     nbytes = 0
     for i in range(kinds.shape[0]):
@@ -117,6 +119,29 @@ def _put_ints(buf, a, b, out, j):
 
 
 @njit
+def _put_ints_exactly(buf, a, b, out, j):
+    """Int64List body buf[a:b] -> float32 out[j:], as _put_ints; (the next j, -1), or (j, the
+    value) at the first value that float32 cannot hold exactly (which would read as another
+    number: 2**24 + 1 as 2**24; -1, float32's exactly, never is one)."""
+    pos = a
+    while pos < b:
+        f, w, p, q = next_field(buf, pos, b)
+        if f == 1 and (w == 0 or w == 2):
+            r = p
+            while r < q:
+                v, r = get_varint(buf, r, q)
+                out[j] = v
+                x = out[j]
+                if not (-9.2e18 < x < 9.2e18) or np.int64(x) != v:
+                    return j, v
+                j += 1
+                if w == 0:
+                    break
+        pos = q
+    return j, np.int64(-1)
+
+
+@njit
 def _put_floats(buf, a, b, out_u8, j):
     """FloatList body buf[a:b] -> the float32 bytes of out[j:]; the next j."""
     pos = a
@@ -142,13 +167,17 @@ def fill_ints(buf, kinds, starts, ends, k, rows, out):
 
 @njit
 def fill_floats(buf, kinds, starts, ends, k, rows, out, out_u8):
-    """Floats as their 4 bytes into out_u8 (a uint8 view of out); Int64Lists converted."""
+    """Floats as their 4 bytes into out_u8 (a uint8 view of out); Int64Lists converted where
+    float32 holds their values exactly. Returns (OK, 0, 0), or (INEXACT, record, value)."""
     for i in range(kinds.shape[0]):
         kind = kinds[i, k]
         if kind == FLOAT:
             _put_floats(buf, starts[i, k], ends[i, k], out_u8, rows[i])
         elif kind == INT:
-            _put_ints(buf, starts[i, k], ends[i, k], out, rows[i])
+            _, v = _put_ints_exactly(buf, starts[i, k], ends[i, k], out, rows[i])
+            if v != -1:
+                return INEXACT, i, v
+    return OK, 0, np.int64(0)
 
 
 @njit
@@ -182,7 +211,8 @@ def fill_bytes(buf, kinds, starts, ends, k, rows, data, data_offsets):
 def scalars(buf, kinds, starts, ends, k, want, out, out_u8, valid):
     """One pass for a scalar int64 or float32 feature: out[i] = its value, valid[i] = whether
     record i holds exactly one. Returns (code, record, kind or count): WRONG_TYPE, MALFORMED,
-    BAD_FLOATS, or TOO_MANY when a record holds several values."""
+    BAD_FLOATS, TOO_MANY when a record holds several values, or INEXACT (with the value) for
+    an int that float32 cannot hold exactly."""
     for i in range(kinds.shape[0]):
         kind = kinds[i, k]
         valid[i] = False
@@ -195,7 +225,8 @@ def scalars(buf, kinds, starts, ends, k, want, out, out_u8, valid):
                 out_u8[4 * i + m] = buf[a + 2 + m]
             valid[i] = True
             continue
-        if kind == INT and 3 <= b - a <= 12 and buf[a] == 0x0A and buf[a + 1] == b - a - 2:
+        if kind == INT and want == INT and 3 <= b - a <= 12 and buf[a] == 0x0A and \
+                buf[a + 1] == b - a - 2:
             v, end = get_varint(buf, a + 2, b)  # one packed varint filling the field
             if end == b:
                 out[i] = v
@@ -210,7 +241,11 @@ def scalars(buf, kinds, starts, ends, k, want, out, out_u8, valid):
             return WRONG_TYPE, i, kind
         if c > 1:
             return TOO_MANY, i, c
-        if kind == INT:
+        if kind == INT and want == FLOAT:
+            _, v = _put_ints_exactly(buf, a, b, out, i)
+            if v != -1:
+                return INEXACT, i, v
+        elif kind == INT:
             _put_ints(buf, a, b, out, i)
         else:
             _put_floats(buf, a, b, out_u8, i)
