@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # what IDEs and type checkers see; at run time __getattr__ lo
     from tfspark.arrow.encode import encode_batch
     from tfspark.converter import Converter, make_converter
     from tfspark.errors import (
+        AccessError,
         CorruptRecordError,
         CountMismatchError,
         EncodeError,
@@ -76,14 +77,14 @@ _API = {
     "verify": "tfspark.store.integrity",
     "Report": "tfspark.store.integrity",
     **{name: "tfspark.errors" for name in (
-        "TfsparkError", "SchemaError", "EncodeError", "OptionError", "CorruptRecordError",
-        "ManifestError", "WriteConflictError", "CountMismatchError", "MissingExtraError",
-        "TrainingError")},
+        "TfsparkError", "AccessError", "SchemaError", "EncodeError", "OptionError",
+        "CorruptRecordError", "ManifestError", "WriteConflictError", "CountMismatchError",
+        "MissingExtraError", "TrainingError")},
 }
 
 __all__ = [  # a literal list, so linters and IDEs see the TYPE_CHECKING imports as the API
-    "Converter", "CorruptRecordError", "CountMismatchError", "EncodeError", "Feature",
-    "FeatureSpec", "ManifestError", "MeanImputation", "MissingExtraError", "OptionError",
+    "AccessError", "Converter", "CorruptRecordError", "CountMismatchError", "EncodeError",
+    "Feature", "FeatureSpec", "ManifestError", "MeanImputation", "MissingExtraError", "OptionError",
     "PooledEmbedding", "PooledMean", "Ragged", "ReadOptions", "Report", "SchemaError",
     "TfsparkError", "TrainingError", "VocabularyIds", "WriteConflictError", "WriteOptions",
     "WriteResult", "encode_batch", "grain_dataset", "infer_spec", "keras_inputs",

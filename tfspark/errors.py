@@ -17,7 +17,8 @@ from tfspark.paths import redact_text
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-__all__ = ["CorruptRecordError", "CountMismatchError", "EncodeError", "ManifestError",
+__all__ = ["AccessError", "CorruptRecordError", "CountMismatchError", "EncodeError",
+           "ManifestError",
            "MissingExtraError", "OptionError", "SchemaError", "TfsparkError",
            "WriteConflictError"]
 
@@ -67,6 +68,15 @@ class CorruptRecordError(TfsparkError, IOError):
         self.offset = offset
 
 
+class AccessError(TfsparkError, PermissionError):
+    """A file the file system or store would not let tfspark read (permissions, credentials):
+    nothing is known of its data."""
+
+    def __init__(self, message: str, path: str | None = None):
+        super().__init__(message)
+        self.path = path
+
+
 class ManifestError(TfsparkError, ValueError):
     """A manifest (`_tfspark.json`) that is missing, unreadable, damaged or not ours."""
 
@@ -104,6 +114,18 @@ def require(module: str, part: str, extra: str, why: str = "") -> None:
 # words: curl's, GCS's and Azure's SDKs).
 _UNREACHABLE = re.compile(r"NETWORK_CONNECTION|could(?: not|n't) (?:connect|resolve)|failed to "
                           r"connect|connection refused|timed? ?out|timeout was reached", re.I)
+
+
+# How file systems and stores refuse access: the OS's EACCES, S3's AccessDenied, GCS's 403 and
+# PERMISSION_DENIED, Azure's AuthorizationFailure / AuthorizationPermissionMismatch.
+_ACCESS_DENIED = re.compile(r"AccessDenied|Access Denied|PERMISSION_DENIED|Authorization"
+                            r"(?:PermissionMismatch|Failure)|HTTP status 403|\b403 Forbidden|"
+                            r"Permission denied", re.I)
+
+
+def access_denied(error: BaseException) -> bool:
+    """Whether a file system's or store's error says that it refused access to a file."""
+    return isinstance(error, PermissionError) or bool(_ACCESS_DENIED.search(str(error)))
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:

@@ -136,6 +136,15 @@ def test_verify_on_a_missing_bucket_or_a_silent_server_is_one_line(tmp_path, cli
     assert "no server answered" in line and "testing" not in line, line
 
 
+def test_an_empty_tfrecord_file_is_said_to_hold_no_records(tmp_path, cli):
+    (tmp_path / "empty.tfrecord").write_bytes(b"")
+    done = cli(["inspect", "empty.tfrecord"])
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert done.stdout == "empty.tfrecord: a TFRecord file holding no records\n"
+    done = cli(["verify", "empty.tfrecord"])  # a file of no records is a whole one
+    assert done.returncode == 0 and "files 1  records 0" in done.stdout, done.stdout
+
+
 def test_inspect_non_tfspark_directory_and_corrupt_file(tmp_path, cli):
     (tmp_path / "plain").mkdir()
     line = _one_error(cli(["inspect", "plain"]))
@@ -157,6 +166,25 @@ def test_export_config_unknown_key_and_bad_value(tmp_path, cli):
     line = _one_error(cli(["export", "--config", str(conf)]))
     assert "is not valid TOML" in line
     assert not (tmp_path / "out").exists() and not (tmp_path / "warehouse").exists()
+
+
+@pytest.mark.parametrize("args,line", [
+    (["export", "--compression", "lz4"], "error: tfspark export: argument --compression: "
+                                         "invalid choice: 'lz4' (choose from 'gzip', 'none')"),
+    (["train", "--backend", "pytorch"], "error: tfspark train: argument --backend: invalid "
+                                        "choice: 'pytorch' (choose from 'tensorflow', 'jax')"),
+    ([], "error: tfspark: the following arguments are required: COMMAND"),
+    (["inspect"], "error: tfspark inspect: the following arguments are required: path"),
+])
+def test_a_usage_error_is_one_line_and_a_hint(capsys, args, line):
+    """argparse prints the whole usage before its error (25 lines for export): here the error
+    line and where the usage is, exit 2 as every error."""
+    with pytest.raises(SystemExit) as exited:
+        main(args)
+    assert exited.value.code == 2
+    command = " ".join(["tfspark", *args[:1]])
+    assert _lines(capsys.readouterr().err) == [line, f"hint: run `{command} --help` for its "
+                                                     f"usage"]
 
 
 def test_bad_flag_value_and_missing_config_in_process(tmp_path, capsys):

@@ -392,3 +392,33 @@ def test_the_train_jobs_input_bench_leaves_the_reader_where_it_was(data, bench_b
     for (a, ya), (b, yb) in zip(measured, fresh, strict=True):
         np.testing.assert_array_equal(ya, yb)
         np.testing.assert_array_equal(a["x"], b["x"])
+
+
+def test_a_loader_resumed_with_another_number_of_workers_says_so(data):
+    """Each worker's state is where its part of the data is: a state of 2 workers given to a
+    loader of 3 (or of none) is refused in tfspark's words, not torchdata's bare
+    AssertionError at the next iteration; the same count resumes exactly."""
+    pytest.importorskip("torchdata.stateful_dataloader")
+    from tfspark.errors import StateMismatch
+    from tfspark.numpy.frameworks import torch_dataset
+
+    def loader(workers: int):
+        return torch_dataset(data["rows"], 10, seed=4).loader(
+            num_workers=workers, **(worker_options() if workers else {}))
+
+    want = [b[1].tolist() for b in loader(2)]
+    first = loader(2)
+    it = iter(first)
+    got = [next(it)[1].tolist() for _ in range(3)]
+    saved = first.state_dict()
+    del it
+    for other in (3, 0):
+        with pytest.raises(StateMismatch, match=f"saved by a DataLoader with num_workers=2, "
+                                                f"and this one has {other}: .* resume with "
+                                                f"num_workers=2"):
+            loader(other).load_state_dict(saved)
+    again = loader(2)
+    again.load_state_dict(saved)
+    assert got + [b[1].tolist() for b in again] == want
+    with pytest.raises(OptionError, match="leave batch_size out"):
+        torch_dataset(data["rows"], 10).loader(batch_size=4)

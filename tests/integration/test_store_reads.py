@@ -325,14 +325,19 @@ def test_an_overwrite_leaves_no_stale_copies_in_the_cache(gcs, local_sets, spark
     gone.wait()
     filling = cache / new / bucket / "ds"
     filling.mkdir(parents=True)
-    dead, live = f"part-9.tfrecord.tmp-{gone.pid}-1", f"part-8.tfrecord.tmp-{os.getpid()}-1"
-    for name in (dead, live):
+    from tfspark.store.cache import _HOST
+
+    # pids repeat across hosts sharing a cache directory: another host's fill is its own
+    dead, live = (f"part-9.tfrecord.tmp-{_HOST}-{gone.pid}-0123456789ab",
+                  f"part-8.tfrecord.tmp-{_HOST}-{os.getpid()}-0123456789ab")
+    elsewhere = f"part-7.tfrecord.tmp-another.host-{gone.pid}-0123456789ab"
+    for name in (dead, live, elsewhere):
         (filling / name).write_bytes(b"half")
     got = tfspark.make_dataset(ds, 64, filesystem=fs, cache_dir=cache, label_cols=["id"])
     assert sorted(int(i) for _, y in got for i in y.numpy()) == list(range(100, 400))
     assert not (cache / old / bucket / "ds").exists() and other.read_bytes() == b"kept"
     names = {p.name for p in filling.iterdir()}
-    assert live in names and dead not in names, names
+    assert live in names and elsewhere in names and dead not in names, names
     (filling / dead).write_bytes(b"half")  # read_batches sweeps as well
     assert ids_of(tfspark.read_batches(ds, 64, filesystem=fs, cache_dir=cache,
                                        label_cols=["id"])) == list(range(100, 400))

@@ -110,3 +110,26 @@ def test_an_edited_total_is_found_by_verify(dataset, capsys, key):
     code, text = run(out, capsys)
     assert code == 1 and f"its total '{key}' is {doc[key]} but its files' entries add up " \
         f"to {doc[key] - 7:,}" in text, text
+
+
+def test_a_file_the_filesystem_refuses_is_an_access_error_not_damage(dataset, capsys):
+    """A filesystem that will not open a data file (an fsspec one of the user's here; a store's
+    403 reads the same) is an access error naming the file, never 'corrupt' data."""
+    from fsspec.implementations.local import LocalFileSystem
+
+    class Refusing(LocalFileSystem):
+        def _open(self, path, mode="rb", **kw):
+            if ".tfrecord" in str(path):
+                raise PermissionError(13, "Permission denied", str(path))
+            return super()._open(path, mode, **kw)
+
+    out, _ = dataset
+    with pytest.raises(tfspark.AccessError, match=r"part-0000\d\.tfrecord(\.gz)?: access denied .*"
+                                                   r"check the file's permissions") as refused:
+        list(tfspark.read_batches(str(out), 10, filesystem=Refusing()))
+    assert not isinstance(refused.value, tfspark.CorruptRecordError)
+    assert isinstance(refused.value, PermissionError)  # what a caller catches
+    report = tfspark.verify(str(out), filesystem=Refusing())
+    assert len(report.problems) == 3, report.render()
+    assert all("access denied" in p and "corrupt" not in p.lower() and "CRC" not in p
+               for p in report.problems), report.render()

@@ -127,10 +127,14 @@ def print_records(path: str, n: int, split: str | None, filesystem: Any = None,
                   manifest: mf.Manifest | None = None, lone: bool = False) -> None:
     """Print the first n records of a data set (one split's when given), decoded
     (manifest: the path's, when read; lone: path is one TFRecord file, shown by its keys)."""
+    shown = 0
     for i, record in enumerate(_records(path, n, split, filesystem, manifest, lone)):
         print(f"record {i}:")
         for key, value in record.items():
             print(f"  {key}: {_fmt(value)}")
+        shown += 1
+    if lone and not shown and n > 0:  # (a data set's summary above says its counts)
+        print(f"{redact(path)}: a TFRecord file holding no records")
 
 
 def _records(path: str, n: int, split: str | None, filesystem: Any = None,

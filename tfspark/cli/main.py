@@ -20,7 +20,7 @@ import argparse
 import logging
 import sys
 import traceback
-from typing import Any
+from typing import Any, NoReturn
 
 from tfspark import __version__
 from tfspark.cli import inspect, plots
@@ -107,9 +107,19 @@ def _logging(debug: bool) -> None:
         root.addHandler(logging.StreamHandler() if debug else logging.NullHandler())
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors are one line and a hint (argparse prints the
+    whole usage first: 25 lines for export), exit status 2 as every other error."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"error: {self.prog}: {message}", file=sys.stderr)
+        print(f"hint: run `{self.prog} --help` for its usage", file=sys.stderr)
+        raise SystemExit(EXIT_ERROR)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `tfspark` argument parser: global options and one subparser per command."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="tfspark", epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Spark DataFrames -> TFRecord files of tf.train.Example, with a parquet copy\n"
                     "of the same rows and the feature spec alongside; inspect, verify and train\n"
@@ -121,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "Keras's per-step progress in train (also after COMMAND)")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     # --debug after the command too; SUPPRESS keeps a subparser from resetting the global one.
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                         help="on an error, print the full traceback")
     common.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS,

@@ -5,7 +5,9 @@ progress, still show. --verbose shows everything.
 Both write to file descriptor 2 below Python, so while the JVM starts, and while train runs,
 fd 2 is a pipe that a thread copies to the real stderr line by line, leaving out the lines
 NOISE matches. A partial line that carries a carriage return (Spark's progress bar redrawing
-itself) is copied at once. The JVM keeps the pipe as its stderr for as long as it lives.
+itself) is copied at once; any other waits for its end, however long the writer pauses (a
+notice written in pieces by a busy process is still one line to leave out). The JVM keeps the
+pipe as its stderr for as long as it lives.
 """
 
 from __future__ import annotations
@@ -18,8 +20,11 @@ import sys
 import threading
 from collections.abc import Iterator
 
-# Start-up notices of the JVM, Spark, Hadoop and Hive's metastore, matched at a line's start
-# (after the tag of a train --workers training process, whose lines the Spark task relays).
+# Start-up notices of the JVM, Spark, Hadoop and Hive's metastore, and of TensorFlow's C++ side
+# at import (TF_CPP_MIN_LOG_LEVEL does not reach these in TF 2.21; its GPU build probes for
+# CUDA on a machine without a GPU), matched at a line's start (after the tag of a train
+# --workers training process, whose lines the Spark task relays).
+_GLOG = rb"[IWE]\d{4} [\d:.]+ +\d+ \S*?"  # I0000 00:00:1795668223.561824   18671 path/
 NOISE = re.compile(
     rb"(\[tfspark worker \d+\] )?(WARNING: Using incubator modules: "
     rb"|Using Spark's default log4j profile"
@@ -32,10 +37,15 @@ NOISE = re.compile(
     rb"|ObjectStore: (Version information not found|setMetaStoreSchemaVersion|"
     rb"Failed to get database)"
     rb"|SparkStringUtils: Truncated the string representation)"
-    # TensorFlow's C++ side at import: TF_CPP_MIN_LOG_LEVEL does not reach these (TF 2.21)
     rb"|WARNING: All log messages before absl::InitializeLog\(\) is called"
-    rb"|[IWE]\d{4} [\d:.]+ +\d+ (port\.cc:\d+\] oneDNN custom operations are on"
-    rb"|\S+\.cc:\d+\] failed call to cuInit))")
+    rb"|To enable the following instructions: .* rebuild TensorFlow"
+    rb"|" + _GLOG + rb"(port\.cc:\d+\] oneDNN custom operations are on"
+    rb"|\.cc:\d+\] failed call to cuInit"
+    rb"|cudart_stub\.cc:\d+\] Could not find cuda drivers"
+    rb"|cuda_(dnn|fft|blas)\.cc:\d+\] Unable to register cu\w+ factory"
+    rb"|cpu_feature_guard\.cc:\d+\] This TensorFlow binary is optimized"
+    rb"|py_utils\.cc:\d+\] TF-TRT Warning: Could not find TensorRT"
+    rb"|computation_placer\.cc:\d+\] computation placer already registered))")
 
 
 def quiet_tensorflow(verbose: bool) -> None:
@@ -89,7 +99,7 @@ def _copy(read: int, out: int) -> None:
             pending += chunk
             *lines, pending = pending.split(b"\n")
             _write(out, b"".join(line + b"\n" for line in lines if not NOISE.match(line)))
-            if pending and (b"\r" in pending or not ready):  # a progress bar, or a pause
+            if b"\r" in pending:  # a progress bar redrawing itself
                 if not NOISE.match(pending):
                     _write(out, pending)
                     pending = b""

@@ -25,6 +25,7 @@ import os
 import re
 import shutil
 import tempfile
+import uuid
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -45,7 +46,7 @@ def checkpoint_name(epochs_done: int, step: int = 0) -> str:
 
 def _checkpoints(directory: str) -> list[tuple[tuple[int, int], str]]:
     """((epochs done, steps into the next), name) of the checkpoint directories in
-    `directory`, oldest first; one being written (<name>.tmp-PID) is not one."""
+    `directory`, oldest first; one being written (<name>.tmp-...) is not one."""
     try:
         names = os.listdir(directory)
     except FileNotFoundError:
@@ -128,8 +129,7 @@ def save(model: Any, directory: str, epochs_done: int, history: dict[str, list[f
     os.makedirs(directory, exist_ok=True)
     name = checkpoint_name(epochs_done, step)
     final = os.path.join(directory, name)
-    tmp = f"{final}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
+    tmp = _temporary(final)
     os.makedirs(tmp)
     _save_weights(model, os.path.join(tmp, _WEIGHTS))
     if readers:
@@ -142,8 +142,10 @@ def save(model: Any, directory: str, epochs_done: int, history: dict[str, list[f
     for _, old in kept[:-_KEEP]:
         shutil.rmtree(os.path.join(directory, old), ignore_errors=True)
     oldest = kept[-_KEEP:][0][0]
-    for staged in os.listdir(directory):  # a reader state staged for a checkpoint never made
-        m = _NAME.fullmatch(staged[len(_READERS) + 1:]) if staged.startswith(_READERS) else None
+    for staged in os.listdir(directory):  # a reader state staged for a checkpoint never made,
+        # and a checkpoint a crashed chief left half-written, older than every one kept
+        m = _NAME.fullmatch(staged[len(_READERS) + 1:]) if staged.startswith(_READERS) else \
+            _NAME.fullmatch(staged.split(".tmp-", 1)[0]) if ".tmp-" in staged else None
         if m and (int(m[1]), int(m[2] or 0)) < oldest:
             shutil.rmtree(os.path.join(directory, staged), ignore_errors=True)
 
@@ -161,9 +163,16 @@ def stage_reader(directory: str, epochs_done: int, step: int, worker: int,
     staged = os.path.join(directory, f"{_READERS}-{checkpoint_name(epochs_done, step)}")
     os.makedirs(staged, exist_ok=True)
     path = os.path.join(staged, f"worker-{worker}.json")
-    with open(f"{path}.tmp-{os.getpid()}", "w") as f:
+    tmp = _temporary(path)
+    with open(tmp, "w") as f:
         json.dump(state, f)
-    os.replace(f"{path}.tmp-{os.getpid()}", path)
+    os.replace(tmp, path)
+
+
+def _temporary(path: str) -> str:
+    """A name beside `path` that no other writer uses: the checkpoint directory is shared by
+    the workers' hosts (and a retried stage's), where process ids repeat (containers)."""
+    return f"{path}.tmp-{os.getpid()}-{uuid.uuid4().hex[:12]}"
 
 
 def reader_state(checkpoint: str, worker: int) -> dict[str, Any] | None:

@@ -35,7 +35,9 @@ def torch_dataset(path_or_files: Any, batch_size: int, **kwargs: Any) -> Any:
 
     Resumable: state_dict() / load_state_dict() say and set where its reader is (in each
     DataLoader worker, its part's), which torchdata's StatefulDataLoader saves and gives
-    back, so a resumed loader yields exactly the batches that were still to come. A wrong
+    back, so a resumed loader yields exactly the batches that were still to come.
+    `.loader(num_workers=...)` makes that loader (batch_size=None: the batches are the
+    reader's), and refuses a state saved with another num_workers in one line. A wrong
     argument (a column, the split) raises here, not in the workers."""
     require("torch", "tfspark.torch_dataset", "torch")
     from tfspark.numpy.torch_batches import TorchBatches

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
+from tfspark.errors import OptionError, StateMismatch
 from tfspark.numpy.columns import Ragged
 from tfspark.numpy.read import read_batches
 
@@ -62,6 +63,53 @@ class TorchBatches(IterableDataset):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resume the next iteration where `state` (from state_dict) says."""
         self._state = state
+
+    def loader(self, num_workers: int = 0, **kwargs: Any) -> Any:
+        """A DataLoader of these batches (batch_size=None: the reader makes the batches):
+        torchdata's StatefulDataLoader when it is installed, whose state_dict() and
+        load_state_dict() resume exactly; torch's DataLoader otherwise. kwargs go to it
+        (multiprocessing_context, pin_memory, ...). A state saved by a loader of another
+        num_workers is refused, naming both counts (each worker's state is of its part)."""
+        if kwargs.get("batch_size") is not None:
+            raise OptionError(f"loader: batch_size={kwargs['batch_size']!r}, but the batches "
+                              f"are made by the reader (torch_dataset's batch_size): leave "
+                              f"batch_size out")
+        kwargs["batch_size"] = None
+        try:
+            from torchdata.stateful_dataloader import StatefulDataLoader
+        except ImportError:
+            return torch.utils.data.DataLoader(self, num_workers=num_workers, **kwargs)
+        return _checked_loader(StatefulDataLoader)(self, num_workers=num_workers, **kwargs)
+
+
+def _checked_loader(base: type) -> type:
+    """StatefulDataLoader, refusing a state of another number of workers in tfspark's words
+    (torchdata's own check is a bare AssertionError at the next iteration)."""
+
+    class Loader(base):
+        def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+            saved = _workers_of(state_dict)
+            if saved is not None and saved != self.num_workers:
+                raise StateMismatch(
+                    f"num_workers={saved} there, {self.num_workers} here",
+                    f"state: saved by a DataLoader with num_workers={saved}, and this one has "
+                    f"{self.num_workers}: each worker's state is where its part of the data "
+                    f"is, so resume with num_workers={saved} (or start without the state)")
+            super().load_state_dict(state_dict)
+
+    return Loader
+
+
+def _workers_of(state: Any) -> int | None:
+    """The num_workers of a StatefulDataLoader's state (its workers' snapshot holds it; a
+    single-process state has none); None when it is no such state."""
+    if not isinstance(state, dict):
+        return None
+    main = (state.get("_snapshot") or {}).get("_main_snapshot") \
+        if isinstance(state.get("_snapshot"), dict) else None
+    if isinstance(main, dict) and isinstance(main.get("_num_workers"), int):
+        return int(main["_num_workers"])
+    return 0 if "_num_yielded" in state else None
 
 
 def to_torch(value: Any) -> Any:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import threading
+import socket
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -71,7 +72,10 @@ class _Filling:
     def __init__(self, stream: Any, target: str, size: int):
         self._stream, self._target, self._size = stream, target, size
         os.makedirs(os.path.dirname(target), exist_ok=True)
-        self._tmp = f"{target}.tmp-{os.getpid()}-{threading.get_ident()}"
+        # Unique to this fill: a cache directory may be shared by processes of several hosts
+        # (a network mount), where pids and thread ids repeat; the host and pid say whether
+        # its filler is gone (_dead_fill).
+        self._tmp = f"{target}.tmp-{_HOST}-{os.getpid()}-{uuid.uuid4().hex[:12]}"
         self._out: Any = open(self._tmp, "wb")  # noqa: SIM115 - closed in close()
         self._seen = 0
         self.closed = False
@@ -136,7 +140,9 @@ class _Filling:
         self.close()
 
 
-_FILLING = re.compile(r"\.tmp-(\d+)-\d+$")  # _Filling's temporary name: .tmp-<pid>-<thread>
+_HOST = re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname())
+# _Filling's temporary name: .tmp-<host>-<pid>-<nonce>
+_FILLING = re.compile(r"\.tmp-([A-Za-z0-9._]+)-(\d+)-[0-9a-f]{12}$")
 
 
 def _drop_files(directory: str, drop: Callable[[str], bool]) -> None:
@@ -159,9 +165,10 @@ def _not_filling(name: str) -> bool:
 
 
 def _dead_fill(name: str) -> bool:
-    """A temporary copy whose filling process is gone (killed)."""
+    """A temporary copy whose filling process, on this host, is gone (killed); another
+    host's are left to that host."""
     m = _FILLING.search(name)
-    return bool(m) and not _alive(int(m.group(1)))  # type: ignore[union-attr]
+    return bool(m) and m.group(1) == _HOST and not _alive(int(m.group(2)))  # type: ignore[union-attr]
 
 
 def _alive(pid: int) -> bool:

@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from tfspark.errors import CorruptRecordError
+from tfspark.errors import CorruptRecordError, access_denied
 from tfspark.store.fs import Location
-from tfspark.wire.stream import first_damage
+from tfspark.wire.stream import first_damage, refused
 
 if TYPE_CHECKING:
     from tfspark.store.cache import FileCache
@@ -78,6 +78,10 @@ class Fetcher:
                 size = loc.size()
         except FileNotFoundError:
             raise missing(loc.uri) from None
+        except OSError as e:
+            if access_denied(e):
+                raise refused(loc.uri, e) from e
+            raise
         stream = RangeStream(loc, size if end is None else end, self._executor(),
                              min(self.range_bytes, size if end is None else end - start),
                              self.ahead, start, self._spares)

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from tfspark import progress
-from tfspark.errors import CorruptRecordError, TfsparkError, scrubbed
+from tfspark.errors import AccessError, CorruptRecordError, TfsparkError, scrubbed
 from tfspark.spec.model import FeatureSpec
 from tfspark.store import manifest as mf
 from tfspark.store.fetch import Fetcher
@@ -89,7 +89,9 @@ def verify(path: str | os.PathLike, filesystem: Any = None) -> Report:
         raw: bytes | None = loc.read_bytes(mf.NAME)
     except FileNotFoundError:
         raw = None
-    except OSError as e:  # no server, no permission, a directory in its place
+    except OSError as e:  # a lone file (no directory); no server, no permission
+        if is_lone_file(loc):
+            return _check_lone(loc, report)
         raise mf.unreadable(loc, e) from None
     if raw is None:
         if is_lone_file(loc):  # a lone TFRecord file (asked only now: no extra request)
@@ -251,6 +253,9 @@ def _check_file(stream: Any, entry: mf.FileEntry, compression: str | None,
                 chunk = []
         rows += _parse(chunk, spec, rel, count, block)
         count += len(chunk)
+    except AccessError as e:  # not read: nothing known of its records, no count to compare
+        report.problems.append(str(e))
+        return
     except CorruptRecordError as e:
         report.problems.append(str(e))
         count += len(chunk)

@@ -15,7 +15,13 @@ from typing import IO, Any
 
 import numpy as np
 
-from tfspark.errors import CorruptRecordError, OptionError, store_hint
+from tfspark.errors import (
+    AccessError,
+    CorruptRecordError,
+    OptionError,
+    access_denied,
+    store_hint,
+)
 from tfspark.wire.compression import GZIP_LEVELS, normalize_compression, sniff_gzip
 from tfspark.wire.tfrecord import (
     _CRC,
@@ -183,12 +189,21 @@ def _records(source, gz: bool | None, verify: bool, path: str | None) -> Iterato
             except FileNotFoundError:
                 raise  # gone mid-read: no damage to name here
             except OSError as exc:  # a failing file system, or a store's refusal (a 403)
+                if access_denied(exc):
+                    raise refused(name, exc) from exc
                 raise CorruptRecordError(f"{name}: read error at byte offset {offset}{where} "
                                          f"({exc}){_hint(exc)}", path=name, offset=offset) from exc
             if data is None:
                 return
             yield data
             offset += len(data) + OVERHEAD
+
+
+def refused(name: str, error: OSError) -> AccessError:
+    """The error of a file that its file system or store would not let us read."""
+    return AccessError(f"{name}: access denied ({' '.join(str(error).split())}); check the "
+                       f"file's permissions, or the credentials given for its store (its "
+                       f"data was not read, so nothing is known to be wrong with it)", path=name)
 
 
 def _hint(error: OSError) -> str:
@@ -266,6 +281,8 @@ def stream_framed(stream: Any, name: str, verify: bool,
         except FileNotFoundError:
             raise  # gone (an overwrite's sweep on a store, mid-read): no damage to name here
         except OSError as e:  # bad or truncated gzip data, or a failing file system
+            if access_denied(e) and not isinstance(e, gzip.BadGzipFile):
+                raise refused(name, e) from e
             what = "bad or truncated gzip data" if gz else "read error"
             at = base + (len(view) if spans else filled)
             raise CorruptRecordError(f"{name}: {what} after byte offset {at}{where} ({e})"
