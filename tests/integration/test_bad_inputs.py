@@ -342,7 +342,7 @@ BAD = [
         r"'.*nope' does not exist: check the path$", setup=missing),
     Bad("unreadable-missing-path-spark-read", SR, OptionError,
         r"input path '.*nope' does not exist", setup=missing),
-    Bad("unreadable-missing-path-verify", VF, VerifyFailed,
+    Bad("unreadable-missing-path-verify", VF, ManifestError,  # nothing to verify: raised
         r"'.*nope' does not exist: check the path", setup=missing),
     Bad("unreadable-empty-dir-spark-read", SR, SchemaError, r"no TFRecord files in '.*empty'",
         setup=empty_dir),

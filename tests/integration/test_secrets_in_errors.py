@@ -49,7 +49,7 @@ def written(spark, tmp_path_factory):
 
 def test_readers_meeting_a_store_error_show_no_secret(written, tf):
     """The manifest reads; the data files are refused (a token without rights to them).
-    verify reports each file so (it raised the store's error)."""
+    verify reports each file as refused, not as damaged."""
     fs = pafs.PyFileSystem(pafs.FSSpecHandler(AzureLike(fail=r"\.tfrecord$")))
     with pytest.raises(OSError) as read:
         list(tfspark.read_batches(written, 100, filesystem=fs))
@@ -57,7 +57,7 @@ def test_readers_meeting_a_store_error_show_no_secret(written, tf):
         list(tfspark.make_dataset(written, 100, filesystem=fs, label_cols=["y"]))
     report = tfspark.verify(written, filesystem=fs)
     # one line per file, naming the refusal (no "holds 0 readable records" after it)
-    assert report.problems and all(": read error at byte offset 0 (" in p and "403" in p
+    assert report.problems and all(": access denied (" in p and "403" in p
                                    for p in report.problems), report.problems
     for text in (shown(read.value), dataset.value.message, report.render()):
         assert "403" in text and clean(text), text
