@@ -2,7 +2,7 @@
 apply), and its iterator's get_state()/set_state() resume it exactly (Grain and orbax
 checkpoints save them).
 
-    pip install 'tfspark[grain]' jax
+    pip install 'pyspark-tfrecord[grain]' jax
     python examples/grain_jax.py out/sample_tfrecords
 """
 

@@ -2,7 +2,7 @@
 keras_inputs and keras_preprocessing (normalization from the statistics, no adapt() pass),
 fit on read_batches. On JAX and PyTorch it needs no TensorFlow.
 
-    pip install 'tfspark[keras]' jax        # or torch, or tensorflow
+    pip install 'pyspark-tfrecord[keras]' jax        # or torch, or tensorflow
     KERAS_BACKEND=jax python examples/keras_logistic.py out/sample_tfrecords
 """
 

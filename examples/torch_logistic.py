@@ -1,7 +1,7 @@
 """PyTorch, no TensorFlow: tfspark.torch_dataset in a DataLoader (its workers split the rows:
 each row once per epoch), tensors straight from the reader's arrays.
 
-    pip install 'tfspark[torch]'
+    pip install 'pyspark-tfrecord[torch]'
     python examples/torch_logistic.py out/sample_tfrecords
 """
 

@@ -11,7 +11,7 @@
 # Run it as a script (`python examples/walkthrough.py`) or open `walkthrough.ipynb` (generated
 # from this file by `python examples/make_notebook.py`). Settings come from the environment:
 # `TFSPARK_WALKTHROUGH_OUT` (default `out/walkthrough`) and `TFSPARK_WALKTHROUGH_ROWS`
-# (default 20000). It needs Spark and TensorFlow: `pip install 'tfspark[all]'`; DuckDB is
+# (default 20000). It needs Spark and TensorFlow: `pip install 'pyspark-tfrecord[all]'`; DuckDB is
 # optional (pandas is used without it). The notebook's outputs are from a real run
 # (`python examples/make_notebook.py --execute`).
 

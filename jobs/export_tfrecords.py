@@ -1,6 +1,8 @@
 """spark-submit entry point of the export job: the same flags and config as `tfspark export`.
 
-    spark-submit jobs/export_tfrecords.py --config conf/export.toml [--output gs://bucket/out]
+    spark-submit jobs/export_tfrecords.py --config export.toml [--output gs://bucket/out]
+
+(`tfspark export --print-config > export.toml` gives a commented config to start from.)
 
 spark-submit provides the session (master, warehouse, metastore), so the config's master and
 warehouse are not used here. tfspark must be installed on the driver and the executors.

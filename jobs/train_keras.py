@@ -1,6 +1,6 @@
 """Train a small Keras model on a tfspark data set: in this process (no Spark needed),
 
-    python jobs/train_keras.py --config conf/train.toml [--data out/ds] [--epochs 5]
+    python jobs/train_keras.py [--config train.toml] [--data out/ds] [--epochs 5]
 
 or on N Spark tasks at once (tfspark.train_on_spark, MultiWorkerMirroredStrategy), with the
 session spark-submit provides (its master, its executors, their GPUs):
@@ -8,7 +8,8 @@ session spark-submit provides (its master, its executors, their GPUs):
     spark-submit jobs/train_keras.py --workers 4 --data /dbfs/tfspark/ds \
         --checkpoint-dir /dbfs/tfspark/ckpt --model-out /dbfs/tfspark/model.keras
 
-Settings are in conf/train.toml (see tfspark.cli.config.TrainConfig); flags override them.
+Settings are in a train config (`tfspark train --print-config` prints the default one, used when
+--config is not given; see tfspark.cli.config.TrainConfig); flags override them.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import argparse
 import json
 import sys
 
-from tfspark.cli.config import load_train_config
+from tfspark.cli.config import load_train_config, packaged
 from tfspark.cli.train import train
 from tfspark.errors import TfsparkError
 
@@ -25,7 +26,7 @@ from tfspark.errors import TfsparkError
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="train_keras.py", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--config", default="conf/train.toml")
+    p.add_argument("--config", default=str(packaged("train.toml")))
     p.add_argument("--data", help="tfspark directory to train on")
     p.add_argument("--label", help="label column (default: the spec's)")
     p.add_argument("--train-split", dest="train_split", metavar="NAME")

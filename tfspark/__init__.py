@@ -13,6 +13,9 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+# The distribution on PyPI (`tfspark` there is another project); the import package and the
+# command stay `tfspark`. Every install line tfspark prints names it.
+DISTRIBUTION = "pyspark-tfrecord"
 
 if TYPE_CHECKING:  # what IDEs and type checkers see; at run time __getattr__ loads on use
     from tfspark.arrow.encode import encode_batch

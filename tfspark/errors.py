@@ -93,12 +93,19 @@ class TrainingError(TfsparkError, RuntimeError):
     """Distributed training failed in a worker, more times than Spark retries the stage."""
 
 
+def install(extra: str) -> str:
+    """The pip command that installs tfspark with `extra`."""
+    from tfspark import DISTRIBUTION
+
+    return f"pip install '{DISTRIBUTION}[{extra}]'"
+
+
 class MissingExtraError(TfsparkError, ImportError):
     """A part of tfspark whose optional dependency is not installed; names the extra."""
 
     def __init__(self, part: str, module: str, extra: str, why: str = ""):
         super().__init__(f"{part} needs {module}, which is not installed: "
-                         f"pip install 'tfspark[{extra}]'{why}", name=module)
+                         f"{install(extra)}{why}", name=module)
         self.extra = extra
 
 

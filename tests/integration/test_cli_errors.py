@@ -325,7 +325,7 @@ def test_other_errors():
         ("/srv/x: Permission denied", "check the permissions of the file and its directory")
     message, hint = describe_error(ModuleNotFoundError("No module named 'tensorflow'",
                                                        name="tensorflow"))
-    assert message == "tensorflow is not installed" and "tfspark[tf]" in (hint or "")
+    assert message == "tensorflow is not installed" and "pyspark-tfrecord[tf]" in (hint or "")
     message, hint = describe_error(RuntimeError("first line\nsecond line"))
     assert message == "RuntimeError: first line" and "--debug" in (hint or "")
     assert describe_error(KeyboardInterrupt()) == ("interrupted", None)

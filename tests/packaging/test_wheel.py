@@ -35,7 +35,7 @@ SOURCES = sorted(str(p.relative_to(ROOT / "tfspark")) for p in (ROOT / "tfspark"
 # Shipped in the sdist next to the package (MANIFEST.in): spark-submit entry points, configs,
 # the spec's JSON Schema, and what the sdist's own tests need.
 SDIST_EXTRAS = ["README.md", "pyproject.toml", "pyspark_tfspark.py", "PKG-INFO", "MANIFEST.in",
-                "jobs/export_tfrecords.py", "jobs/train_keras.py", "conf/export.toml",
+                "jobs/export_tfrecords.py", "jobs/train_keras.py", "tfspark/cli/export.toml",
                 "conf/spark-defaults.conf", "schemas/feature_spec.schema.json",
                 "scripts/local_cluster.py", "tests/conftest.py"]
 ROWS = 500
@@ -131,7 +131,7 @@ def test_wheel_contents_and_metadata(dists):
     assert names("plot") - base == {"matplotlib"}
     assert names("torch") - base == {"torch"}
     assert names("jax") - base == {"keras", "jax"}
-    assert {"tfspark"} <= names("all") - base  # tfspark[spark,tf,plot]
+    assert {"pyspark-tfrecord"} <= names("all") - base  # pyspark-tfrecord[spark,tf,plot]
     dev = names("dev") - base
     assert "pyspark" not in dev and {n for n in dev if n.startswith("tensorflow")}
 
@@ -256,17 +256,19 @@ def test_base_install_reads_without_spark_or_tensorflow(dists, exported, tmp_pat
     assert done.returncode == 0 and f"ROWS {ROWS}" in done.stdout, done.stderr[-4000:]
     # The parts that need an extra say which, in one line.
     done = venv.cli("export", "--sample-rows", "10", "--output", str(tmp_path / "x"))
-    assert done.returncode == 2 and "pip install 'tfspark[spark]'" in done.stderr, done.stderr
+    assert done.returncode == 2 and "pip install 'pyspark-tfrecord[spark]'" in done.stderr, \
+        done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) <= 2
     for name, extra in (("register", "spark"), ("write_tfrecords", "spark"),
                         ("make_dataset", "tf"), ("keras_inputs", "keras")):
         done = venv.run(f"import tfspark; tfspark.{name}")
         last = done.stderr.strip().splitlines()[-1]
         assert done.returncode != 0 and "MissingExtraError" in last and \
-            f"pip install 'tfspark[{extra}]'" in last, done.stderr
+            f"pip install 'pyspark-tfrecord[{extra}]'" in last, done.stderr
     done = venv.run(f"import tfspark; tfspark.torch_dataset({str(exported)!r}, 4)")
     last = done.stderr.strip().splitlines()[-1]
-    assert "MissingExtraError" in last and "pip install 'tfspark[torch]'" in last, done.stderr
+    assert "MissingExtraError" in last and "pip install 'pyspark-tfrecord[torch]'" in last, \
+        done.stderr
 
 
 def test_tf_install_reads_with_make_dataset_without_spark(dists, exported, tmp_path):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tfspark.cli import config as config_module
-from tfspark.cli.config import KEYS, ExportConfig, load_config
+from tfspark.cli.config import KEYS, ExportConfig, load_config, packaged
 from tfspark.errors import OptionError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,8 +71,8 @@ name = "?"
     assert kw["split"] == {"train": 0.8, "test": 0.2} and kw["mode"] == "overwrite"
 
 
-def test_repo_example_config_loads():
-    cfg = load_config(ROOT / "conf" / "export.toml")
+def test_the_packaged_config_loads():
+    cfg = load_config(packaged("export.toml"))
     assert cfg.source is None and cfg.output == "out/sample_tfrecords"
     assert cfg.backup_table == "tfspark_demo.sample_backup" and cfg.label_cols == ("label",)
     assert cfg.split == {"train": 0.8, "validation": 0.1, "test": 0.1}
@@ -180,3 +180,16 @@ def test_the_packaged_log4j_config_is_conf_s():
     # The CLI ships a copy (an installed wheel has no conf/); the two must not drift apart.
     packaged = ROOT / "tfspark" / "cli" / "log4j2.properties"
     assert packaged.read_text() == (ROOT / "conf" / "log4j2.properties").read_text()
+
+
+def test_print_config_prints_what_the_demo_uses_and_it_loads_back(tmp_path, capsys):
+    """From a wheel there is no conf/: `--print-config` gives a config to start from."""
+    from tfspark.cli.main import main
+
+    for command, name in (("export", "export.toml"), ("train", "train.toml")):
+        assert main([command, "--print-config"]) == 0
+        text = capsys.readouterr().out
+        assert text == packaged(name).read_text()
+        assert f"tfspark {command} --print-config > {name}" in text
+        (tmp_path / name).write_text(text)
+    assert load_config(tmp_path / "export.toml") == load_config(packaged("export.toml"))

@@ -191,9 +191,9 @@ def test_bad_arguments_fail_before_tensorflow(ds_dir, kwargs, match):
 
 
 def test_train_config_file_and_errors(tmp_path):
-    from tfspark.cli.config import TrainConfig, load_train_config
+    from tfspark.cli.config import TrainConfig, load_train_config, packaged
 
-    cfg = load_train_config("conf/train.toml", epochs=7)
+    cfg = load_train_config(packaged("train.toml"), epochs=7)
     assert cfg.epochs == 7 and cfg.model_out.endswith(".keras") and cfg.exclude == ("id",)
     assert TrainConfig.from_mapping({"steps_per_epoch": "none"}).steps_per_epoch is None
     for bad, match in (({"epoch": 1}, "unknown key 'epoch'"),

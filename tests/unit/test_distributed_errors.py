@@ -67,7 +67,8 @@ def test_a_jax_worker_without_jax_says_what_to_install(tmp_path):
                           capture_output=True, text=True)
     assert done.returncode == 2, done.stderr[-2000:]
     assert done.stderr.strip() == ("error: train_on_spark(backend='jax') needs jax, which is not "
-                                   "installed: pip install 'tfspark[jax]' on every executor")
+                                   "installed: pip install 'pyspark-tfrecord[jax]' on every "
+                                   "executor")
 
 
 def test_the_relayed_lines_say_which_worker_wrote_them(tmp_path, capfd):

@@ -1,5 +1,6 @@
 """The jobs' settings: frozen dataclasses loaded from TOML files by one loader (`load_toml`):
-ExportConfig (conf/export.toml) and TrainConfig (conf/train.toml).
+ExportConfig (export.toml) and TrainConfig (train.toml): `tfspark export --print-config` and
+`tfspark train --print-config` print the commented ones installed with tfspark.
 
 Every key of a file is a field of its dataclass; unknown keys, wrong TOML types and bad values
 are refused with an OptionError naming the key and the file, so a typo never silently falls back
@@ -176,6 +177,12 @@ def filesystem_of(path: str, store_file: str | None) -> Any:
     return store_filesystem(path, store_table(store_file), store_file) if store_file else None
 
 
+def packaged(name: str) -> Path:
+    """A config file installed with tfspark ("export.toml", "train.toml"): the settings of the
+    demo, commented, which `tfspark export --print-config` prints for a user to start from."""
+    return Path(__file__).with_name(name)
+
+
 def load_config(path: str | Path) -> ExportConfig:
     """Read a TOML file whose top-level keys are ExportConfig fields."""
     return ExportConfig(**_check(load_toml(path), str(path)))
@@ -268,7 +275,7 @@ TRAIN_BACKENDS = ("tensorflow", "jax")  # Keras 3's backends the train job runs 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Settings of the train job (conf/train.toml). Paths are relative to the CWD."""
+    """Settings of the train job (train.toml). Paths are relative to the CWD."""
 
     data: str = "out/sample_tfrecords"  # a tfspark directory (with or without splits)
     label: str | None = None  # None: the spec's label column (there must be exactly one)
@@ -331,7 +338,7 @@ class TrainConfig:
 
 
 def load_train_config(path: str | Path, **overrides: Any) -> TrainConfig:
-    """Read conf/train.toml; overrides (None = not given) are applied on top."""
+    """Read a train config (TOML); overrides (None = not given) are applied on top."""
     doc = load_toml(path)
     doc.update({k: v for k, v in overrides.items() if v is not None})
     return TrainConfig.from_mapping(doc, str(path))

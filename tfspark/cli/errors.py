@@ -9,7 +9,7 @@ import re
 import sys
 from typing import Any
 
-from tfspark.errors import TfsparkError, store_hint, wrapped
+from tfspark.errors import TfsparkError, install, store_hint, wrapped
 from tfspark.store.manifest import SPARK_CREDENTIALS_HINT
 from tfspark.store.redaction import redact_text
 
@@ -59,10 +59,10 @@ def _describe(exc: BaseException) -> tuple[str, str | None]:
         top = exc.name.split(".")[0]
         if top in ("tensorflow", "keras"):
             return (f"{top} is not installed",
-                    "this command needs TensorFlow: pip install 'tfspark[tf]'")
+                    f"this command needs TensorFlow: {install('tf')}")
         if top in ("pyspark", "py4j"):
             return (f"{top} is not installed",
-                    "this command needs Spark: pip install 'tfspark[spark]'")
+                    f"this command needs Spark: {install('spark')}")
         return f"{top} is not installed", f"install it (pip install {top}), or reinstall tfspark"
     text = _first_line(str(exc))
     arrow = sys.modules.get("pyarrow")  # (Azure's client raises a plain ArrowException)

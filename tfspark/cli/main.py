@@ -29,7 +29,7 @@ from tfspark.cli.errors import describe_error, interrupted, silence_stdout
 from tfspark.cli.progress_lines import ProgressLines
 from tfspark.cli.quiet import quiet_tensorflow, stderr_filtered
 from tfspark.cli.spark_commands import write_commands
-from tfspark.errors import OptionError
+from tfspark.errors import OptionError, install
 from tfspark.store.redaction import redact, redact_text
 
 EXIT_ERROR = 2
@@ -38,7 +38,8 @@ EXIT_INTERRUPTED = 130
 _EPILOG = """\
 examples:
   tfspark demo                                   export the embedded sample, decode, train
-  tfspark export --config conf/export.toml --source db.events --output out/events
+  tfspark export --print-config > export.toml    a commented config to start from
+  tfspark export --config export.toml --source db.events --output out/events
   tfspark inspect out/events --records 5         manifest, spec table, 5 decoded records
   tfspark verify out/events                      check every CRC, count and record
 
@@ -169,11 +170,14 @@ def _read_commands(command: Any) -> None:
     p.set_defaults(run=_verify)
     p = command("train", "train a small Keras model on an exported data set",
                 "Train a small Keras model on an exported data set with tf.data "
-                "(tfspark.make_dataset). Needs TensorFlow: pip install 'tfspark[tf]'; with "
-                "--backend jax, Keras on JAX fed by read_batches, no TensorFlow: pip install "
-                "'tfspark[jax]'. Flags override the keys of --config.")
+                f"(tfspark.make_dataset). Needs TensorFlow: {install('tf')}; with "
+                f"--backend jax, Keras on JAX fed by read_batches, no TensorFlow: "
+                f"{install('jax')}. Flags override the keys of --config.")
     p.add_argument("--config", default=None, metavar="TOML",
-                   help="TOML of train settings (conf/train.toml)")
+                   help="TOML of train settings (tfspark train --print-config shows one)")
+    p.add_argument("--print-config", action="store_true",
+                   help="print a commented config file to start from, and exit: "
+                        "tfspark train --print-config > train.toml")
     p.add_argument("path", nargs="?", help="exported data set directory (or --data)")
     p.add_argument("--data", help="exported data set directory")
     p.add_argument("--label", help="label feature (default: the spec's labels)")
@@ -204,9 +208,12 @@ def _read_commands(command: Any) -> None:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from tfspark.cli.config import TrainConfig, load_train_config
+    from tfspark.cli.config import TrainConfig, load_train_config, packaged
     from tfspark.cli.train_jax import use_backend
 
+    if args.print_config:
+        print(packaged("train.toml").read_text(), end="")
+        return 0
     if args.path and args.data and args.path != args.data:
         raise OptionError(f"train: the data set is named twice, {redact(args.path)!r} and "
                           f"--data {redact(args.data)!r}; give one")

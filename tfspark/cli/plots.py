@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 from tfspark.cli.config import add_store_arg, filesystem_of
 from tfspark.cli.inspect import missing_local_path, stats_table
-from tfspark.errors import OptionError, SchemaError, require
+from tfspark.errors import OptionError, SchemaError, install, require
 from tfspark.spec.kinds import float_of_json
 from tfspark.store import manifest as mf
 from tfspark.store.local_paths import local_only
@@ -40,7 +40,7 @@ def add_command(command: Any) -> None:
                 "Print the feature statistics write_tfrecords stored in the manifest (per "
                 "split with --split); --plot DIR writes one PNG per feature: histograms of "
                 "numbers (from the deciles) and the most frequent values of strings and ids. "
-                "--plot needs matplotlib: pip install 'tfspark[plot]'.")
+                f"--plot needs matplotlib: {install('plot')}.")
     p.add_argument("path", help="a directory written by write_tfrecords / tfspark export")
     p.add_argument("--split", help="the statistics of this split (default: all rows)")
     p.add_argument("--plot", metavar="DIR", help="write PNG charts into this directory")

@@ -15,14 +15,11 @@ from tfspark.cli.config import (
     ExportConfig,
     add_store_arg,
     load_config,
+    packaged,
     store_table,
 )
 from tfspark.cli.quiet import stderr_filtered
-from tfspark.errors import require
-
-DEMO = ExportConfig(output="out/sample_tfrecords", mode="overwrite", label_cols=("label",),
-                    compression="gzip", backup_table="tfspark_demo.sample_backup",
-                    split={"train": 0.8, "validation": 0.1, "test": 0.1}, split_key="id")
+from tfspark.errors import install, require
 
 SAMPLE_OUTPUT = "tfspark_sample/tfrecords"  # where `tfspark export` puts the sample by default
 def write_commands(command: Any) -> None:
@@ -37,7 +34,7 @@ def write_commands(command: Any) -> None:
                 "The main flow on embedded sample data: export it (local Spark, backup table in "
                 "./warehouse), count the backup with Spark SQL, decode 3 records, then train a "
                 "small Keras model when TensorFlow is installed. Takes the export flags.")
-    add_export_args(p, config_help="(default: conf/export.toml when present, else built-in)")
+    add_export_args(p, config_help="(default: the one --print-config prints)")
     p.set_defaults(run=lambda args: _export(args, demo=True))
     p = command("spec", "infer the feature spec of a table or parquet files",
                 "Infer the feature spec (JSON) from the schema of a catalog table or parquet "
@@ -58,6 +55,9 @@ def add_export_args(p: argparse.ArgumentParser, config_help: str = "") -> None:
     the same name. The write settings' flags come from their table (WriteOptions)."""
     p.add_argument("--config", metavar="TOML",
                    help=f"TOML file of ExportConfig keys {config_help}".strip())
+    p.add_argument("--print-config", action="store_true",
+                   help="print a commented config file to start from (the demo's), and exit: "
+                        "tfspark export --print-config > export.toml")
     p.add_argument("--source", help="table name, parquet/CSV file or directory (default: sample)")
     p.add_argument("--source-format", choices=SOURCE_FORMATS,
                    help="how to read --source (default auto: guessed from the name)")
@@ -99,12 +99,13 @@ def config_from_args(args: argparse.Namespace, base: ExportConfig | None = None)
 
 
 def _export(args: argparse.Namespace, demo: bool = False) -> int:
-    if demo and not args.config and Path("conf/export.toml").exists():
-        args.config = "conf/export.toml"
+    if args.print_config:
+        print(packaged("export.toml").read_text(), end="")
+        return 0
     require("pyspark", f"tfspark {'demo' if demo else 'export'}", "spark")
     from tfspark.cli.session import check_local_source, local_session, run_export, stop
 
-    cfg = config_from_args(args, base=DEMO if demo else None)
+    cfg = config_from_args(args, base=load_config(packaged("export.toml")) if demo else None)
     if cfg.output is None and cfg.source is None:  # the embedded sample: a path of its own
         cfg = cfg.with_overrides(output=SAMPLE_OUTPUT)
         print(f"tfspark export: no --output given: the embedded sample goes to "
@@ -136,18 +137,17 @@ def _demo_train(path: str, verbose: bool) -> None:
     import importlib.util
 
     if importlib.util.find_spec("tensorflow") is None:
-        print("\nTensorFlow is not installed: skipping training (pip install 'tfspark[tf]')")
+        print(f"\nTensorFlow is not installed: skipping training ({install('tf')}; or train "
+              f"on JAX: tfspark train {path} --backend jax)")
         return
-    from tfspark.cli.config import TrainConfig, load_train_config
+    from tfspark.cli.config import load_train_config
     from tfspark.cli.train import train
 
-    conf = Path("conf/train.toml")
     flags: dict[str, Any] = {"data": path, "epochs": 2,
                              "model_out": str(Path(path).parent / "model.keras")}
     if verbose:
         flags["verbose"] = 1
-    cfg = load_train_config(conf, **flags) if conf.exists() else TrainConfig(
-        exclude=("id",), **flags)
+    cfg = load_train_config(packaged("train.toml"), **flags)
     print(f"\nTraining a Keras model on {path} (tfspark train):")
     with stderr_filtered(verbose, drain=True):  # TensorFlow's C++ start-up notices
         train(cfg)

@@ -11,11 +11,12 @@ number arrays stay. Its feeds from read_batches are train_feed.py's.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import os
 import sys
 from typing import Any
 
-from tfspark.errors import OptionError, require
+from tfspark.errors import MissingExtraError, OptionError, install, require
 
 
 def use_backend(backend: str, trains_here: bool = True) -> None:
@@ -30,6 +31,11 @@ def use_backend(backend: str, trains_here: bool = True) -> None:
         return
     if backend == "jax":
         require("jax", "tfspark train --backend jax", "jax")
+    elif backend == "tensorflow" and trains_here and \
+            importlib.util.find_spec("tensorflow") is None:
+        raise MissingExtraError("tfspark train (--backend tensorflow, the default)",
+                                "tensorflow", "tf", f"; or train with Keras on JAX, which needs "
+                                f"no TensorFlow: --backend jax ({install('jax')})")
     os.environ["KERAS_BACKEND"] = backend
 
 

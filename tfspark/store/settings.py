@@ -28,7 +28,7 @@ _SPLIT_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
 @dataclass(frozen=True)
 class Where:
     """Where a value came from: `name` as its message names it ("gzip_level", "option gzipLevel",
-    "key 'gzip_level' in conf/export.toml"), and how to name an entry of a table value."""
+    "key 'gzip_level' in export.toml"), and how to name an entry of a table value."""
 
     name: str
     key: str = ""  # a config key: entries are named "key 'split.train' in <file>"
