@@ -319,7 +319,7 @@ def test_a_write_on_a_store_writes_success_once_and_sweeps_what_is_left_on_gcs_t
     import subprocess
     import sys
 
-    from tfspark.spark.backup import _host
+    from tfspark.store.backup import _host
 
     fs = store.filesystem()
     out = f"{store.bucket()}/ds"

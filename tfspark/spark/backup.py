@@ -1,39 +1,26 @@
-"""write_tfrecords' parquet backup, staged so that it and the TFRecords change together.
-
-The new rows go to a staging place first: for a backup directory, a hidden
-`_tfspark_staging-<id>/` inside it (Spark, pyarrow and DuckDB skip names starting with "_");
-for a backup table, a table `<name>__tfspark_staging_<id>`. The TFRecords are written from the
-staged rows, and only after their manifest commits is the staging published: it replaces the
-backup (overwrite) or joins it (append). A failure or a kill before the commit leaves the old
-backup untouched, so the data set is entirely old; after the commit it is entirely new.
-
-The manifest's "backup" entry says where the backup is, its rows and the write that made it;
-while the staging is being published it also holds "pending" (the staging and its files), so a
-write killed between its commit and the end of publishing is finished by the next
-write_tfrecords to the same path (`roll_forward`). In the backup's directory, MARKER names the
-write the backup belongs to; `tfspark verify` compares both with the manifest.
+"""write_tfrecords' parquet backup, as Spark writes it: staged by Spark's parquet writer (or by
+tfspark's tasks through pyarrow, on a store Spark cannot reach), and a backup table in Spark's
+catalog, staged as a table `<name>__tfspark_staging_<id>`. How a backup directory is staged,
+published and checked is the backup's own life (tfspark.store.backup); this is Spark's part.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import re
-import socket
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from tfspark.errors import OptionError, TfsparkError
+from tfspark.store import backup as stored
 from tfspark.store import manifest as mf
-from tfspark.store import many
+from tfspark.store.backup import data_files as _data_files
+from tfspark.store.backup import staging_name, sweep_dead
 from tfspark.store.fs import Location, locate
 from tfspark.store.local_paths import uri_to_path
-from tfspark.store.lock import commit_lock
 
+__all__ = ["StagedBackup", "publish", "roll_forward", "sweep_dead", "table_location"]
 log = logging.getLogger("tfspark")
-MARKER = mf.BACKUP_MARKER
-STAGING_PREFIX = mf.BACKUP_STAGING
 _TABLE_STAGING = "__tfspark_staging_"
 
 
@@ -66,7 +53,7 @@ class StagedBackup:
         if table:
             return cls("table", table, f"{table}{_TABLE_STAGING}{token}", publish)
         created = not (existed if existed is not None else path.exists())
-        name = f"{STAGING_PREFIX}{token}-{os.getpid()}-{_host()}"
+        name = staging_name(token)
         return cls("path", path.uri, path.child_uri(name), publish, created, where=path,
                    by_tasks=by_tasks, write_id=write_id)
 
@@ -130,6 +117,11 @@ class StagedBackup:
 
     def entry(self, spark: Any, write_rows: int, previous: mf.Manifest | None) -> dict:
         """The manifest's "backup" entry at the commit: pending until published."""
+        if self.kind == "path":
+            files = list(self.staged) if self.by_tasks else _data_files(self._staging())
+            return stored.path_entry(self._target(), self._staging(), files, self.mode,
+                                     write_rows, lambda: _count(spark, self)
+                                     if _exists(spark, self) else 0, previous)
         rows = write_rows
         complete = True  # the backup holds every row of the data set
         if self.mode == "append":
@@ -140,46 +132,16 @@ class StagedBackup:
                 before = _count(spark, self) if _exists(spark, self) else 0
                 rows, complete = before + write_rows, previous is None
         pending: dict[str, Any] = {"staging": self.staging, "mode": self.mode}
-        if self.kind == "path":
-            pending["files"] = list(self.staged) if self.by_tasks else \
-                _data_files(self._staging())
-        elif self.mode == "append":
+        if self.mode == "append":
             pending["rows_before"] = rows - write_rows
         return {"kind": self.kind, "target": self.target, "rows": rows, "complete": complete,
                 "pending": pending}
-
 
 def literal(path: str) -> str:
     """A path for Spark's readers that names itself only: Spark expands a path it reads as a
     glob, where "?", "*", "[...]" and "{...}" would match other directories' files too
     (/data/a?b reads /data/aXb), so those are escaped."""
     return re.sub(r"([\\*?\[\]{}])", r"\\\1", path)
-
-
-def _host() -> str:
-    return re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname())
-
-
-def sweep_dead(path: str | Location) -> None:
-    """Remove the staging directories under a backup directory whose driver ran on this host
-    and is gone (a killed write_tfrecords); those of other hosts, or of live drivers, stay."""
-    loc = locate(path)
-    for name in loc.subdirectories():  # (none when it is not there)
-        m = re.fullmatch(re.escape(STAGING_PREFIX) + r"[0-9a-f]+-(\d+)-(.+)", name)
-        if m and m.group(2) == _host() and not _alive(int(m.group(1))):
-            log.info("tfspark: removing %s, the staged backup of a write whose driver died",
-                     loc.child_uri(name))
-            loc.delete_dir(name)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process: alive
-        return True
-    return True
 
 
 def table_location(spark: Any, table: str) -> str:
@@ -189,12 +151,6 @@ def table_location(spark: Any, table: str) -> str:
             return str(row[1]).strip()
     raise OptionError(f"backup table {table!r} has no storage location that tfspark can use; "
                       f"use backup_path instead")
-
-
-def _data_files(loc: Location) -> list[str]:
-    """The data files under loc (relative), skipping hidden names and staging directories."""
-    return [r for r in loc.list_files()
-            if not any(p.startswith(("_", ".")) for p in r.split("/"))]
 
 
 def _exists(spark: Any, b: StagedBackup) -> bool:
@@ -221,62 +177,18 @@ def _count(spark: Any, b: StagedBackup) -> int:
 # ---------------------------------------------------------------- after the commit
 
 def publish(spark: Any, output: Location, write_id: str) -> None:
-    """Move the committed write's staged backup into place, then drop "pending" from the
-    manifest. Idempotent: a publish stopped half way is finished by running it again. The
-    manifest is read afresh: a write committed since this one keeps its own backup."""
-    manifest = mf.read_manifest(output)
-    entry = manifest.backup or {}
-    pending = entry.get("pending")
-    if not pending or manifest.last_write != write_id:
-        return
-    if entry["kind"] == "path":  # on the output's filesystem when it names a place there
-        location = _publish_path(output.resolve(entry["target"]),
-                                 output.resolve(pending["staging"]), pending)
-        target = output.resolve(location)
-    else:
-        location = _publish_table(spark, entry["target"], pending, entry["rows"])
-        target = locate(uri_to_path(location))
-    marker = json.dumps({"write_id": write_id, "rows": entry["rows"],
-                         "data_set": output.uri}).encode()
-    target.write_bytes_atomic(MARKER, marker)
-    with commit_lock(output, write_id) as seen:  # as a commit: never over another write's
-        manifest = mf.read_manifest(output)
-        if manifest.last_write != write_id:
-            return
-        done = {k: v for k, v in (manifest.backup or {}).items() if k != "pending"}
-        # A backup inside the data set is also found by its place there, so a copy of the
-        # data set (gsutil cp, aws s3 sync) finds its own copy of the backup.
-        inside = target.base[len(output.base) + 1:] if entry["kind"] == "path" and \
-            type(target.fs) is type(output.fs) and \
-            target.base.startswith(output.base + "/") else None
-        mf.write_manifest(output, replace(manifest, backup=dict(
-            done, location=location, write_id=write_id, **({"inside": inside} if inside
-                                                            else {}))), seen)
+    """Move the committed write's staged backup into place (tfspark.store.backup.publish; a
+    backup table through Spark)."""
+    stored.publish(output, write_id, _table_publisher(spark))
 
 
-def _publish_path(loc: Location, staging: Location, pending: dict[str, Any]) -> str:
-    files = list(pending.get("files", []))
-    if pending["mode"] == "overwrite":  # the old backup's entries go; others' staging stays
-        keep = set(files) | {MARKER}
-        old = [(name, is_dir) for name, is_dir in loc.entries()
-               if name not in keep and not name.startswith(STAGING_PREFIX)]
+def roll_forward(spark: Any, loc: Location, manifest: mf.Manifest | None) -> bool:
+    """Finish a publication a kill interrupted (tfspark.store.backup.roll_forward)."""
+    return stored.roll_forward(loc, manifest, _table_publisher(spark))
 
-        def drop(entry: tuple[str, bool]) -> None:
-            (loc.delete_dir if entry[1] else loc.delete)(entry[0])
 
-        many.each(loc, drop, old)
-
-    def move(rel: str) -> None:
-        try:
-            staging.move(rel, loc, rel)
-        except OSError:  # moved already? (by a publish stopped half way, or meanwhile by a
-            # next write's roll_forward; a store says so only in words, not FileNotFoundError)
-            if loc.kind(rel) != "file" or staging.kind(rel) == "file":
-                raise
-
-    many.each(loc, move, files)
-    staging.delete_all()
-    return loc.uri
+def _table_publisher(spark: Any) -> stored.PublishTable:
+    return lambda target, pending, rows: _publish_table(spark, target, pending, rows)
 
 
 def _publish_table(spark: Any, target: str, pending: dict[str, Any], rows: int) -> str:
@@ -298,15 +210,3 @@ def _publish_table(spark: Any, target: str, pending: dict[str, Any], rows: int) 
             spark.sql(f"ALTER TABLE {staging} RENAME TO {target}")
     return table_location(spark, target)
 
-
-def roll_forward(spark: Any, loc: Location, manifest: mf.Manifest | None) -> bool:
-    """Finish the publication of a committed write's backup that a kill interrupted, given
-    the manifest at loc (None: none, or damaged: only an overwrite repairs that, afresh).
-    Whether it did (the manifest changed)."""
-    if manifest is None or not (manifest.backup or {}).get("pending") or \
-            not manifest.last_write:
-        return False
-    log.warning("tfspark: finishing the backup of the write that committed %s but was "
-                "stopped before its backup was moved into place", loc.uri)
-    publish(spark, loc, manifest.last_write)
-    return True

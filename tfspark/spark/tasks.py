@@ -74,7 +74,7 @@ def write_through_tasks(df: DataFrame, opts: WriteOptions, workflow: Workflow,
         if statistics is not None:  # no job of this write outlives it
             statistics.cancel()
         try:
-            writer.abort([])
+            writer.abort_write()
         except Exception as e:  # noqa: BLE001 - the write's own error is the one to raise
             log.warning("tfspark: could not remove this failed write's files at %s: %s",
                         writer.home.uri, said(e))

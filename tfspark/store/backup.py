@@ -1,0 +1,176 @@
+"""The parquet copy of a data set (its "backup"), staged so that it and the TFRecords change
+together: the part of its life that needs no Spark (a directory of parquet files on any
+filesystem). A backup table in Spark's catalog is Spark's part (tfspark.spark.backup).
+
+A write puts its rows in a hidden staging directory inside the backup's directory first,
+`_tfspark_staging-<write id>-<pid>-<host>/` (Spark, pyarrow and DuckDB skip names starting with
+"_"); the TFRecords are written from the staged rows, and only after their manifest commits is
+the staging published: it replaces the backup (overwrite) or joins it (append). A failure or a
+kill before the commit leaves the old backup untouched, so the data set is entirely old; after
+the commit it is entirely new.
+
+The manifest's "backup" entry says where the backup is, its rows and the write that made it;
+while the staging is being published it also holds "pending" (the staging and its files), so a
+write killed between its commit and the end of publishing is finished by the next write to the
+same path (`roll_forward`). In the backup's directory, MARKER names the write the backup
+belongs to; `tfspark verify` compares both with the manifest.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import socket
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from tfspark.store import manifest as mf
+from tfspark.store import many
+from tfspark.store.fs import Location, locate
+from tfspark.store.local_paths import uri_to_path
+from tfspark.store.lock import commit_lock
+
+log = logging.getLogger("tfspark")
+MARKER = mf.BACKUP_MARKER
+STAGING_PREFIX = mf.BACKUP_STAGING
+# A backup table's publication (Spark's part): (target table, pending, rows) -> its location
+PublishTable = Callable[[str, dict[str, Any], int], str]
+
+
+def staging_name(write_id: str) -> str:
+    """The staging directory of write `write_id` by this process: the name says which write
+    made it, and which driver (host and pid), so a later write can tell the leftovers of dead
+    drivers (sweep_dead) from a running write's."""
+    return f"{STAGING_PREFIX}{write_id}-{os.getpid()}-{_host()}"
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname())
+
+
+def sweep_dead(path: str | Location) -> None:
+    """Remove the staging directories under a backup directory whose driver ran on this host
+    and is gone (a killed write); those of other hosts, or of live drivers, stay."""
+    loc = locate(path)
+    for name in loc.subdirectories():  # (none when it is not there)
+        m = re.fullmatch(re.escape(STAGING_PREFIX) + r"[0-9a-f]+-(\d+)-(.+)", name)
+        if m and m.group(2) == _host() and not _alive(int(m.group(1))):
+            log.info("tfspark: removing %s, the staged backup of a write whose driver died",
+                     loc.child_uri(name))
+            loc.delete_dir(name)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def data_files(loc: Location) -> list[str]:
+    """The data files under loc (relative), skipping hidden names and staging directories."""
+    return [r for r in loc.list_files()
+            if not any(p.startswith(("_", ".")) for p in r.split("/"))]
+
+
+def path_entry(target: Location, staging: Location, files: list[str], mode: str,
+               write_rows: int, rows_before: Callable[[], int],
+               previous: mf.Manifest | None) -> dict[str, Any]:
+    """The manifest's "backup" entry of a write staged in a backup directory, at the commit:
+    pending until published. mode: "overwrite" (also a new backup) or "append"; files: the
+    staged files (relative to `staging`); rows_before: the rows the backup holds now (asked
+    only for an append whose previous manifest does not say)."""
+    rows, complete = write_rows, True  # complete: the backup holds every row of the data set
+    if mode == "append":
+        old = previous.backup if previous else None
+        if old and old.get("target") == target.uri and old.get("rows") is not None:
+            rows, complete = old["rows"] + write_rows, bool(old.get("complete"))
+        else:
+            rows, complete = rows_before() + write_rows, previous is None
+    return {"kind": "path", "target": target.uri, "rows": rows, "complete": complete,
+            "pending": {"staging": staging.uri, "mode": mode, "files": list(files)}}
+
+
+def publish(output: Location, write_id: str,
+            publish_table: PublishTable | None = None) -> None:
+    """Move the committed write's staged backup into place, then drop "pending" from the
+    manifest. Idempotent: a publish stopped half way is finished by running it again. The
+    manifest is read afresh: a write committed since this one keeps its own backup.
+    publish_table: how a backup table is published (Spark's), for a "table" entry."""
+    manifest = mf.read_manifest(output)
+    entry = manifest.backup or {}
+    pending = entry.get("pending")
+    if not pending or manifest.last_write != write_id:
+        return
+    if entry["kind"] == "path":  # on the output's filesystem when it names a place there
+        location = _publish_path(output.resolve(entry["target"]),
+                                 output.resolve(pending["staging"]), pending)
+        target = output.resolve(location)
+    else:
+        if publish_table is None:
+            raise mf.ManifestError(f"{output.uri}: the last write's backup is a table in a "
+                                   f"Spark catalog, whose publication needs Spark: write to "
+                                   f"this data set with write_tfrecords")
+        location = publish_table(entry["target"], pending, entry["rows"])
+        target = locate(uri_to_path(location))
+    marker = json.dumps({"write_id": write_id, "rows": entry["rows"],
+                         "data_set": output.uri}).encode()
+    target.write_bytes_atomic(MARKER, marker)
+    with commit_lock(output, write_id) as seen:  # as a commit: never over another write's
+        manifest = mf.read_manifest(output)
+        if manifest.last_write != write_id:
+            return
+        done = {k: v for k, v in (manifest.backup or {}).items() if k != "pending"}
+        # A backup inside the data set is also found by its place there, so a copy of the
+        # data set (gsutil cp, aws s3 sync) finds its own copy of the backup.
+        inside = target.base[len(output.base) + 1:] if entry["kind"] == "path" and \
+            type(target.fs) is type(output.fs) and \
+            target.base.startswith(output.base + "/") else None
+        mf.write_manifest(output, replace(manifest, backup=dict(
+            done, location=location, write_id=write_id, **({"inside": inside} if inside
+                                                            else {}))), seen)
+
+
+def _publish_path(loc: Location, staging: Location, pending: dict[str, Any]) -> str:
+    files = list(pending.get("files", []))
+    if pending["mode"] == "overwrite":  # the old backup's entries go; others' staging stays
+        keep = set(files) | {MARKER}
+        old = [(name, is_dir) for name, is_dir in loc.entries()
+               if name not in keep and not name.startswith(STAGING_PREFIX)]
+
+        def drop(entry: tuple[str, bool]) -> None:
+            (loc.delete_dir if entry[1] else loc.delete)(entry[0])
+
+        many.each(loc, drop, old)
+
+    def move(rel: str) -> None:
+        try:
+            staging.move(rel, loc, rel)
+        except OSError:  # moved already? (by a publish stopped half way, or meanwhile by a
+            # next write's roll_forward; a store says so only in words, not FileNotFoundError)
+            if loc.kind(rel) != "file" or staging.kind(rel) == "file":
+                raise
+
+    many.each(loc, move, files)
+    staging.delete_all()
+    return loc.uri
+
+
+def roll_forward(loc: Location, manifest: mf.Manifest | None,
+                 publish_table: PublishTable | None = None) -> bool:
+    """Finish the publication of a committed write's backup that a kill interrupted, given
+    the manifest at loc (None: none, or damaged: only an overwrite repairs that, afresh).
+    Whether it did (the manifest changed)."""
+    if manifest is None or not (manifest.backup or {}).get("pending") or \
+            not manifest.last_write:
+        return False
+    log.warning("tfspark: finishing the backup of the write that committed %s but was "
+                "stopped before its backup was moved into place", loc.uri)
+    publish(loc, manifest.last_write, publish_table)
+    return True
