@@ -1,6 +1,6 @@
 """Clean-ups that run while another write works on the same path (real threads, real files).
 
-A failed write removes the directories it made once they are empty (spark/undo.py), and a
+A failed write removes the directories it made once they are empty (the write of a data set), and a
 committed write removes its emptied backup staging (spark/backup.py). Both may run at the
 moment another write of the same path fills or removes the same directories; neither may
 remove that write's files, nor fail because the other removed a directory first.
@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from tfspark.spark.undo import Before
 from tfspark.store.fs import locate
+from tfspark.store.write import Before
 
 ROUNDS = 300
 

@@ -30,7 +30,6 @@ from tfspark.spark.meanwhile import Meanwhile
 from tfspark.spark.source import register_meanwhile
 from tfspark.spark.stats_observed import GROUP_COLUMN, Observed
 from tfspark.spark.tasks import check_sendable, write_through_tasks
-from tfspark.spark.undo import Before, undo_on_failure
 from tfspark.spark.versions import HAS_DATA_SOURCE, check_supported
 from tfspark.spark.write_plan import Workflow, check_append
 from tfspark.spec import FeatureSpec, infer_spec
@@ -40,6 +39,7 @@ from tfspark.store.fs import Location, locate
 from tfspark.store.options import WriteOptions, workflow_doc, workflow_signature, write_settings
 from tfspark.store.placement import check_placement, enclosing_data_set
 from tfspark.store.redaction import redact, said
+from tfspark.store.write import Before, undo_on_failure
 
 log = logging.getLogger("tfspark")
 REPORTS_BYTES = 128 * 2**20  # the tasks' statistics the driver takes in at most (about)

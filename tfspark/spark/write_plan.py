@@ -16,7 +16,6 @@ from tfspark.errors import OptionError, SchemaError, WriteConflictError
 from tfspark.spark.write import TfrecordWriter
 from tfspark.spec import FeatureSpec, infer_spec
 from tfspark.spec.layout import check_block_keys
-from tfspark.store import manifest as mf
 from tfspark.store.commit import (
     StartedFrom,
     conflict_message,
@@ -30,6 +29,9 @@ from tfspark.store.fs import Location, locate
 from tfspark.store.options import WriteOptions
 from tfspark.store.placement import check_placement
 from tfspark.store.redaction import redact
+from tfspark.store.write import check_append, refuse_label_partitions
+
+__all__ = ["PARTITION_TYPES", "Workflow", "check_append", "plan_write", "refuse_label_partitions"]
 
 log = logging.getLogger("tfspark")
 PARTITION_TYPES = ("string", "int", "bigint", "smallint", "tinyint", "boolean", "date")
@@ -133,17 +135,6 @@ def plan_write(opts: WriteOptions, schema: StructType, overwrite: bool,
                           backup_entry=given.backup_entry, count_nulls=list(given.count_nulls))
 
 
-def refuse_label_partitions(partition_cols: Any, label_cols: Any, partition_name: str,
-                            label_name: str) -> None:
-    """A label cannot be a partition column: those become directory names, not features."""
-    both = sorted(set(partition_cols) & set(label_cols))
-    if both:
-        raise OptionError(f"column(s) {both} are both labels and partition columns; a partition "
-                          f"column becomes directory names, not a feature of the records, so "
-                          f"it cannot be a label: drop it from {partition_name} or "
-                          f"{label_name}")
-
-
 def _spec(opts: WriteOptions, data_schema: StructType) -> FeatureSpec | None:
     if opts.record_type == "ByteArray":
         fields = data_schema.fields
@@ -168,28 +159,6 @@ def _spec(opts: WriteOptions, data_schema: StructType) -> FeatureSpec | None:
                       record_type=opts.record_type)
 
 
-def check_append(opts: WriteOptions, old: mf.Manifest,
-                 spec: FeatureSpec | None) -> FeatureSpec | None:
-    """The spec an append writes with (_append_spec), once its options and columns fit the
-    data set `old`; write_tfrecords asks before its backup (with the spec of the columns
-    alone: the fixed lengths found in the rows are checked once the rows are seen)."""
-    spec = _append_spec(opts, old, spec)
-    _check_same_layout(opts, old)
-    return spec
-
-
-def _check_same_layout(opts: WriteOptions, old: mf.Manifest) -> None:
-    """An append keeps the data set's layout: readers take one layout per data set."""
-    have = old.rows_per_record
-    if have != opts.rows_per_record:
-        def what(n: int) -> str:
-            return "the row layout (one row per record)" if n == 1 else \
-                f"the block layout with rows_per_record={n}"
-        raise OptionError(f"{redact(opts.path)!r} holds {what(have)}; this append asks for "
-                          f"{what(opts.rows_per_record)}. Append with rowsPerRecord={have} "
-                          f"(rows_per_record={have}), or overwrite the data set")
-
-
 def _check_spec_fits(spec: FeatureSpec, data_schema: StructType) -> None:
     """Encode zero rows of the DataFrame's Arrow schema: a given spec that does not fit the
     columns (extra ones, other types, scalar for array) fails on the driver, before any task."""
@@ -206,70 +175,3 @@ def _check_spec_fits(spec: FeatureSpec, data_schema: StructType) -> None:
         BatchEncoder(spec).encode(empty)
     except EncodeError as e:
         raise SchemaError(f"the given spec does not fit the DataFrame: {e}") from None
-
-
-def _append_spec(opts: WriteOptions, old: mf.Manifest,
-                 spec: FeatureSpec | None) -> FeatureSpec | None:
-    """The spec an append writes with: the data set's own, when this DataFrame's fits it.
-
-    Fits: the same features, dtypes, encodings and source types. Nullability may differ (the
-    stored spec is kept: a null where it has none is refused at its row), and so may a fixed
-    length found in the data (fixed [n] stored and variable now: every row must have n values;
-    variable stored: kept). Labels and defaults given for this write must match the stored ones.
-    """
-    checks = [("compression", old.compression, opts.compression),
-              ("recordType", old.record_type, opts.record_type),
-              ("partitionBy", list(old.partition_by), list(opts.partition_by))]
-    for name, was, now in checks:
-        if was != now:
-            raise OptionError(f"cannot append: the data set at {redact(opts.path)!r} has "
-                              f"{name}={was!r} but this write has {now!r}; use the same {name} "
-                              f"or overwrite")
-    if spec is None or old.spec is None:
-        if (spec is None) != (old.spec is None):
-            raise SchemaError(f"cannot append to {redact(opts.path)!r}: its feature spec "
-                              f"differs from this DataFrame's (the data set has no spec); write "
-                              f"to a new path or overwrite")
-        return spec
-    stored = old.spec
-    diff = _spec_diff(stored, spec, labels=bool(opts.label_cols),
-                      defaults=set(opts.defaults or {}))
-    if diff:
-        raise SchemaError(f"cannot append to {redact(opts.path)!r}: its feature spec differs "
-                          f"from this DataFrame's ({diff}); cast the columns to the data set's "
-                          f"types, write to a new path or overwrite")
-    return stored
-
-
-_SAME = ("path", "dtype", "encoding", "source_type")  # must match for an append
-
-
-def _spec_diff(stored: FeatureSpec, new: FeatureSpec, labels: bool, defaults: set[str]) -> str:
-    """What keeps `new` rows from being appended under `stored` ("" when nothing does)."""
-    was = {f.name: f for f in stored.features}
-    now = {f.name: f for f in new.features}
-    parts = []
-    if sorted(set(now) - set(was)):
-        parts.append(f"new: {sorted(set(now) - set(was))}")
-    if sorted(set(was) - set(now)):
-        parts.append(f"missing: {sorted(set(was) - set(now))}")
-    changed = []
-    for name in sorted(set(was) & set(now)):
-        a, b = was[name], now[name]
-        fields = [k for k in _SAME if getattr(a, k) != getattr(b, k)]
-        both_fixed = a.kind == b.kind == "fixed"
-        if (a.kind != b.kind and "varlen" not in (a.kind, b.kind)) or \
-                (both_fixed and a.shape != b.shape):
-            fields.append(f"shape {list(a.shape) if a.kind == 'fixed' else a.kind} -> "
-                          f"{list(b.shape) if b.kind == 'fixed' else b.kind}")
-        if labels and a.label != b.label:
-            fields.append("label")
-        if name in defaults and a.default != b.default:
-            fields.append("default")
-        if fields:
-            changed.append(f"{name} ({', '.join(fields)})")
-    if changed:
-        parts.append(f"changed: {', '.join(changed)}")
-    return "; ".join(parts)
-
-

@@ -1,7 +1,8 @@
-"""A write of a data set, whoever runs it: each task's part files (and statistics), then the
-commit on the driver, an abort that removes what a failed write left, and the sweep after a
-commit. Spark's data source and write_tfrecords run it in Spark's tasks (tfspark.spark's
-adapter); write_dataset runs its tasks in one process. No pyspark here.
+"""A write of a data set, whoever runs it: an append's fit to the data set, each task's part
+files (and statistics), then the commit on the driver, an abort that removes what a failed job
+left, the sweep after a commit, and what a failed write leaves (nothing of its own). Spark's
+data source and write_tfrecords run it in Spark's tasks (tfspark.spark's adapter);
+write_dataset runs its tasks in one process. No pyspark here.
 
 Files are named by the write id and the task, so a retried or failed attempt never clobbers
 another's; the manifest is the commit, written under the commit lock against the version of the
@@ -12,12 +13,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import pyarrow as pa
 
-from tfspark.errors import WriteConflictError
+from tfspark import errors
+from tfspark.errors import OptionError, SchemaError, TfsparkError, WriteConflictError
 from tfspark.spec import FeatureSpec
 from tfspark.store import manifest as mf
 from tfspark.store import many
@@ -32,9 +35,10 @@ from tfspark.store.commit import (
     wait_for_tasks,
     write_id_of,
 )
-from tfspark.store.fs import Location
+from tfspark.store.fs import Location, locate
 from tfspark.store.lock import commit_lock
 from tfspark.store.options import WriteOptions
+from tfspark.store.redaction import redact, said
 
 log = logging.getLogger("tfspark")
 
@@ -247,3 +251,183 @@ class DataSetWrite:
                     "=" not in top:  # the manifest of a split the data set no longer has
                 gone.append(rel)
         many.delete_files(loc, gone)
+
+
+# ---------------------------------------------------------------- before a write: an append's fit
+
+def refuse_label_partitions(partition_cols: Any, label_cols: Any, partition_name: str,
+                            label_name: str) -> None:
+    """A label cannot be a partition column: those become directory names, not features."""
+    both = sorted(set(partition_cols) & set(label_cols))
+    if both:
+        raise OptionError(f"column(s) {both} are both labels and partition columns; a partition "
+                          f"column becomes directory names, not a feature of the records, so "
+                          f"it cannot be a label: drop it from {partition_name} or "
+                          f"{label_name}")
+
+
+def check_append(opts: WriteOptions, old: mf.Manifest,
+                 spec: FeatureSpec | None) -> FeatureSpec | None:
+    """The spec an append writes with (_append_spec), once its options and columns fit the
+    data set `old`; write_tfrecords asks before its backup (with the spec of the columns
+    alone: the fixed lengths found in the rows are checked once the rows are seen)."""
+    spec = _append_spec(opts, old, spec)
+    _check_same_layout(opts, old)
+    return spec
+
+
+def _check_same_layout(opts: WriteOptions, old: mf.Manifest) -> None:
+    """An append keeps the data set's layout: readers take one layout per data set."""
+    have = old.rows_per_record
+    if have != opts.rows_per_record:
+        def what(n: int) -> str:
+            return "the row layout (one row per record)" if n == 1 else \
+                f"the block layout with rows_per_record={n}"
+        raise OptionError(f"{redact(opts.path)!r} holds {what(have)}; this append asks for "
+                          f"{what(opts.rows_per_record)}. Append with rowsPerRecord={have} "
+                          f"(rows_per_record={have}), or overwrite the data set")
+
+
+def _append_spec(opts: WriteOptions, old: mf.Manifest,
+                 spec: FeatureSpec | None) -> FeatureSpec | None:
+    """The spec an append writes with: the data set's own, when this DataFrame's fits it.
+
+    Fits: the same features, dtypes, encodings and source types. Nullability may differ (the
+    stored spec is kept: a null where it has none is refused at its row), and so may a fixed
+    length found in the data (fixed [n] stored and variable now: every row must have n values;
+    variable stored: kept). Labels and defaults given for this write must match the stored ones.
+    """
+    checks = [("compression", old.compression, opts.compression),
+              ("recordType", old.record_type, opts.record_type),
+              ("partitionBy", list(old.partition_by), list(opts.partition_by))]
+    for name, was, now in checks:
+        if was != now:
+            raise OptionError(f"cannot append: the data set at {redact(opts.path)!r} has "
+                              f"{name}={was!r} but this write has {now!r}; use the same {name} "
+                              f"or overwrite")
+    if spec is None or old.spec is None:
+        if (spec is None) != (old.spec is None):
+            raise SchemaError(f"cannot append to {redact(opts.path)!r}: its feature spec "
+                              f"differs from this DataFrame's (the data set has no spec); write "
+                              f"to a new path or overwrite")
+        return spec
+    stored = old.spec
+    diff = _spec_diff(stored, spec, labels=bool(opts.label_cols),
+                      defaults=set(opts.defaults or {}))
+    if diff:
+        raise SchemaError(f"cannot append to {redact(opts.path)!r}: its feature spec differs "
+                          f"from this DataFrame's ({diff}); cast the columns to the data set's "
+                          f"types, write to a new path or overwrite")
+    return stored
+
+
+_SAME = ("path", "dtype", "encoding", "source_type")  # must match for an append
+
+
+def _spec_diff(stored: FeatureSpec, new: FeatureSpec, labels: bool, defaults: set[str]) -> str:
+    """What keeps `new` rows from being appended under `stored` ("" when nothing does)."""
+    was = {f.name: f for f in stored.features}
+    now = {f.name: f for f in new.features}
+    parts = []
+    if sorted(set(now) - set(was)):
+        parts.append(f"new: {sorted(set(now) - set(was))}")
+    if sorted(set(was) - set(now)):
+        parts.append(f"missing: {sorted(set(was) - set(now))}")
+    changed = []
+    for name in sorted(set(was) & set(now)):
+        a, b = was[name], now[name]
+        fields = [k for k in _SAME if getattr(a, k) != getattr(b, k)]
+        both_fixed = a.kind == b.kind == "fixed"
+        if (a.kind != b.kind and "varlen" not in (a.kind, b.kind)) or \
+                (both_fixed and a.shape != b.shape):
+            fields.append(f"shape {list(a.shape) if a.kind == 'fixed' else a.kind} -> "
+                          f"{list(b.shape) if b.kind == 'fixed' else b.kind}")
+        if labels and a.label != b.label:
+            fields.append("label")
+        if name in defaults and a.default != b.default:
+            fields.append("default")
+        if fields:
+            changed.append(f"{name} ({', '.join(fields)})")
+    if changed:
+        parts.append(f"changed: {', '.join(changed)}")
+    return "; ".join(parts)
+
+
+# ---------------------------------------------------------------- a failed write: what it leaves
+
+def unwrapped(e: BaseException) -> BaseException:
+    """The tfspark error inside a Spark exception, as its own class; else `e` itself."""
+    if isinstance(e, TfsparkError):
+        return e
+    found = errors.wrapped(str(e))
+    if found is None or found[0] == "MissingExtraError":
+        return e
+    name, message = found
+    return getattr(errors, name)(message)
+
+
+@dataclass
+class Before:
+    """A path as it was before write_tfrecords: whether it existed, and its entries (every
+    file below it; directories too, where the filesystem lists them)."""
+
+    path: Location
+    existed: bool
+    entries: set[str]
+
+    @classmethod
+    def take(cls, path: str | Location) -> Before | None:
+        """None when the path is unusable, or a file (the write itself will say so)."""
+        try:
+            loc = locate(path)
+            if not loc.exists():
+                return cls(loc, False, set())
+            return cls(loc, True, {rel for rel, _ in loc.entries(recursive=True)})
+        except (OSError, ValueError):
+            return None
+
+    def put_back(self, write_id: str) -> None:
+        """Remove what write `write_id` added, unless its manifest committed."""
+        loc = self.path
+        if not loc.exists() or _committed(loc, write_id):
+            return
+        new = [(rel, is_dir) for rel, is_dir in loc.entries(recursive=True)
+                 if rel not in self.entries]
+        # this write's files carry its id (part files, markers, staging)
+        many.delete_files(loc, [rel for rel, is_dir in new if not is_dir and write_id in rel])
+        dirs = [loc.child(rel) for rel, is_dir in new if is_dir]
+        if not self.existed:
+            dirs.append(loc)
+        # Deepest first; only when empty: another write to the path may be filling them
+        for d in sorted(dirs, key=lambda d: d.base.count("/"), reverse=True):
+            d.remove_if_empty()
+
+
+def _committed(loc: Location, write_id: str) -> bool:
+    """Whether the manifest at loc names write `write_id` (it committed)."""
+    try:
+        return any(w.write_id == write_id for w in mf.read_manifest(loc).writes)
+    except TfsparkError:  # none, or damaged: no write committed there
+        return False
+
+
+@contextmanager
+def undo_on_failure(path: str | Location, write_id: str,
+                    before: Before | None = None) -> Iterator[None]:
+    """Around write `write_id` to `path`: on failure, remove what it added there (module
+    docstring) and raise a tfspark error that came back from a Spark task as its own class.
+    before: the path as it is now, if taken already (Before.take)."""
+    before = before if before is not None else Before.take(path)
+    try:
+        yield
+    except BaseException as e:
+        try:
+            if before is not None:
+                before.put_back(write_id)
+        except Exception as cleanup:  # noqa: BLE001 - report the write's own error
+            log.warning("tfspark: could not remove what the failed write left at %s: %s",
+                        locate(path).uri, said(cleanup))
+        err = unwrapped(e)
+        if err is e:
+            raise
+        raise err from e
