@@ -40,12 +40,13 @@ if TYPE_CHECKING:  # what IDEs and type checkers see; at run time __getattr__ lo
     from tfspark.numpy import Ragged, read_batches
     from tfspark.numpy.frameworks import grain_dataset, torch_dataset
     from tfspark.spark.distributed import train_on_spark
-    from tfspark.spark.export import WriteResult, write_tfrecords
+    from tfspark.spark.export import write_tfrecords
     from tfspark.spark.hadoop_stores import spark_filesystem
     from tfspark.spark.source import register
     from tfspark.spec import Feature, FeatureSpec, infer_spec
     from tfspark.store.integrity import Report, verify
     from tfspark.store.options import ReadOptions, WriteOptions
+    from tfspark.store.write import WriteResult
     from tfspark.tf.dataset import make_dataset
     from tfspark.tf.parsing import parsing_spec, sequence_parsing_spec
 
@@ -74,7 +75,7 @@ _API = {
     "write_tfrecords": "tfspark.spark.export",
     "train_on_spark": "tfspark.spark.distributed",
     "spark_filesystem": "tfspark.spark.hadoop_stores",
-    "WriteResult": "tfspark.spark.export",
+    "WriteResult": "tfspark.store.write",
     "WriteOptions": "tfspark.store.options",
     "ReadOptions": "tfspark.store.options",
     "verify": "tfspark.store.integrity",

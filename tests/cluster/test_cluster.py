@@ -137,7 +137,7 @@ def test_workflow_with_splits_and_gzip(workflow_output, timings):
     started = time.perf_counter()
     for name in SPLIT:
         cols = read_tf(out, split=name)
-        assert len(cols["id"]) == result.splits[name]["rows"] > 0
+        assert len(cols["id"]) == result.splits[name].rows > 0
         check_rows(cols)
         seen.append(cols["id"])
     timings["tf_read_check_200k_s"] = round(time.perf_counter() - started, 1)

@@ -188,7 +188,7 @@ def test_workflow_with_splits_verify_inspect_and_cli(spark, rich, tf, tmp_path):
     out = str(tmp_path / "wf")
     result = tfspark.write_tfrecords(df, out, label_cols=["y"], split={"train": 0.75,
                                      "test": 0.25}, split_key="id", rows_per_record=16)
-    assert result.rows == 40 and sum(s["rows"] for s in result.splits.values()) == 40
+    assert result.rows == 40 and sum(s.rows for s in result.splits.values()) == 40
     train = [int(i) for _, y in tfspark.make_dataset(out, 8, split="train") for i in y]
     test = [int(i) for _, y in tfspark.make_dataset(out, 8, split="test") for i in y]
     assert len(train) + len(test) == 40

@@ -119,7 +119,7 @@ def test_write_tfrecords_through_connect(connect, df, tf, tmp_path):
         for x, y in ds:
             features.extend(x["id"].numpy().tolist())
             labels.extend(y.numpy().tolist())
-        assert len(features) == result.splits[name]["rows"]
+        assert len(features) == result.splits[name].rows
         assert labels == [k % 2 for k in features]
         ids.extend(features)
     assert sorted(ids) == list(range(ROWS))

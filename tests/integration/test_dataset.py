@@ -80,7 +80,7 @@ def data(spark, tmp_path_factory):
     df = spark.createDataFrame(rows, _schema())
     result = tfspark.write_tfrecords(df, out, label_cols=["label"], compression="gzip",
                                      split=SPLITS, split_key="id", max_records_per_file=300)
-    assert result.rows == ROWS and result.splits["train"]["files"] > 2
+    assert result.rows == ROWS and result.splits["train"].files > 2
     return out, {r[0]: r for r in rows}, result
 
 
@@ -130,7 +130,7 @@ def test_every_type_matches_source(tf, data):
         assert x_spec["emb"].shape.as_list() == [None, 3]
         assert x_spec["vec"].shape.as_list() == [None, 2] and x_spec["txt"].dtype == tf.string
         cols = _collect(tf, ds)
-        assert len(cols["id"]) == result.splits[split]["rows"]
+        assert len(cols["id"]) == result.splits[split].rows
         names = list(cols)
         for row in zip(*cols.values()):
             g = dict(zip(names, row))
@@ -160,10 +160,10 @@ def test_interleave_two_epochs_every_record_twice(data):
     ds = make_dataset(path, 50, split="train", epochs=2, seed=None)
     ids = _ids(ds)
     counts = Counter(ids)
-    assert len(counts) == result.splits["train"]["rows"] and set(counts.values()) == {2}
+    assert len(counts) == result.splits["train"].rows and set(counts.values()) == {2}
     assert ids[:200] != sorted(ids[:200])  # shuffled
     # The manifest's record count is the dataset's cardinality (Keras knows the steps).
-    assert int(ds.cardinality()) == math.ceil(2 * result.splits["train"]["rows"] / 50)
+    assert int(ds.cardinality()) == math.ceil(2 * result.splits["train"].rows / 50)
 
 
 @pytest.mark.parametrize("cache", [True, "file"])
@@ -185,7 +185,7 @@ def test_splits_read_only_their_rows(data):
     path, _, result = data
     val = _ids(make_dataset(path, 64, split="validation"))
     train = _ids(make_dataset(path, 64, split="train"))
-    assert len(val) == result.splits["validation"]["rows"] and not set(val) & set(train)
+    assert len(val) == result.splits["validation"].rows and not set(val) & set(train)
     # The split directory itself reads the same; the top directory needs a split.
     assert sorted(_ids(make_dataset(os.path.join(path, "validation"), 64))) == sorted(val)
     with pytest.raises(OptionError, match="split="):
@@ -256,7 +256,7 @@ def test_shards_cover_every_record_once(data, split):
     ids = []
     for index in range(2):
         ids += _ids(make_dataset(path, 64, split=split, shard=(2, index), even_shards=False))
-    assert len(ids) == len(set(ids)) == result.splits[split]["rows"]
+    assert len(ids) == len(set(ids)) == result.splits[split].rows
 
 
 @pytest.mark.parametrize("workers", [2, 3])
@@ -265,7 +265,7 @@ def test_even_shards_take_the_same_steps_on_every_worker(tf, data, split, worker
     """What MultiWorkerMirroredStrategy needs: every worker the same batches per epoch, known
     to Keras; disjoint across workers; what is cut is at most the imbalance of the shards."""
     path, _, result = data
-    rows = result.splits[split]["rows"]
+    rows = result.splits[split].rows
     steps, ids = [], []
     for index in range(workers):
         ds = make_dataset(path, 32, split=split, shard=(workers, index), epochs=2, seed=index)
@@ -378,7 +378,7 @@ def test_mirrored_strategy_iterates(tf, data):
     n = 0
     for _x, y in strategy.experimental_distribute_dataset(ds):
         n += int(y.shape[0])
-    assert n == result.splits["validation"]["rows"]
+    assert n == result.splits["validation"].rows
 
 
 @pytest.mark.training
@@ -467,4 +467,4 @@ def test_the_autotuner_is_off_on_small_machines_and_a_caller_can_turn_it_on(
     again = ds.with_options(on)
     assert again.options().autotune.enabled is True
     assert sorted(_ids(ds)) == sorted(_ids(again)) and \
-        len(_ids(ds)) == result.splits["train"]["rows"]
+        len(_ids(ds)) == result.splits["train"].rows

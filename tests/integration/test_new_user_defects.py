@@ -43,7 +43,7 @@ def test_write_tfrecords_takes_any_local_path(spark_tf, tmp_path):
     assert r.rows == 300 and verify(str(out)).ok
     assert _count_tf(str(out), "train") + _count_tf(str(out), "test") == 300
     assert spark_tf.read.format("tfrecord").option("split", "train").load(str(out)).count() \
-        == r.splits["train"]["rows"]
+        == r.splits["train"].rows
     assert spark_tf.read.parquet(str(out / "_backup")).count() == 300
     appended = tfspark.write_tfrecords(df, str(out), mode="append", split={"train": 1.0})
     assert appended.rows == 300 and verify(str(out)).ok

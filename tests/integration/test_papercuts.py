@@ -19,8 +19,8 @@ def test_a_split_without_rows_is_a_split(spark, tmp_path, tf):
     out = str(tmp_path / "ds")
     r = tfspark.write_tfrecords(spark.range(50), out, split={"train": 1.0, "test": 0.0},
                                 split_key="id")
-    assert r.splits["test"] == {"rows": 0, "files": 0, "bytes": 0}
-    assert r.splits["train"]["rows"] == 50
+    assert (r.splits["test"].rows, r.splits["test"].files, r.splits["test"].bytes) == (0, 0, 0)
+    assert r.splits["train"].rows == 50
     assert tfspark.manifest.read_manifest(out).splits == ("test", "train")
     reader = tfspark.read_batches(out, 8, split="test")
     assert len(reader) == 0 and list(reader) == []

@@ -325,13 +325,13 @@ def test_splits_are_reproducible_by_key(spark, F, tf, tmp_path):
                                 split=split, split_key="id", seed=3)
     assert set(a.splits) == set(split) and a.rows == 3000
     assert sum(s["rows"] for s in a.splits.values()) == 3000
-    assert 2200 < a.splits["train"]["rows"] < 2600
+    assert 2200 < a.splits["train"].rows < 2600
     members = {}
     for name in split:
         _, cols_a = read_with_tf(tf, str(tmp_path / "a"), split=name)
         _, cols_b = read_with_tf(tf, str(tmp_path / "b"), split=name)
         assert sorted(cols_a["id"]) == sorted(cols_b["id"])  # same key -> same split
-        assert len(cols_a["id"]) == a.splits[name]["rows"] == b.splits[name]["rows"]
+        assert len(cols_a["id"]) == a.splits[name].rows == b.splits[name].rows
         members.update({i: name for i in cols_a["id"]})
     assert sorted(members) == list(range(3000))
     assert manifest(str(tmp_path / "a"))["splits"] == sorted(split)
@@ -347,7 +347,7 @@ def test_splits_get_their_fractions(spark, tmp_path, by_key):
                                      split=split, split_key="id" if by_key else None, seed=5,
                                      stats=False)
     for name, fraction in split.items():
-        rows = result.splits[name]["rows"]
+        rows = result.splits[name].rows
         assert abs(rows - n * fraction) < 6 * (n * fraction * (1 - fraction)) ** 0.5, \
             (name, rows, result.splits)
 

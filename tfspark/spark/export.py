@@ -15,7 +15,7 @@ import inspect
 import logging
 import math
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from pyspark.sql import DataFrame, Observation
@@ -39,51 +39,10 @@ from tfspark.store.fs import Location, locate
 from tfspark.store.options import WriteOptions, workflow_doc, workflow_signature, write_settings
 from tfspark.store.placement import check_placement, enclosing_data_set
 from tfspark.store.redaction import redact, said
-from tfspark.store.write import Before, undo_on_failure
+from tfspark.store.write import Before, WriteResult, undo_on_failure, write_result
 
 log = logging.getLogger("tfspark")
 REPORTS_BYTES = 128 * 2**20  # the tasks' statistics the driver takes in at most (about)
-
-
-@dataclass(frozen=True)
-class WriteResult:
-    """What write_tfrecords did: path, spec, rows, files and bytes written, rows per split, the
-    backup and the row counts of source and backup, timings; skipped for mode='ignore'.
-    """
-
-    path: str
-    spec: FeatureSpec | None
-    rows: int
-    files: int
-    bytes: int
-    splits: dict[str, dict[str, int]] = field(default_factory=dict)
-    backup: str = ""
-    source_rows: int = 0
-    backup_rows: int = 0
-    compression: str | None = None
-    skipped: bool = False
-    seconds: dict[str, float] = field(default_factory=dict)  # backup, tfrecords
-
-    def summary(self) -> str:
-        """A few lines for the terminal: counts (source = backup = tfrecords), splits, timings."""
-        if self.skipped:
-            return f"tfspark: {self.path} exists; mode 'ignore' wrote nothing"
-        lines = [f"tfspark wrote {self.rows:,} rows to {self.path} "
-                 f"({progress.many(self.files, 'file')}, {self.bytes / 2**20:,.1f} MiB, "
-                 f"compression={self.compression or 'none'})",
-                 f"  rows: source {self.source_rows:,} = backup {self.backup_rows:,} = "
-                 f"tfrecords {self.rows:,}",
-                 f"  backup: {self.backup}"]
-        if self.seconds:
-            lines.append("  time: " + ", ".join(f"{k} {v:.1f}s" for k, v in self.seconds.items()))
-        for name, s in self.splits.items():
-            lines.append(f"  split {name}: {s['rows']:,} rows, "
-                         f"{progress.many(s['files'], 'file')}, {s['bytes'] / 2**20:,.1f} MiB")
-        if self.spec is not None:
-            labels = ", ".join(self.spec.label_names) or "none"
-            lines.append(f"  features: {len(self.spec.features)} (labels: {labels}); spec in "
-                         f"{mf.NAME}")
-        return "\n".join(lines)
 
 
 @scrubbed
@@ -204,8 +163,8 @@ def export(df: DataFrame, opts: WriteOptions, filesystem: Any = None) -> WriteRe
                 f"but moving its parquet backup into place failed ({e}); the rows are in the "
                 f"data set, do not write them again: the next write_tfrecords to this path "
                 f"(any mode) finishes the move first") from e
-        result = _result(loc.uri, spec, manifest, write_id, backup.target, facts["rows"],
-                         backup_rows, opts.compression)
+        result = write_result(loc.uri, spec, manifest, write_id, backup.target, facts["rows"],
+                              backup_rows, opts.compression)
     result = replace(result, seconds={"backup": round(backup_done - started, 2),
                                       "tfrecords": round(time.perf_counter() - backup_done, 2)})
     log.info("%s", result.summary())
@@ -276,7 +235,7 @@ def _stage_and_write(spark: Any, df: DataFrame, opts: WriteOptions, base_spec: F
         raise CountMismatchError(f"source produced {facts['rows']} rows but the backup "
                                  f"{backup.target} holds {backup_rows}; nothing was exported")
     if previous is not None and previous.spec is not None:
-        observe.check_append(redact(opts.path), previous.spec, facts)
+        observe.check_append_rows(redact(opts.path), previous.spec, facts)
     spec = infer_spec(columns.fields(df, data_cols),
                       label_cols=opts.label_cols,
                       shapes={**facts["shapes"], **dict(opts.shapes or {})},
@@ -366,24 +325,3 @@ def _reports_fit(spec: FeatureSpec, opts: WriteOptions, tasks: int, rows: int) -
     log.info("tfspark: statistics by Spark's jobs (the %d write tasks' own could send the "
              "driver about %.0f MB)", tasks, need / 2**20)
     return False
-
-
-def _result(path: str, spec: FeatureSpec, manifest: mf.Manifest, write_id: str, backup: str,
-            source_rows: int, backup_rows: int, compression: str | None) -> WriteResult:
-    files = manifest.files_of(write_id)
-    rows = sum(f.row_count for f in files)
-    if rows != backup_rows:
-        raise CountMismatchError(f"the TFRecords at {path} hold {rows} rows but the backup "
-                                 f"{backup} holds {backup_rows}; the data set is inconsistent: "
-                                 f"rewrite it with mode='overwrite'")
-    splits: dict[str, dict[str, int]] = {name: {"rows": 0, "files": 0, "bytes": 0}
-                                         for name in manifest.splits}
-    for f in files:
-        if f.split:
-            s = splits.setdefault(f.split, {"rows": 0, "files": 0, "bytes": 0})
-            s["rows"] += f.row_count
-            s["files"] += 1
-            s["bytes"] += f.bytes
-    return WriteResult(path, spec, rows, len(files), sum(f.bytes for f in files),
-                       dict(sorted(splits.items())), backup, source_rows, backup_rows,
-                       compression)

@@ -13,9 +13,12 @@ from typing import Any
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from tfspark.errors import OptionError
 from tfspark.spark.sizing import Footers
 from tfspark.spec import FeatureSpec
+from tfspark.store.write import check_append_rows, label_nulls
+
+__all__ = ["check_append_rows", "facts", "footer_facts", "footers_suffice", "label_nulls",
+           "metrics"]
 
 NAME = "facts"  # the one observed metric: a struct of every fact
 
@@ -97,39 +100,3 @@ def footer_facts(spec: FeatureSpec, read: Footers | None) -> tuple[dict[str, Any
             nulls[f.name] = n
     return {"rows": read.rows if read is not None else None, "null_counts": nulls,
             "shapes": {}}, unknown
-
-
-def check_append(path: str, stored: FeatureSpec, facts: dict[str, Any]) -> None:
-    """Before an append is written: the rows fit the stored spec's nullability and fixed
-    lengths (what the data source would refuse row by row), else how to proceed."""
-    for f in stored.features:
-        nulls = facts["null_counts"].get(f.name, 0)
-        if not f.nullable and nulls:
-            raise OptionError(f"cannot append to {path!r}: column {f.name!r} has {nulls} null "
-                              f"row(s) but the data set stores it as not nullable; fill the "
-                              f"nulls (fillna/coalesce), or overwrite the data set")
-        if f.kind == "fixed" and f.shape and nulls < facts["rows"] and \
-                facts["shapes"].get(f.name) != list(f.shape):
-            raise OptionError(f"cannot append to {path!r}: column {f.name!r} has {f.shape[0]} "
-                              f"values in every row of the data set (found when it was "
-                              f"written), but not in every row of this DataFrame; append rows "
-                              f"of {f.shape[0]} values, or overwrite it with "
-                              f"detect_fixed_lengths=False to store the column as "
-                              f"variable-length")
-
-
-def label_nulls(spec: FeatureSpec, null_counts: dict[str, int], rows: int,
-                defaults: Any) -> list[str]:
-    """A line for each fixed label column with null rows that no `defaults=` entry covers:
-    readers fill those rows with the type's default, a label no one gave (a 0 trains as a
-    negative). A variable-length label reads as an empty list: nothing made up."""
-    given = set(dict(defaults or {}))
-    lines = []
-    for f in spec.features:
-        nulls = null_counts.get(f.name, 0)
-        if f.label and f.kind == "fixed" and nulls and f.name not in given:
-            lines.append(f"tfspark: label column {f.name!r} is null in {nulls:,} of {rows:,} "
-                         f"rows; readers fill them with {f.default!r}, its type's default: "
-                         f"drop those rows first (df.dropna(subset=[{f.name!r}])), or give "
-                         f"defaults={{{f.name!r}: ...}} with a value that marks them")
-    return lines

@@ -53,7 +53,9 @@ def infer_spec(schema: StructType, label_cols: Iterable[str] = (),
                shapes: Mapping[str, Iterable[int]] | None = None,
                defaults: Mapping[str, Any] | None = None,
                decimal_as: str = "float32", record_type: str = "Example") -> FeatureSpec:
-    """Map a Spark schema to a FeatureSpec.
+    """Map a Spark schema (df.schema) or an Arrow schema (a pyarrow Table's, or a pandas
+    DataFrame's through pyarrow) to a FeatureSpec. Arrow types are read as the Spark types of
+    the same columns (tfspark.spec.from_arrow); a fixed-size list is a fixed-length array.
 
     shapes: {feature name: [n]} makes an array or vector column FixedLen([n]).
     defaults: {feature name: value} overrides the fill value of a nullable column.
@@ -67,9 +69,14 @@ def infer_spec(schema: StructType, label_cols: Iterable[str] = (),
     Raises SchemaError for a column type tfspark cannot store, an unknown label, shape or
     default column, or a bad shape or default.
     """
+    if type(schema).__module__.startswith("pyarrow") and type(schema).__name__ == "Schema":
+        from tfspark.spec.from_arrow import fixed_lengths, spark_schema
+
+        shapes = {**fixed_lengths(schema), **dict(shapes or {})}  # type: ignore[arg-type]
+        schema = spark_schema(schema)  # type: ignore[arg-type, assignment]
     if _type(schema) != "struct" or not hasattr(schema, "fields"):
-        raise SchemaError(f"infer_spec needs a pyspark StructType (df.schema), got "
-                          f"{type(schema).__name__}")
+        raise SchemaError(f"infer_spec needs a pyspark StructType (df.schema) or a pyarrow "
+                          f"Schema, got {type(schema).__name__}")
     if decimal_as not in DECIMAL_AS:
         raise SchemaError(f"decimal_as={decimal_as!r} is not valid; use one of {list(DECIMAL_AS)}")
     if record_type not in RECORD_TYPES:

@@ -19,8 +19,14 @@ from typing import Any, ClassVar
 
 import pyarrow as pa
 
-from tfspark import errors
-from tfspark.errors import OptionError, SchemaError, TfsparkError, WriteConflictError
+from tfspark import errors, progress
+from tfspark.errors import (
+    CountMismatchError,
+    OptionError,
+    SchemaError,
+    TfsparkError,
+    WriteConflictError,
+)
 from tfspark.spec import FeatureSpec
 from tfspark.store import manifest as mf
 from tfspark.store import many
@@ -253,6 +259,78 @@ class DataSetWrite:
         many.delete_files(loc, gone)
 
 
+@dataclass(frozen=True)
+class SplitResult:
+    """What a write put in one split: rows, files and bytes."""
+
+    rows: int = 0
+    files: int = 0
+    bytes: int = 0
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What a write did (write_tfrecords, write_dataset): path, spec, rows, files and bytes
+    written, what went to each split, the parquet copy ("backup") and the row counts of the
+    source and the copy, timings per stage; skipped for mode='ignore' on an existing path.
+    """
+
+    path: str
+    spec: FeatureSpec | None
+    rows: int
+    files: int
+    bytes: int
+    splits: dict[str, SplitResult] = field(default_factory=dict)
+    backup: str = ""
+    source_rows: int = 0
+    backup_rows: int = 0
+    compression: str | None = None
+    skipped: bool = False
+    seconds: dict[str, float] = field(default_factory=dict)  # per stage
+
+    def summary(self) -> str:
+        """A few lines for the terminal: counts (source = backup = tfrecords), splits, timings."""
+        if self.skipped:
+            return f"tfspark: {self.path} exists; mode 'ignore' wrote nothing"
+        lines = [f"tfspark wrote {self.rows:,} rows to {self.path} "
+                 f"({progress.many(self.files, 'file')}, {self.bytes / 2**20:,.1f} MiB, "
+                 f"compression={self.compression or 'none'})",
+                 f"  rows: source {self.source_rows:,} = backup {self.backup_rows:,} = "
+                 f"tfrecords {self.rows:,}",
+                 f"  backup: {self.backup}"]
+        if self.seconds:
+            lines.append("  time: " + ", ".join(f"{k} {v:.1f}s" for k, v in self.seconds.items()))
+        for name, s in self.splits.items():
+            lines.append(f"  split {name}: {s.rows:,} rows, "
+                         f"{progress.many(s.files, 'file')}, {s.bytes / 2**20:,.1f} MiB")
+        if self.spec is not None:
+            labels = ", ".join(self.spec.label_names) or "none"
+            lines.append(f"  features: {len(self.spec.features)} (labels: {labels}); spec in "
+                         f"{mf.NAME}")
+        return "\n".join(lines)
+
+
+def write_result(path: str, spec: FeatureSpec | None, manifest: mf.Manifest, write_id: str,
+                 backup: str, source_rows: int, backup_rows: int,
+                 compression: str | None) -> WriteResult:
+    """The WriteResult of write `write_id`, committed as `manifest`; CountMismatchError when
+    its TFRecords do not hold the rows of its parquet copy."""
+    files = manifest.files_of(write_id)
+    rows = sum(f.row_count for f in files)
+    if rows != backup_rows:
+        raise CountMismatchError(f"the TFRecords at {path} hold {rows} rows but the backup "
+                                 f"{backup} holds {backup_rows}; the data set is inconsistent: "
+                                 f"rewrite it with mode='overwrite'")
+    splits = {name: SplitResult() for name in manifest.splits}
+    for f in files:
+        if f.split:
+            s = splits.get(f.split, SplitResult())
+            splits[f.split] = SplitResult(s.rows + f.row_count, s.files + 1, s.bytes + f.bytes)
+    return WriteResult(path, spec, rows, len(files), sum(f.bytes for f in files),
+                       dict(sorted(splits.items())), backup, source_rows, backup_rows,
+                       compression)
+
+
 # ---------------------------------------------------------------- before a write: an append's fit
 
 def refuse_label_partitions(partition_cols: Any, label_cols: Any, partition_name: str,
@@ -351,6 +429,42 @@ def _spec_diff(stored: FeatureSpec, new: FeatureSpec, labels: bool, defaults: se
     if changed:
         parts.append(f"changed: {', '.join(changed)}")
     return "; ".join(parts)
+
+
+def check_append_rows(path: str, stored: FeatureSpec, facts: dict[str, Any]) -> None:
+    """Before an append is written: the rows fit the stored spec's nullability and fixed
+    lengths (what the data source would refuse row by row), else how to proceed."""
+    for f in stored.features:
+        nulls = facts["null_counts"].get(f.name, 0)
+        if not f.nullable and nulls:
+            raise OptionError(f"cannot append to {path!r}: column {f.name!r} has {nulls} null "
+                              f"row(s) but the data set stores it as not nullable; fill the "
+                              f"nulls (fillna/coalesce), or overwrite the data set")
+        if f.kind == "fixed" and f.shape and nulls < facts["rows"] and \
+                facts["shapes"].get(f.name) != list(f.shape):
+            raise OptionError(f"cannot append to {path!r}: column {f.name!r} has {f.shape[0]} "
+                              f"values in every row of the data set (found when it was "
+                              f"written), but not in every row of this DataFrame; append rows "
+                              f"of {f.shape[0]} values, or overwrite it with "
+                              f"detect_fixed_lengths=False to store the column as "
+                              f"variable-length")
+
+
+def label_nulls(spec: FeatureSpec, null_counts: dict[str, int], rows: int,
+                defaults: Any) -> list[str]:
+    """A line for each fixed label column with null rows that no `defaults=` entry covers:
+    readers fill those rows with the type's default, a label no one gave (a 0 trains as a
+    negative). A variable-length label reads as an empty list: nothing made up."""
+    given = set(dict(defaults or {}))
+    lines = []
+    for f in spec.features:
+        nulls = null_counts.get(f.name, 0)
+        if f.label and f.kind == "fixed" and nulls and f.name not in given:
+            lines.append(f"tfspark: label column {f.name!r} is null in {nulls:,} of {rows:,} "
+                         f"rows; readers fill them with {f.default!r}, its type's default: "
+                         f"drop those rows first (df.dropna(subset=[{f.name!r}])), or give "
+                         f"defaults={{{f.name!r}: ...}} with a value that marks them")
+    return lines
 
 
 # ---------------------------------------------------------------- a failed write: what it leaves
