@@ -72,8 +72,8 @@ def infer_spec(schema: StructType, label_cols: Iterable[str] = (),
     if type(schema).__module__.startswith("pyarrow") and type(schema).__name__ == "Schema":
         from tfspark.spec.from_arrow import fixed_lengths, spark_schema
 
-        shapes = {**fixed_lengths(schema), **dict(shapes or {})}  # type: ignore[arg-type]
-        schema = spark_schema(schema)  # type: ignore[arg-type, assignment]
+        shapes = {**fixed_lengths(schema), **dict(shapes or {})}
+        schema = spark_schema(schema)  # type: ignore[assignment]
     if _type(schema) != "struct" or not hasattr(schema, "fields"):
         raise SchemaError(f"infer_spec needs a pyspark StructType (df.schema) or a pyarrow "
                           f"Schema, got {type(schema).__name__}")
