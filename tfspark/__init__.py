@@ -44,6 +44,7 @@ if TYPE_CHECKING:  # what IDEs and type checkers see; at run time __getattr__ lo
     from tfspark.spark.hadoop_stores import spark_filesystem
     from tfspark.spark.source import register
     from tfspark.spec import Feature, FeatureSpec, infer_spec
+    from tfspark.store.dataset_writer import write_dataset
     from tfspark.store.integrity import Report, verify
     from tfspark.store.options import ReadOptions, WriteOptions
     from tfspark.store.write import WriteResult
@@ -73,6 +74,7 @@ _API = {
     "MeanImputation": "tfspark.keras.layers",
     "register": "tfspark.spark.source",
     "write_tfrecords": "tfspark.spark.export",
+    "write_dataset": "tfspark.store.dataset_writer",
     "train_on_spark": "tfspark.spark.distributed",
     "spark_filesystem": "tfspark.spark.hadoop_stores",
     "WriteResult": "tfspark.store.write",
@@ -94,7 +96,7 @@ __all__ = [  # a literal list, so linters and IDEs see the TYPE_CHECKING imports
     "WriteResult", "encode_batch", "grain_dataset", "infer_spec", "keras_inputs",
     "keras_preprocessing", "make_converter", "make_dataset", "parsing_spec", "read_batches",
     "register", "resumable_fit", "sequence_parsing_spec", "spark_filesystem", "torch_dataset",
-    "train_on_spark", "verify", "write_tfrecords"]
+    "train_on_spark", "verify", "write_dataset", "write_tfrecords"]
 # Submodules reachable as attributes without an import (tfspark.store.manifest.read_manifest(...)).
 # None is named like a function above: importing it would shadow that function.
 _MODULES = {"spec": "tfspark.spec", "errors": "tfspark.errors", "store": "tfspark.store",

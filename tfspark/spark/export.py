@@ -34,10 +34,11 @@ from tfspark.spark.versions import HAS_DATA_SOURCE, check_supported
 from tfspark.spark.write_plan import Workflow, check_append
 from tfspark.spec import FeatureSpec, infer_spec
 from tfspark.store import manifest as mf
+from tfspark.store.backup import check_backup_path
 from tfspark.store.commit import StartedFrom, existing_manifest, last_write, new_write_id
 from tfspark.store.fs import Location, locate
 from tfspark.store.options import WriteOptions, workflow_doc, workflow_signature, write_settings
-from tfspark.store.placement import check_placement, enclosing_data_set
+from tfspark.store.placement import check_placement
 from tfspark.store.redaction import redact, said
 from tfspark.store.write import Before, WriteResult, undo_on_failure, write_result
 
@@ -119,7 +120,7 @@ def export(df: DataFrame, opts: WriteOptions, filesystem: Any = None) -> WriteRe
                                      bool(paths.split_query(opts.path)[1]))
     backup_loc = loc.resolve(opts.backup_path) if opts.backup_path else loc.child("_backup")
     check_placement(loc, str(opts.mode))
-    _check_backup_path(opts, loc, backup_loc)
+    check_backup_path(opts.backup_path, loc, backup_loc)
     if opts.mode in ("errorifexists", "ignore") and not loc.is_empty():
         if opts.mode == "errorifexists":
             raise OptionError(f"output path {loc.uri!r} already exists; use mode='overwrite' "
@@ -180,27 +181,6 @@ def _backup_existed(before: Before | None, opts: WriteOptions) -> bool | None:
     if before is None or opts.backup_path:
         return None
     return any(e == "_backup" or e.startswith("_backup/") for e in before.entries)
-
-
-def _check_backup_path(opts: WriteOptions, loc: Location, backup_loc: Location) -> None:
-    """A backup directory of its own: not the output path, not around it, not inside another
-    data set (the output's own directory is fine: the default is <path>/_backup)."""
-    if not opts.backup_path:
-        return
-    backup, out = backup_loc.uri, loc.uri
-    if backup_loc.base == loc.base:
-        raise OptionError(f"backup_path {backup!r} is the output path itself; the parquet copy "
-                          f"needs a directory of its own: leave backup_path out (it goes to "
-                          f"{out}/_backup) or give another directory")
-    if loc.base.startswith(backup_loc.base.rstrip("/") + "/"):
-        raise OptionError(f"backup_path {backup!r} holds the output path {out!r}; replacing "
-                          f"the backup would delete the data set: give a directory outside "
-                          f"it, or leave backup_path out")
-    outer = enclosing_data_set(backup_loc)
-    if outer is not None and outer[0].rstrip("/") != loc.base.rstrip("/") and \
-            outer[0].rstrip("/") != out.rstrip("/"):
-        raise OptionError(f"backup_path {backup!r} is inside the tfspark data set at "
-                          f"{outer[0]!r}; give a directory outside it")
 
 
 def _stage_and_write(spark: Any, df: DataFrame, opts: WriteOptions, base_spec: FeatureSpec,

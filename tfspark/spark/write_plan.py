@@ -21,15 +21,13 @@ from tfspark.store.commit import (
     conflict_message,
     existing_manifest,
     last_write,
-    marker_write_id,
     new_write_id,
-    write_id_of,
 )
 from tfspark.store.fs import Location, locate
 from tfspark.store.options import WriteOptions
 from tfspark.store.placement import check_placement
 from tfspark.store.redaction import redact
-from tfspark.store.write import check_append, refuse_label_partitions
+from tfspark.store.write import check_append, refuse_label_partitions, replaced_writes
 
 __all__ = ["PARTITION_TYPES", "Workflow", "check_append", "plan_write", "refuse_label_partitions"]
 
@@ -113,19 +111,7 @@ def plan_write(opts: WriteOptions, schema: StructType, overwrite: bool,
         loc.check_writable()  # (write_tfrecords probed its path before the backup)
     # The written schema, partition columns included (the reader restores their types).
     written = StructType([f for f in schema.fields if f.name != split_column]).jsonValue()
-    # What this write sweeps once it commits: the writes whose files are there now, not those
-    # of writes that start later. Overwrite replaces them all (the old data set, leftovers of
-    # failed or killed writes); an append those no manifest names: a killed write's, or a
-    # running one's that began before this one and so cannot commit after it (it commits
-    # against the data set as it began, which this write changes).
-    replaces: list[str] = []
-    if mode in ("overwrite", "append") and not skip and not (mode == "append" and created):
-        listed = loc.list_files()
-        there = {w for w in map(write_id_of, listed) if w} | \
-            {w for w in map(marker_write_id, listed) if w}
-        committed = {w.write_id for w in (old.writes if old else ())} | \
-            {f.write_id for f in (old.files if old else ()) if f.write_id}
-        replaces = sorted(there | committed if mode == "overwrite" else there - committed)
+    replaces = [] if skip else replaced_writes(loc, mode, old, created)
     given = workflow or Workflow(mode, base, new_write_id(), spec)  # type: ignore[arg-type]
     return TfrecordWriter(uri=opts.path, home=loc, mode=mode, skip=skip, write_id=given.write_id,
                           base_write=base.write_id, spec=spec, opts=opts, keep=keep,

@@ -27,11 +27,13 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from tfspark.errors import OptionError
 from tfspark.store import manifest as mf
 from tfspark.store import many
 from tfspark.store.fs import Location, locate
 from tfspark.store.local_paths import uri_to_path
 from tfspark.store.lock import commit_lock
+from tfspark.store.placement import enclosing_data_set
 
 log = logging.getLogger("tfspark")
 MARKER = mf.BACKUP_MARKER
@@ -71,6 +73,27 @@ def _alive(pid: int) -> bool:
     except PermissionError:  # someone else's process: alive
         return True
     return True
+
+
+def check_backup_path(given: str | None, loc: Location, backup_loc: Location) -> None:
+    """A backup directory of its own: not the output path, not around it, not inside another
+    data set (the output's own directory is fine: the default is <path>/_backup)."""
+    if not given:
+        return
+    backup, out = backup_loc.uri, loc.uri
+    if backup_loc.base == loc.base:
+        raise OptionError(f"backup_path {backup!r} is the output path itself; the parquet copy "
+                          f"needs a directory of its own: leave backup_path out (it goes to "
+                          f"{out}/_backup) or give another directory")
+    if loc.base.startswith(backup_loc.base.rstrip("/") + "/"):
+        raise OptionError(f"backup_path {backup!r} holds the output path {out!r}; replacing "
+                          f"the backup would delete the data set: give a directory outside "
+                          f"it, or leave backup_path out")
+    outer = enclosing_data_set(backup_loc)
+    if outer is not None and outer[0].rstrip("/") != loc.base.rstrip("/") and \
+            outer[0].rstrip("/") != out.rstrip("/"):
+        raise OptionError(f"backup_path {backup!r} is inside the tfspark data set at "
+                          f"{outer[0]!r}; give a directory outside it")
 
 
 def data_files(loc: Location) -> list[str]:

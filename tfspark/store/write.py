@@ -301,7 +301,7 @@ class WriteResult:
         if self.seconds:
             lines.append("  time: " + ", ".join(f"{k} {v:.1f}s" for k, v in self.seconds.items()))
         for name, s in self.splits.items():
-            lines.append(f"  split {name}: {s.rows:,} rows, "
+            lines.append(f"  split {name}: {progress.many(s.rows, 'row')}, "
                          f"{progress.many(s.files, 'file')}, {s.bytes / 2**20:,.1f} MiB")
         if self.spec is not None:
             labels = ", ".join(self.spec.label_names) or "none"
@@ -330,6 +330,24 @@ def write_result(path: str, spec: FeatureSpec | None, manifest: mf.Manifest, wri
                        dict(sorted(splits.items())), backup, source_rows, backup_rows,
                        compression)
 
+
+
+def replaced_writes(loc: Location, mode: str, old: mf.Manifest | None,
+                    created: bool) -> list[str]:
+    """The writes whose files are at loc now that a write in `mode` sweeps once it commits
+    (never those of writes that start later): overwrite replaces them all (the old data set,
+    leftovers of failed or killed writes); an append those no manifest names (a killed
+    write's, or a running one's that began before it and so cannot commit after it: it commits
+    against the data set as it began, which the append changes). created: the write makes
+    the directory (nothing there to sweep)."""
+    if mode not in ("overwrite", "append") or (mode == "append" and created):
+        return []
+    listed = loc.list_files()
+    there = {w for w in map(write_id_of, listed) if w} | \
+        {w for w in map(marker_write_id, listed) if w}
+    committed = {w.write_id for w in (old.writes if old else ())} | \
+        {f.write_id for f in (old.files if old else ()) if f.write_id}
+    return sorted(there | committed if mode == "overwrite" else there - committed)
 
 # ---------------------------------------------------------------- before a write: an append's fit
 
