@@ -192,7 +192,8 @@ def test_without_pyspark(tmp_path):
 import sys
 sys.modules["pyspark"] = None  # import pyspark -> ImportError
 import pyarrow as pa, tfspark
-t = pa.table({{"id": list(range(100)), "x": [i / 2 for i in range(100)], "y": [i % 2 for i in range(100)]}})
+t = pa.table({{"id": list(range(100)), "x": [i / 2 for i in range(100)],
+              "y": [i % 2 for i in range(100)]}})
 r = tfspark.write_dataset(t, {str(tmp_path / 'ds')!r}, label_cols=["y"],
                           split={{"train": 0.5, "test": 0.5}}, split_key="id")
 n = sum(len(y) for s in ("train", "test") for _, y in tfspark.read_batches(
