@@ -34,7 +34,6 @@ from common import (  # noqa: E402
     local_spark,
     machine,
     save_json,
-    spark_schema,
     spark_table,
     table,
 )
@@ -51,39 +50,16 @@ def _size(path: str) -> int:
 
 
 def write_files(rows: int, out: str, block: int, compression: str | None = None, *,
-                data=None, spec=None, files: int = FILES) -> str:
+                data=None, files: int = FILES) -> str:
     """`files` TFRecord files + manifest, row (block=1) or block layout, of the standard table
-    (or `data`, a pyarrow Table, with its FeatureSpec `spec`), written without Spark."""
+    (or `data`, a pyarrow Table), written without Spark (tfspark.write_dataset)."""
     import tfspark
-    from tfspark.arrow.encode import BatchEncoder
-    from tfspark.arrow.encode_block import BlockEncoder
-    from tfspark.store import manifest as mf
-    from tfspark.store.fs import locate
-    from tfspark.wire.stream import RecordWriter
 
     if data is None:
-        data, spec = table(rows), tfspark.infer_spec(spark_schema())
-    encoder = BatchEncoder(spec) if block == 1 else BlockEncoder(spec, block)
-    m = mf.Manifest(spec=spec, compression=compression, rows_per_record=block)
-    os.makedirs(out, exist_ok=True)
-    entries = []
-    per_file = -(-rows // files)
-    chunk = max(block, 100_000 // block * block)  # whole blocks per encode call
-    for k in range(files):
-        part = data.slice(k * per_file, per_file)
-        name = f"part-{k:05d}.tfrecord" + (".gz" if compression else "")
-        records = 0
-        with open(os.path.join(out, name), "wb") as f, RecordWriter(f, compression) as w:
-            for batch in part.to_batches(max_chunksize=chunk):
-                buf, offsets = encoder.encode(batch, framed=True)
-                w.write_framed(buf, count=len(offsets) - 1)
-                records += len(offsets) - 1
-        entry = {"path": name, "records": records,
-                 "bytes": os.path.getsize(os.path.join(out, name)), "split": None}
-        if block > 1:
-            entry["rows"] = part.num_rows
-        entries.append(entry)
-    mf.write_manifest(locate(out), m.with_files([mf.FileEntry(**e) for e in entries], "bench"))
+        data = table(rows)
+    tfspark.write_dataset(data, out, mode="overwrite", rows_per_record=block,
+                          compression=compression, stats=False,
+                          max_records_per_file=-(-data.num_rows // files))
     return out
 
 

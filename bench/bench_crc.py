@@ -105,7 +105,7 @@ def main() -> None:
     ways = WAYS if crc_hw.AVAILABLE else {"package": False}
     with tempfile.TemporaryDirectory(prefix="tfspark-bench-crc-") as tmp:
         table, spec = data(args.rows)
-        path = write_files(args.rows, os.path.join(tmp, "blocks"), 1024, data=table, spec=spec,
+        path = write_files(args.rows, os.path.join(tmp, "blocks"), 1024, data=table,
                            files=16)
         for on in ways.values():
             epochs(path, on, 1)  # warm-up: compiles, page cache

@@ -337,8 +337,7 @@ def main() -> None:
     results: dict = {}
     for layout in a.layouts.split(","):
         t = time.perf_counter()
-        path = write_files(a.rows, os.path.join(out, layout), LAYOUTS[layout], data=table,
-                           spec=spec, files=16)
+        path = write_files(a.rows, os.path.join(out, layout), LAYOUTS[layout], data=table, files=16)
         print(f"{layout}: wrote {a.rows:,} rows in {time.perf_counter() - t:.1f} s", flush=True)
         for framework in a.frameworks.split(","):
             env = dict(os.environ, KERAS_BACKEND="jax", TF_CPP_MIN_LOG_LEVEL="3")

@@ -107,7 +107,7 @@ def main() -> None:
     print(results["machine"], flush=True)
     with tempfile.TemporaryDirectory(prefix="tfspark-bench-processes-") as tmp:
         table, spec = data(args.rows)
-        path = write_files(args.rows, os.path.join(tmp, "blocks"), 1024, data=table, spec=spec,
+        path = write_files(args.rows, os.path.join(tmp, "blocks"), 1024, data=table,
                            files=16)
         common = dict(label_cols="label", stack=STACK, seed=1)
         ways = {"threads": tfspark.read_batches(path, 8192, num_threads=args.threads,
