@@ -138,7 +138,7 @@ def seed_experiment(gcs, rows: int) -> dict:
 
     fs = gcs.filesystem()
     bucket = gcs.bucket()
-    examples = tfspark.encode_batch(table(rows), tfspark.infer_spec(spark_schema()))
+    examples = tfspark.arrow.encode_batch(table(rows), tfspark.infer_spec(spark_schema()))
     started = time.perf_counter()
     for i, example in enumerate(examples):
         with fs.open_output_stream(f"{bucket}/rows/{i:07d}.pb") as out:

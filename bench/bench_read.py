@@ -79,7 +79,7 @@ def pipelines(tf_dir: str, files: list[str], csvs: list[str]) -> dict:
     from tfspark.tf.dataset import make_dataset
 
     AUTO = tf.data.AUTOTUNE
-    parsing = tfspark.parsing_spec(tfspark.infer_spec(spark_schema()))
+    parsing = tfspark.tf.parsing_spec(tfspark.infer_spec(spark_schema()))
 
     def hand_tuned():
         return (tf.data.TFRecordDataset(files, num_parallel_reads=AUTO).batch(BATCH)

@@ -124,7 +124,7 @@ def run(rows: int, loop_rows: int, repeat: int, where: str | None = None) -> dic
     loop_rps = loop_rows / min(t_loop)
     size = os.path.getsize(ours_path)
     clicks = 0
-    context, sequence = tfspark.sequence_parsing_spec(spec)
+    context, sequence = tfspark.tf.sequence_parsing_spec(spec)
     for batch in tf.data.TFRecordDataset(ours_path).batch(10_000):
         _, seq, _ = tf.io.parse_sequence_example(batch, context_features=context,
                                                  sequence_features=sequence)

@@ -28,7 +28,7 @@ def scaling(path: str) -> tuple[np.ndarray, np.ndarray, int]:
     """Means and standard deviations of NUMBERS over the train split, and the country ids'
     count (its top values + 1 for the rest), from the manifest's statistics: no pass over
     the data."""
-    stats = tfspark.manifest.read_manifest(path).feature_stats("train")
+    stats = tfspark.read_manifest(path).feature_stats("train")
     mean = np.array([stats[n]["mean"] for n in NUMBERS], np.float32)
     std = np.sqrt(np.array([stats[n]["variance"] for n in NUMBERS], np.float32))
     return mean, std, len(stats[CATEGORY]["top"]) + 1

@@ -14,7 +14,7 @@ import tfspark
 
 path = sample.data_path()
 keras.utils.set_random_seed(sample.SEED)
-others = [f.name for f in tfspark.manifest.read_manifest(path).spec.features
+others = [f.name for f in tfspark.read_manifest(path).spec.features
           if f.name not in sample.COLUMNS]
 layers = tfspark.keras_preprocessing(path, split="train", strings="ids", skip=others,
                                      impute=False)

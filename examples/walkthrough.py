@@ -120,7 +120,7 @@ print(f"\n{engine} and Spark SQL agree: {result.rows:,} rows")
 # %%
 spark.stop()
 
-spec = tfspark.manifest.read_manifest(str(DATA)).spec
+spec = tfspark.read_manifest(str(DATA)).spec
 used = ["age", "income", "score", "is_active", "embedding", "country"]
 sub = tfspark.FeatureSpec(tuple(spec[n] for n in used) + (spec["label"],))
 train_ds = tfspark.make_dataset(str(DATA), batch_size=256, split="train", spec=sub, seed=0)

@@ -18,9 +18,8 @@ from tfspark.paths import redact_text
 F = TypeVar("F", bound=Callable[..., Any])
 
 __all__ = ["AccessError", "CorruptRecordError", "CountMismatchError", "EncodeError",
-           "ManifestError",
-           "MissingExtraError", "OptionError", "SchemaError", "TfsparkError",
-           "WriteConflictError"]
+           "ManifestError", "MissingExtraError", "OptionError", "SchemaError", "TfsparkError",
+           "TrainingError", "WriteConflictError"]
 
 
 class TfsparkError(Exception):

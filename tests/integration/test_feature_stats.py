@@ -434,7 +434,7 @@ def test_nan_infinity_and_nulls_follow_describe_and_sql(spark, tmp_path):
             layers = tfspark.keras_preprocessing(path)
         assert "s" not in layers
         probe = np.array([0.0, 50.0, 100.0, np.nan, np.inf], np.float32)
-        assert isinstance(layers["x"], tfspark.MeanImputation)  # NaN and inf reach the model
+        assert isinstance(layers["x"], tfspark.keras.MeanImputation)  # NaN and inf reach the model
         got = np.asarray(layers["x"](probe))
         assert np.isfinite(got).all() and got[:, 1].tolist() == [0, 0, 0, 1, 1]
         adapted = keras.layers.Normalization(axis=None)
@@ -458,7 +458,7 @@ def test_impute_and_indicate_a_nullable_number(spark, tmp_path):
     s = manifest(out)["stats"]["features"]["x"]
     assert "filled" not in s  # no finite value fills the nulls in
     layer = tfspark.keras_preprocessing(out)["x"]
-    assert isinstance(layer, tfspark.MeanImputation)
+    assert isinstance(layer, tfspark.keras.MeanImputation)
     present = np.array([x for _, x in rows if x is not None and not np.isnan(x)])
     for batch in tfspark.make_dataset(out, 64, shuffle_buffer=0, label_cols=[]):
         got = np.asarray(layer(batch["x"]))

@@ -110,7 +110,7 @@ def test_an_abfs_path_is_written_with_sparks_own_azure_settings(spark, azurite):
                                                 f"windows.net/b")
         assert "\n" not in str(info.value)
     with hadoop_settings(spark, settings):  # read back as written: with Spark's settings
-        assert ids(f"{root}/ds", tfspark.spark_filesystem(spark, f"{root}/ds")) == \
+        assert ids(f"{root}/ds", tfspark.spark.spark_filesystem(spark, f"{root}/ds")) == \
             list(range(120))
     wrong_key = pafs.AzureFileSystem(AZURITE_ACCOUNT, account_key="eA==",
                                      **{k: v for k, v in azurite.store_options().items()
@@ -158,7 +158,7 @@ def test_an_abfs_path_is_read_with_a_fixed_sas_token(spark, azurite):
            "fs.azure.sas.token.provider.type":
                "org.apache.hadoop.fs.azurebfs.sas.FixedSASTokenProvider"}
     with hadoop_settings(spark, {**sas, "fs.azure.sas.fixed.token": account_sas(AZURITE_KEY)}):
-        fs = tfspark.spark_filesystem(spark, f"{root}/ds")
+        fs = tfspark.spark.spark_filesystem(spark, f"{root}/ds")
         assert ids(f"{root}/ds", fs) == list(range(80))
         assert tfspark.verify(f"{root}/ds", filesystem=fs).ok
         with fs.open_output_stream(f"{container}/by-sas") as f:  # (a write: one blob)
@@ -168,9 +168,9 @@ def test_an_abfs_path_is_read_with_a_fixed_sas_token(spark, azurite):
         with pytest.raises(tfspark.ManifestError,  # (in Python, what to do in its terms)
                            match=r"403.*filesystem=tfspark\.spark_filesystem\(spark, path\)"
                            ) as info:
-            ids(f"{root}/ds", tfspark.spark_filesystem(spark, f"{root}/ds"))
+            ids(f"{root}/ds", tfspark.spark.spark_filesystem(spark, f"{root}/ds"))
         with pytest.raises(tfspark.ManifestError, match="403") as refused:  # nothing to verify
-            tfspark.verify(f"{root}/ds", filesystem=tfspark.spark_filesystem(
+            tfspark.verify(f"{root}/ds", filesystem=tfspark.spark.spark_filesystem(
                 spark, f"{root}/ds"))
     signature = forged.rpartition("sig=")[2]
     for shown in (str(info.value), str(refused.value)):
@@ -188,8 +188,8 @@ def test_a_gs_path_is_written_with_sparks_own_gcs_settings(spark, gcs):
         result = tfspark.write_tfrecords(frame(spark, 0, 120), f"gs://{bucket}/ds",
                                          label_cols=["x"], partition_by=["y"])
         assert result.rows == 120 and result.backup_rows == 120
-        assert ids(f"gs://{bucket}/ds", tfspark.spark_filesystem(spark, f"gs://{bucket}/ds")) \
-            == list(range(120))
+        fs = tfspark.spark.spark_filesystem(spark, f"gs://{bucket}/ds")
+        assert ids(f"gs://{bucket}/ds", fs) == list(range(120))
     fs = gcs.filesystem()
     assert ids(f"{bucket}/ds", fs) == list(range(120))
     assert backup_ids(fs, f"{bucket}/ds/_backup") == list(range(120))

@@ -21,7 +21,7 @@ def test_a_split_without_rows_is_a_split(spark, tmp_path, tf):
                                 split_key="id")
     assert (r.splits["test"].rows, r.splits["test"].files, r.splits["test"].bytes) == (0, 0, 0)
     assert r.splits["train"].rows == 50
-    assert tfspark.manifest.read_manifest(out).splits == ("test", "train")
+    assert tfspark.read_manifest(out).splits == ("test", "train")
     reader = tfspark.read_batches(out, 8, split="test")
     assert len(reader) == 0 and list(reader) == []
     assert list(tfspark.make_dataset(out, 8, split="test", label_cols=[])) == []
@@ -47,7 +47,7 @@ def test_wrong_argument_types_are_named(spark, tmp_path):
                                           r"with spark.createDataFrame"):
         tfspark.write_tfrecords(pd.DataFrame({"a": [1]}), str(tmp_path / "p"))
     with pytest.raises(EncodeError, match="needs a pyarrow RecordBatch or Table, got list"):
-        tfspark.encode_batch([1, 2], spec)
+        tfspark.arrow.encode_batch([1, 2], spec)
     with pytest.raises(OptionError, match="register needs a SparkSession .*got NoneType"):
         tfspark.register(None)
     out = str(tmp_path / "d")
@@ -119,9 +119,9 @@ def test_a_description_is_kept_and_shown(spark, tmp_path):
     df = spark.range(10)
     tfspark.write_tfrecords(df, out, description="ids, first cut", stats=False)
     df.write.format("tfrecord").mode("append").save(out)
-    assert tfspark.manifest.read_manifest(out).description == "ids, first cut"
+    assert tfspark.read_manifest(out).description == "ids, first cut"
     assert "description: ids, first cut" in describe(out)
     other = str(tmp_path / "e")
     df.write.format("tfrecord").option("description", "via the source").mode("append") \
         .save(other)
-    assert tfspark.manifest.read_manifest(other).description == "via the source"
+    assert tfspark.read_manifest(other).description == "via the source"

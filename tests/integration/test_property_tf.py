@@ -216,7 +216,7 @@ def test_any_table_round_trips(workdir, table, gzip):
         w.write_framed(buf)
     ds = tf.data.TFRecordDataset(path, compression_type="GZIP" if gzip else "")
     parsed = tf.io.parse_example(ds.batch(len(rows)).get_single_element(),
-                                 tfspark.parsing_spec(spec))
+                                 tfspark.tf.parsing_spec(spec))
 
     expected: dict[str, list] = {}
     for i, (n, c) in enumerate(zip(names, cols)):

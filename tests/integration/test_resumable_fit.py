@@ -81,7 +81,7 @@ def weights(m) -> list[np.ndarray]:
 @pytest.fixture(scope="module")
 def uninterrupted(data, tmp_path_factory):
     m = model()
-    done = tfspark.resumable_fit(m, reader(data), EPOCHS, str(tmp_path_factory.mktemp("u")),
+    done = tfspark.keras.resumable_fit(m, reader(data), EPOCHS, str(tmp_path_factory.mktemp("u")),
                                  every=EVERY, verbose=0)
     assert done.resumed_at == (0, 0) and len(done.history["loss"]) == EPOCHS
     return weights(m), done.history
@@ -95,10 +95,10 @@ def test_a_run_stopped_anywhere_resumes_to_the_same_weights(data, uninterrupted,
                                                             epoch, step, resumed_at):
     ckpt = str(tmp_path / "ckpt")
     with pytest.raises(Stop):
-        tfspark.resumable_fit(model(), reader(data), EPOCHS, ckpt, every=EVERY, verbose=0,
+        tfspark.keras.resumable_fit(model(), reader(data), EPOCHS, ckpt, every=EVERY, verbose=0,
                               callbacks=[stop_at(epoch, step)])
     again, logged = model(), []  # new weights and a new reader, as a new process has
-    done = tfspark.resumable_fit(again, reader(data), EPOCHS, ckpt, every=EVERY, verbose=0,
+    done = tfspark.keras.resumable_fit(again, reader(data), EPOCHS, ckpt, every=EVERY, verbose=0,
                                  log=logged.append)
     assert done.resumed_at == resumed_at
     assert bool(logged) == (resumed_at != (0, 0))
@@ -116,10 +116,10 @@ def test_the_progress_bar_counts_the_epochs_of_the_whole_run(data, tmp_path, cap
     (a fit call of its own) is "Epoch 2/3", not Keras's "Epoch 2/2", and counts its steps."""
     ckpt = str(tmp_path / "ckpt")
     with pytest.raises(Stop):
-        tfspark.resumable_fit(model(), reader(data), EPOCHS, ckpt, every=EVERY, verbose=0,
+        tfspark.keras.resumable_fit(model(), reader(data), EPOCHS, ckpt, every=EVERY, verbose=0,
                               callbacks=[stop_at(1, 13)])
     capsys.readouterr()
-    done = tfspark.resumable_fit(model(), reader(data), EPOCHS, ckpt, every=EVERY, verbose=2)
+    done = tfspark.keras.resumable_fit(model(), reader(data), EPOCHS, ckpt, every=EVERY, verbose=2)
     assert done.resumed_at == (1, 10)
     out = capsys.readouterr().out
     assert re.findall(r"^Epoch (\d+/\d+)$", out, re.M) == ["2/3", "3/3"], out
@@ -151,14 +151,14 @@ def test_a_reader_of_processes_resumes_to_the_same_weights(data, tmp_path):
     and new reading processes ends with the weights of the run never stopped."""
     m = model()
     with reader(data, processes=2) as r:
-        tfspark.resumable_fit(m, r, EPOCHS, str(tmp_path / "u"), every=EVERY, verbose=0)
+        tfspark.keras.resumable_fit(m, r, EPOCHS, str(tmp_path / "u"), every=EVERY, verbose=0)
     ckpt = str(tmp_path / "ckpt")
     with reader(data, processes=2) as r, pytest.raises(Stop):
-        tfspark.resumable_fit(model(), r, EPOCHS, ckpt, every=EVERY, verbose=0,
+        tfspark.keras.resumable_fit(model(), r, EPOCHS, ckpt, every=EVERY, verbose=0,
                               callbacks=[stop_at(1, 13)])
     again = model()
     with reader(data, processes=2) as r:
-        done = tfspark.resumable_fit(again, r, EPOCHS, ckpt, every=EVERY, verbose=0)
+        done = tfspark.keras.resumable_fit(again, r, EPOCHS, ckpt, every=EVERY, verbose=0)
     assert done.resumed_at == (1, 10)
     for got, expected in zip(weights(again), weights(m)):
         np.testing.assert_array_equal(got, expected)
@@ -166,28 +166,28 @@ def test_a_reader_of_processes_resumes_to_the_same_weights(data, tmp_path):
 
 def test_checkpoints_hold_the_reader_and_only_the_newest_two_are_kept(data, tmp_path):
     ckpt = tmp_path / "ckpt"
-    tfspark.resumable_fit(model(), reader(data), 2, str(ckpt), every=EVERY, verbose=0)
+    tfspark.keras.resumable_fit(model(), reader(data), 2, str(ckpt), every=EVERY, verbose=0)
     assert sorted(os.listdir(ckpt)) == ["epoch-00001-step-0000015", "epoch-00002"]
     state = json.loads((ckpt / "epoch-00002" / "state.json").read_text())
     assert (state["epoch"], state["step"], len(state["history"]["loss"])) == (2, 0, 2)
     saved = resume.reader_state(str(ckpt / "epoch-00002"), 0)
     assert saved is not None and saved["batches"] == 2 * STEPS
     # A finished run resumes to nothing more: the same epochs asked for train no further.
-    done = tfspark.resumable_fit(model(), reader(data), 2, str(ckpt), every=EVERY, verbose=0)
+    done = tfspark.keras.resumable_fit(model(), reader(data), 2, str(ckpt), every=EVERY, verbose=0)
     assert done.resumed_at == (2, 0) and len(done.history["loss"]) == 2
 
 
 def test_a_reader_of_one_epoch_an_iteration_gives_the_same_as_an_endless_one(data, tmp_path):
     """epochs=1: each of fit's epochs is a new iteration of the reader (a new shuffle)."""
     m = model()
-    tfspark.resumable_fit(m, tfspark.read_batches(data, BATCH, label_cols=["y"], seed=7,
+    tfspark.keras.resumable_fit(m, tfspark.read_batches(data, BATCH, label_cols=["y"], seed=7,
                                                   shuffle_buffer=100), 2, verbose=0)
     with pytest.raises(Stop):
-        tfspark.resumable_fit(model(), tfspark.read_batches(
+        tfspark.keras.resumable_fit(model(), tfspark.read_batches(
             data, BATCH, label_cols=["y"], seed=7, shuffle_buffer=100), 2, str(tmp_path),
             every=EVERY, verbose=0, callbacks=[stop_at(1, 7)])
     again = model()
-    done = tfspark.resumable_fit(again, tfspark.read_batches(
+    done = tfspark.keras.resumable_fit(again, tfspark.read_batches(
         data, BATCH, label_cols=["y"], seed=7, shuffle_buffer=100), 2, str(tmp_path),
         every=EVERY, verbose=0)
     assert done.resumed_at == (1, 5)
@@ -197,30 +197,30 @@ def test_a_reader_of_one_epoch_an_iteration_gives_the_same_as_an_endless_one(dat
 
 def test_bad_arguments_say_what_to_do(data, tmp_path):
     with pytest.raises(OptionError, match="every=0"):
-        tfspark.resumable_fit(model(), reader(data), 1, str(tmp_path), every=0)
+        tfspark.keras.resumable_fit(model(), reader(data), 1, str(tmp_path), every=0)
     with pytest.raises(OptionError, match="initial_epoch"):
-        tfspark.resumable_fit(model(), reader(data), 1, str(tmp_path), initial_epoch=1)
+        tfspark.keras.resumable_fit(model(), reader(data), 1, str(tmp_path), initial_epoch=1)
     with pytest.raises(OptionError, match=r"checkpoint_dir 'gs://b/ckpt': .* not an object-store"):
-        tfspark.resumable_fit(model(), reader(data), 1, "gs://b/ckpt")
+        tfspark.keras.resumable_fit(model(), reader(data), 1, "gs://b/ckpt")
     with pytest.raises(OptionError, match="read_batches reader"):
-        tfspark.resumable_fit(model(), [np.zeros(3)], 1, str(tmp_path))
+        tfspark.keras.resumable_fit(model(), [np.zeros(3)], 1, str(tmp_path))
     # A checkpoint of epoch_checkpoint (no reader state) is not resumed as if it were one.
     m = model()
     m.fit({f"x{i}": np.zeros(4, "float32") for i in range(3)}, np.zeros(4), verbose=0,
           callbacks=[resume.epoch_checkpoint(str(tmp_path / "plain"), is_chief=True)])
     with pytest.raises(OptionError, match="no reader state for worker 0"):
-        tfspark.resumable_fit(model(), reader(data), 2, str(tmp_path / "plain"))
+        tfspark.keras.resumable_fit(model(), reader(data), 2, str(tmp_path / "plain"))
     # A checkpoint of a run whose reader gave other batches: named, and what to do said in
     # resumable_fit's terms (its user never gave read_batches a state=).
     kept = str(tmp_path / "kept")
     with pytest.raises(Stop):
-        tfspark.resumable_fit(model(), reader(data), 2, kept, every=EVERY, verbose=0,
+        tfspark.keras.resumable_fit(model(), reader(data), 2, kept, every=EVERY, verbose=0,
                               callbacks=[stop_at(0, EVERY + 1)])
     for kw, differs in (({"shuffle_buffer": 50}, "shuffle_buffer=100 there, 50 here"),
                         ({"processes": 2}, "saved by a reader without processes=")):
         # (closed: a reader of processes keeps shared memory mapped until then)
         with reader(data, **kw) as other, pytest.raises(OptionError) as info:
-            tfspark.resumable_fit(model(), other, 2, kept, every=EVERY, verbose=0)
+            tfspark.keras.resumable_fit(model(), other, 2, kept, every=EVERY, verbose=0)
         line = str(info.value)
         assert line.startswith(f"checkpoint '{kept}/") and f"({differs})" in line, line
         assert f"remove '{kept}' to start afresh" in line and "state=" not in line, line

@@ -4,7 +4,7 @@ Each Case is one column: a Spark type, one Python value per row (None for null),
 either the tensor TensorFlow must parse back or the error (class + message regex) tfspark must
 raise. The harness builds the schema, the Arrow batch exactly as Spark sends it, infers the spec,
 encodes framed records, writes them with RecordWriter, reads them with tf.data.TFRecordDataset
-and parses them with tf.io.parse_example(tfspark.parsing_spec(spec)).
+and parses them with tf.io.parse_example(tfspark.tf.parsing_spec(spec)).
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ def parse_file(path: str, spec: FeatureSpec, n: int, compression: str | None = N
     ds = tf.data.TFRecordDataset(path, compression_type=compression or "").batch(n)
     serialized = ds.get_single_element()
     assert serialized.shape == (n,)
-    return tf.io.parse_example(serialized, tfspark.parsing_spec(spec))
+    return tf.io.parse_example(serialized, tfspark.tf.parsing_spec(spec))
 
 
 def to_rows(t: Any, n: int) -> list:

@@ -296,7 +296,7 @@ def test_bad_sequence_inputs_are_refused_clearly(spark_tf, tmp_path):
     with pytest.raises(SchemaError, match="a feature list .* a fixed shape is only for"):
         tfspark.infer_spec(null_step.schema, shapes={"c": [1]}, record_type=SEQ)
     with pytest.raises(SchemaError, match="parse_sequence_example"):
-        tfspark.parsing_spec(r.spec)
+        tfspark.tf.parsing_spec(r.spec)
     with pytest.raises(Exception, match="spec is for SequenceExample records"):
         null_step.write.format("tfrecord").mode("overwrite").option(
             "spec", r.spec.to_json()).save(str(tmp_path / "c"))

@@ -91,7 +91,7 @@ def test_every_reader_on_every_store(store, local_sets):
         report.render()
     layers = tfspark.keras_preprocessing(f"{bucket}/rows", split="train", filesystem=fs)
     assert {"x", "s"} <= set(layers)
-    assert tfspark.manifest.read_manifest(f"{bucket}/rows", fs).splits == ("test", "train")
+    assert tfspark.read_manifest(f"{bucket}/rows", fs).splits == ("test", "train")
 
 
 def test_reads_behind_latency_return_the_local_rows(gcs, local_sets):
@@ -228,7 +228,7 @@ def test_explicit_files_on_a_store(gcs, local_sets):
     fs = gcs.filesystem()
     bucket = gcs.bucket()
     upload(local_sets["rows"], fs, f"{bucket}/rows")
-    manifest = tfspark.manifest.read_manifest(local_sets["rows"])
+    manifest = tfspark.read_manifest(local_sets["rows"])
     files = [f"gs://{bucket}/rows/{f.path}" for f in manifest.files if f.split == "test"]
     local_spec = os.path.join(local_sets["rows"], "_tfspark.json")
     with pytest.raises(tfspark.OptionError, match="starts with '/' but filesystem="):
@@ -279,7 +279,7 @@ def test_a_cache_keeps_what_was_read_whole(gcs, local_sets, tmp_path):
     assert not any(".tmp-" in p.name for p in kept)
     assert ids_of(reader) == want  # the first epoch fills the cache
     kept = [p for p in cache.rglob("*") if p.is_file()]
-    files = len(tfspark.manifest.read_manifest(local_sets["blocks"]).files)
+    files = len(tfspark.read_manifest(local_sets["blocks"]).files)
     assert len(kept) == files
     other = tmp_path / "other"  # make_dataset fills a cache as well
     ds = tfspark.make_dataset(f"{bucket}/blocks", 256, filesystem=fs, cache_dir=other,
@@ -307,7 +307,7 @@ def test_an_overwrite_leaves_no_stale_copies_in_the_cache(gcs, local_sets, spark
     fs, bucket = gcs.filesystem(), gcs.bucket()
     ds, cache = f"{bucket}/ds", tmp_path / "cache"
     upload(local_sets["blocks"], fs, ds)
-    old = tfspark.manifest.read_manifest(local_sets["blocks"]).last_write
+    old = tfspark.read_manifest(local_sets["blocks"]).last_write
     want = ids_of(tfspark.read_batches(local_sets["blocks"], 256, label_cols=["id"]))
     assert ids_of(tfspark.read_batches(ds, 256, filesystem=fs, cache_dir=cache,
                                        label_cols=["id"])) == want
@@ -320,7 +320,7 @@ def test_an_overwrite_leaves_no_stale_copies_in_the_cache(gcs, local_sets, spark
                             label_cols=["y"], rows_per_record=64, stats=False)
     fs.delete_dir_contents(ds)
     upload(newer, fs, ds)
-    new = tfspark.manifest.read_manifest(newer).last_write
+    new = tfspark.read_manifest(newer).last_write
     gone = subprocess.Popen(["true"])
     gone.wait()
     filling = cache / new / bucket / "ds"

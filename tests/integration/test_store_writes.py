@@ -133,7 +133,7 @@ def test_an_overwrite_removes_the_old_files_many_at_a_time(spark, s3, monkeypatc
                           aws_access_key_id="testing", aws_secret_access_key="testing")
     keys = {o["Key"] for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket)
             for o in page.get("Contents", [])}
-    manifest = tfspark.manifest.read_manifest(out, fs)
+    manifest = tfspark.read_manifest(out, fs)
     parts = {k for k in keys if k.endswith(".tfrecord")}
     assert parts == {f"ds/{f.path}" for f in manifest.files} and len(parts) == 3
     assert len([k for k in keys if k.endswith(".parquet")]) <= 3  # the new backup's only
@@ -350,7 +350,7 @@ def test_a_write_on_a_store_writes_success_once_and_sweeps_what_is_left_on_gcs_t
     assert under("_backup") == []  # the dead driver's staging went
     assert fs.get_file_info(f"{out}/_SUCCESS").is_file  # missing: written again
     assert tfspark.verify(out, filesystem=fs).ok
-    assert tfspark.manifest.read_manifest(out, fs).feature_stats(split="train") is not None
+    assert tfspark.read_manifest(out, fs).feature_stats(split="train") is not None
     assert backup_ids(fs, f"{out}/_backup") == list(range(200, 300))
 
 

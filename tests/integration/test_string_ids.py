@@ -130,7 +130,7 @@ keras.utils.set_random_seed(1)
 layers = tfspark.keras_preprocessing(path, strings="ids", split="train", skip=["tags", "grid"],
                                      categorical=[])
 city = layers["city"]
-assert isinstance(city, tfspark.VocabularyIds), type(city)
+assert isinstance(city, tfspark.keras.VocabularyIds), type(city)
 try:  # a variable-length feature is refused by name: this backend takes it only padded
     tfspark.keras_inputs(path, strings="ids")
     raise SystemExit("keras_inputs took the variable-length 'tags' unpadded")
@@ -180,7 +180,7 @@ def test_keras_learns_from_ids_on_a_backend_without_tensorflow(written, backend,
 
 def test_vocabulary_ids_layer_clamps_and_reports_its_vocabulary():
     pytest.importorskip("keras")
-    layer = tfspark.VocabularyIds(["a", "b"])
+    layer = tfspark.keras.VocabularyIds(["a", "b"])
     assert layer.vocabulary_size() == 3 and layer.get_vocabulary() == ["[UNK]", "a", "b"]
     assert np.asarray(layer(np.array([0, 1, 2, 3, 7]))).tolist() == [0, 1, 2, 0, 0]
 

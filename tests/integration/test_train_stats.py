@@ -128,7 +128,7 @@ def test_a_val_split_is_validated_on_and_a_named_one_must_exist(spark, tmp_path)
     # a data set written without label_cols: the line names the flag that picks one
     from tfspark.cli.train_features import pick_label
 
-    spec = tfspark.manifest.read_manifest(out).spec
+    spec = tfspark.read_manifest(out).spec
     unlabelled = dataclasses.replace(
         spec, features=[dataclasses.replace(f, label=False) for f in spec.features])
     with pytest.raises(OptionError, match=r"^the data set's spec names no label column "

@@ -150,7 +150,7 @@ def test_partitions_are_escaped_and_stay_inside(spark, F, tf, tmp_path):
         spec = tfspark.FeatureSpec.from_dict(m["spec"])
         assert spec.names == ["id"], "the partition column must not be stored in the records"
         for rec in ds.batch(100):
-            ids = tf.io.parse_example(rec, tfspark.parsing_spec(spec))["id"].numpy().tolist()
+            ids = tf.io.parse_example(rec, tfspark.tf.parsing_spec(spec))["id"].numpy().tolist()
             for i in ids:
                 seen[i] = entry["partition"]["p"]
     assert seen == {i: p for i, p in rows}

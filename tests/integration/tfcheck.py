@@ -28,7 +28,7 @@ def read_with_tf(tf: Any, path: str, split: str | None = None) -> tuple[FeatureS
         return spec, out
     ds = tf.data.TFRecordDataset(files, compression_type=comp).batch(4096)
     block = (manifest.get("layout") or {}).get("rows_per_record", 1)
-    parsing = tfspark.parsing_spec(spec) if block == 1 else _block_parsing(tf, spec)
+    parsing = tfspark.tf.parsing_spec(spec) if block == 1 else _block_parsing(tf, spec)
     for batch in ds:
         parsed = tf.io.parse_example(batch, parsing)
         if block > 1:  # the block dimension merged away: rows (written by hand, as a user would)

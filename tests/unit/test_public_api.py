@@ -139,3 +139,30 @@ class Fine:
     assert sorted(missing_docstrings(module)) == [
         "tfspark_fake.Record", "tfspark_fake.Record.method", "tfspark_fake.Record.prop",
         "tfspark_fake.bare"]
+
+
+def test_the_top_level_is_the_verbs_types_and_errors():
+    errors = {n for n in tfspark.__all__ if n.endswith("Error")}
+    rest = set(tfspark.__all__) - errors
+    assert rest == {
+        "register", "write_tfrecords", "write_dataset", "infer_spec", "WriteResult",
+        "read_manifest", "Manifest", "verify", "VerifyReport", "FeatureSpec", "Feature",
+        "make_dataset", "read_batches", "Ragged", "torch_dataset", "grain_dataset",
+        "make_converter", "Converter", "keras_inputs", "keras_preprocessing", "train_on_spark"}
+    assert errors == set(tfspark.errors.__all__) - {"StateMismatch"}
+
+
+@pytest.mark.parametrize("old,new", [
+    ("encode_batch", "tfspark.arrow.encode_batch"), ("Report", "tfspark.VerifyReport"),
+    ("manifest", "tfspark.read_manifest"), ("ReadOptions", "keyword arguments of the readers"),
+    ("parsing_spec", "tfspark.tf.parsing_spec"), ("resumable_fit", "tfspark.keras.resumable_fit"),
+    ("spark_filesystem", "tfspark.spark.spark_filesystem")])
+def test_names_of_earlier_releases_warn_naming_the_new_one(old, new):
+    if old in ("parsing_spec", "resumable_fit"):
+        pytest.importorskip("tensorflow" if old == "parsing_spec" else "keras")
+    if old == "spark_filesystem":
+        pytest.importorskip("pyspark")
+    with pytest.warns(DeprecationWarning, match=f"tfspark.{old} is deprecated .*{new}"):
+        assert getattr(tfspark, old) is not None
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        tfspark.nope  # noqa: B018

@@ -3,14 +3,14 @@
 
     numbers      keras.layers.Normalization(mean=, variance=)
     strings      keras.layers.StringLookup(vocabulary=top values, most frequent first), or
-                 with strings="ids" tfspark.VocabularyIds (the reader looked them up)
+                 with strings="ids" tfspark.keras.VocabularyIds (the reader looked them up)
     integer ids  keras.layers.IntegerLookup(vocabulary=...)       (the names in `categorical`)
     bucketized   keras.layers.Discretization(bin_boundaries=deciles) (the names in `bucketize`)
   and for array features (variable-length, 2-D ragged, SequenceExample feature lists), from
   the statistics of their elements, pooled to one vector per row:
     string / integer arrays   a lookup with output_mode="multi_hot" (arrays="multi_hot"), or
-                              the lookup's ids (arrays="ids") for tfspark.PooledEmbedding
-    number arrays             tfspark.PooledMean(mean=, variance=): mean of the normalized
+                              the lookup's ids (arrays="ids") for tfspark.keras.PooledEmbedding
+    number arrays             tfspark.keras.PooledMean(mean=, variance=): mean of the normalized
                               values and log1p of their count; fixed [n] arrays Normalization
 
 Plain layers rather than a keras.utils.FeatureSpace: FeatureSpace wants to adapt() itself on a
@@ -58,13 +58,13 @@ def keras_preprocessing(path_or_manifest: str | os.PathLike | mf.Manifest | dict
 
     Missing numbers: a number feature the model can see as NaN or infinite (such values in
     the data, or nulls written with defaults={"x": float("nan")}) gets, with impute=True,
-    tfspark.MeanImputation: its normalized value, the mean where missing, and an is-missing
+    tfspark.keras.MeanImputation: its normalized value, the mean where missing, and an is-missing
     input ([batch, 2]: impute-and-indicate). To impute a nullable column's nulls that way,
     write it with a NaN default; with its type's default (0) the model cannot tell a null
     from a real 0. impute=False: a Normalization, through which NaN stays NaN (warned).
 
     strings="ids": string features arrive as ids (read_batches(strings="ids", vocabulary=
-    the same split as here)): they get tfspark.VocabularyIds (ids past max_tokens become 0,
+    the same split as here)): they get tfspark.keras.VocabularyIds (ids past max_tokens become 0,
     out of vocabulary) instead of a StringLookup, which needs TensorFlow; with it and no
     array features, every layer runs on the JAX, PyTorch and TensorFlow backends.
 
@@ -91,7 +91,7 @@ def keras_preprocessing(path_or_manifest: str | os.PathLike | mf.Manifest | dict
                       "overwrite it to compute them over all rows", stacklevel=2)
     if arrays not in ("multi_hot", "ids"):
         raise SchemaError(f"arrays={arrays!r}: use 'multi_hot' (pooled lookups) or 'ids' (ids "
-                          f"for tfspark.PooledEmbedding)")
+                          f"for tfspark.keras.PooledEmbedding)")
     if strings not in ("object", "ids"):
         raise SchemaError(f"strings={strings!r}: use 'object' (StringLookup layers) or 'ids' "
                           f"(for read_batches(strings='ids'))")

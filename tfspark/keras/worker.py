@@ -81,7 +81,7 @@ class WorkerContext:
     def fit(self, model: Any, batches: Any, epochs: int, *, every: int | None = None,
             **fit_kwargs: Any) -> Any:
         """model.fit from this worker's read_batches reader that a retried stage resumes
-        exactly (mid-epoch with every=N steps between checkpoints): tfspark.resumable_fit with
+        exactly (mid-epoch with every=N steps between checkpoints): tfspark.keras.resumable_fit with
         this worker's place and checkpoint_dir. Returns its Resumed (history, resumed_at)."""
         from tfspark.keras.fitting import resumable_fit
 

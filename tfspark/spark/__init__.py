@@ -1,9 +1,21 @@
-"""Everything that needs pyspark: the data source (source.py: register; write.py, commit.py,
-part_files.py; read.py, infer.py, to_spark.py) and write_tfrecords (export.py and its stages:
-backup.py, observe.py, sizing.py). Never imports TensorFlow; executors import only what a task
-needs."""
+"""Everything that needs pyspark: the tfrecord data source (register), write_tfrecords and its
+stages, reading into Spark, training on Spark's executors, and spark_filesystem (the pyarrow
+filesystem that Spark's Hadoop settings make for a path, to read what was written with them).
+Never imports TensorFlow; executors import only what a task needs."""
+
+from __future__ import annotations
+
+from typing import Any
 
 from tfspark.errors import require
 
 require("pyspark", "tfspark.spark (the tfrecord data source, write_tfrecords)", "spark",
-        "; on Databricks or Dataproc use the runtime's pyspark: pip install tfspark")
+        "; on Databricks or Dataproc the runtime's pyspark is used: install without an extra")
+
+
+def __getattr__(name: str) -> Any:
+    if name == "spark_filesystem":
+        from tfspark.spark.hadoop_stores import spark_filesystem
+
+        return spark_filesystem
+    raise AttributeError(f"module 'tfspark.spark' has no attribute {name!r}")

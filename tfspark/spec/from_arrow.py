@@ -40,9 +40,11 @@ class SparkType:
         self.containsNull = contains_null
 
     def typeName(self) -> str:  # noqa: N802 - Spark's name
+        """Spark's name of the type ("long", "array", "struct", ...)."""
         return self._name
 
     def simpleString(self) -> str:  # noqa: N802 - Spark's name
+        """The type as Spark writes it in a schema ("bigint", "array<int>", ...)."""
         if self._name == "array":
             assert self.elementType is not None
             return f"array<{self.elementType.simpleString()}>"
@@ -52,6 +54,7 @@ class SparkType:
         return self._simple
 
     def jsonValue(self) -> Any:  # noqa: N802 - Spark's name
+        """The type in Spark's JSON form of a schema."""
         if self._name == "array":
             assert self.elementType is not None
             return {"type": "array", "elementType": self.elementType.jsonValue(),
@@ -73,6 +76,7 @@ class SparkField:
         self.name, self.dataType, self.nullable = name, data_type, nullable
 
     def jsonValue(self) -> dict[str, Any]:  # noqa: N802 - Spark's name
+        """The field in Spark's JSON form of a schema."""
         return {"name": self.name, "type": self.dataType.jsonValue(),
                 "nullable": self.nullable, "metadata": {}}
 

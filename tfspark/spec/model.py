@@ -2,7 +2,7 @@
 
 Pure data: no pyspark, no TensorFlow. The Spark type mapping is in from_spark.py, the JSON
 checks in validate.py; the tf.io parsing spec of a spec is built on the TensorFlow side
-(tfspark.tf.parsing: tfspark.parsing_spec(spec)).
+(tfspark.tf.parsing: tfspark.tf.parsing_spec(spec)).
 """
 
 from __future__ import annotations

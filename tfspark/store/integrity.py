@@ -35,7 +35,7 @@ _CHUNK_RECORDS = 10_000
 
 
 @dataclass
-class Report:
+class VerifyReport:
     """What `verify` found: totals read and the list of problems (empty when the data set is ok)."""
 
     path: str
@@ -73,18 +73,18 @@ class Report:
 
 
 @scrubbed
-def verify(path: str | os.PathLike, filesystem: Any = None) -> Report:
+def verify(path: str | os.PathLike, filesystem: Any = None) -> VerifyReport:
     """Check the data set at `path` against its manifest: every file present, both CRCs of every
     record, record counts, every record parsed with the spec, no stray data files. A lone
     TFRecord file gets its framing and CRCs checked.
 
-    What is wrong with the data set (a damaged manifest included) is collected in the Report,
+    What is wrong with the data set (a damaged manifest included) is collected in the VerifyReport,
     not raised. A path that holds no data set (nothing there, a directory without a manifest,
     a missing bucket) or that cannot be reached (no server, refused credentials) raises
     ManifestError: there is nothing to verify.
     """
     loc = locate(path, filesystem)
-    report = Report(redact(os.fspath(path)))
+    report = VerifyReport(redact(os.fspath(path)))
     try:
         raw: bytes | None = loc.read_bytes(mf.NAME)
     except FileNotFoundError:
@@ -138,7 +138,7 @@ def verify(path: str | os.PathLike, filesystem: Any = None) -> Report:
     return report
 
 
-def _check_totals(doc: dict[str, Any], manifest: mf.Manifest, report: Report) -> None:
+def _check_totals(doc: dict[str, Any], manifest: mf.Manifest, report: VerifyReport) -> None:
     """The manifest's totals are its files' sums (readers use the files' entries; other
     tools may read the totals)."""
     block = manifest.rows_per_record > 1
@@ -150,7 +150,7 @@ def _check_totals(doc: dict[str, Any], manifest: mf.Manifest, report: Report) ->
                                    f"edited: restore it or rewrite the data set")
 
 
-def _check_lone(loc: Location, report: Report) -> Report:
+def _check_lone(loc: Location, report: VerifyReport) -> VerifyReport:
     """A TFRecord file without a manifest: its framing and both CRCs of every record (no
     count or spec to compare with); its compression found from its first bytes."""
     report.files = 1
@@ -178,7 +178,7 @@ def is_lone_file(loc: Location) -> bool:
         return False
 
 
-def _check_backup(home: Location, manifest: mf.Manifest, report: Report) -> None:
+def _check_backup(home: Location, manifest: mf.Manifest, report: VerifyReport) -> None:
     """The backup is the one the last write published, and holds the manifest's rows."""
     entry = manifest.backup or {}
     target = entry.get("target")
@@ -238,7 +238,7 @@ def _parquet_rows(loc: Any) -> int:
 
 
 def _check_file(stream: Any, entry: mf.FileEntry, compression: str | None,
-                spec: FeatureSpec | None, report: Report, block: int) -> None:
+                spec: FeatureSpec | None, report: VerifyReport, block: int) -> None:
     rel = entry.path
     report.files += 1
     count = rows = 0

@@ -346,7 +346,7 @@ def find_manifest(loc: Location) -> Manifest | None:
 
 # What a refused manifest's error says to a Python caller; the command line says its own.
 SPARK_CREDENTIALS_HINT = ("a data set written with the credentials in Spark's Hadoop settings "
-                          "reads with filesystem=tfspark.spark_filesystem(spark, path)")
+                          "reads with filesystem=tfspark.spark.spark_filesystem(spark, path)")
 
 
 def unreadable(loc: Location, error: OSError) -> ManifestError:

@@ -1,5 +1,5 @@
 """FeatureSpec -> the tf.io parsing spec: {name: FixedLenFeature | VarLenFeature |
-RaggedFeature}, what tf.io.parse_example takes (tfspark.parsing_spec(spec)), and
+RaggedFeature}, what tf.io.parse_example takes (tfspark.tf.parsing_spec(spec)), and
 for SequenceExamples the (context, sequence) pair tf.io.parse_sequence_example takes; and the
 functions make_dataset parses its batches with (make_parser, make_block_parser)."""
 
@@ -22,8 +22,8 @@ def parsing_spec(spec: FeatureSpec) -> dict[str, Any]:
     """{name: tf.io.FixedLenFeature | VarLenFeature | RaggedFeature} for tf.io.parse_example."""
     if spec.is_sequence:
         raise SchemaError("the spec is for tf.train.SequenceExample records, which "
-                          "tf.io.parse_example cannot parse: use "
-                          "tfspark.sequence_parsing_spec(spec) with tf.io.parse_sequence_example")
+                          "tf.io.parse_example cannot parse: use tfspark.tf."
+                          "sequence_parsing_spec(spec) with tf.io.parse_sequence_example")
     return _features(spec.features)
 
 
@@ -32,7 +32,7 @@ def sequence_parsing_spec(spec: FeatureSpec) -> tuple[dict[str, Any], dict[str, 
     list is a RaggedFeature, parsed to a RaggedTensor [batch, steps, values]."""
     if not spec.is_sequence:
         raise SchemaError("the spec is for tf.train.Example records: use "
-                          "tfspark.parsing_spec(spec) with tf.io.parse_example")
+                          "tfspark.tf.parsing_spec(spec) with tf.io.parse_example")
     context = _features([f for f in spec.features if f.kind != "sequence"])
     sequence = {f.name: tf.io.RaggedFeature(DTYPES[f.dtype], row_splits_dtype=tf.int64)
                 for f in spec.features if f.kind == "sequence"}
