@@ -118,7 +118,7 @@ def test_an_abfs_path_is_written_with_sparks_own_azure_settings(spark, azurite):
     with pytest.raises(tfspark.ManifestError, match=r"403 .*; check that it is a file you may "
                        r"read \(permissions, credentials\); a data set written with the "
                        r"credentials in Spark's Hadoop settings reads with filesystem=tfspark"
-                       r"\.spark_filesystem\(spark, path\)") as info:
+                       r"\.spark\.spark_filesystem\(spark, path\)") as info:
         ids(f"{root}/ds", wrong_key)
     assert "eA==" not in str(info.value) and "\n" not in str(info.value)
     fs = azurite.filesystem()
@@ -166,7 +166,7 @@ def test_an_abfs_path_is_read_with_a_fixed_sas_token(spark, azurite):
     forged = account_sas(base64.b64encode(b"not the account's key").decode())
     with hadoop_settings(spark, {**sas, "fs.azure.sas.fixed.token": forged}):
         with pytest.raises(tfspark.ManifestError,  # (in Python, what to do in its terms)
-                           match=r"403.*filesystem=tfspark\.spark_filesystem\(spark, path\)"
+                           match=r"403.*filesystem=tfspark\.spark\.spark_filesystem\(spark, path\)"
                            ) as info:
             ids(f"{root}/ds", tfspark.spark.spark_filesystem(spark, f"{root}/ds"))
         with pytest.raises(tfspark.ManifestError, match="403") as refused:  # nothing to verify
