@@ -1,6 +1,6 @@
 """JAX, no TensorFlow and no Keras: read_batches feeds a jitted training step.
 
-    pip install 'tfspark' jax
+    pip install pyspark-tfrecord jax
     python examples/jax_logistic.py out/sample_tfrecords
 """
 

@@ -68,8 +68,10 @@ class TorchBatches(IterableDataset):
         """A DataLoader of these batches (batch_size=None: the reader makes the batches):
         torchdata's StatefulDataLoader when it is installed, whose state_dict() and
         load_state_dict() resume exactly; torch's DataLoader otherwise. kwargs go to it
-        (multiprocessing_context, pin_memory, ...). A state saved by a loader of another
-        num_workers is refused, naming both counts (each worker's state is of its part)."""
+        (multiprocessing_context="forkserver" in a process that runs Spark, TensorFlow or
+        JAX: a fork copies their threads mid-way; pin_memory, ...). A state saved by a loader
+        of another num_workers is refused, naming both counts (each worker's state is of its
+        part)."""
         if kwargs.get("batch_size") is not None:
             raise OptionError(f"loader: batch_size={kwargs['batch_size']!r}, but the batches "
                               f"are made by the reader (torch_dataset's batch_size): leave "
