@@ -1,6 +1,6 @@
 """The table of write settings (WriteOptions' fields) is where every surface comes from:
 write_tfrecords' signature, the data source's options, the export config keys and flags, and
-the README's table of data-source options."""
+the documentation's table of settings."""
 
 from __future__ import annotations
 
@@ -53,12 +53,16 @@ def test_the_data_source_knows_every_option_and_lists_them():
             assert not t.workflow or t.name in {x.name for x in TABLE}
 
 
-def test_the_readme_option_table_matches():
-    text = (ROOT / "README.md").read_text()
-    table = text[text.index("| option | values |"):].split("\n\n")[0]
-    named = {n for row in table.splitlines()[2:] for n in
-             re.findall(r"`(\w+)`", row.split("|")[1])}
-    assert named == {t.option for t in TABLE if t.option} | {"codec"}
+def test_the_documentations_tables_are_the_tables():
+    """docs/writing.md (and reading.md) show the settings tables as generated from them."""
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "docs_tables.py"), "--check"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    text = (ROOT / "docs" / "writing.md").read_text()
+    named = set(re.findall(r"^\| (?:`(\w+)`|\(data source only\)) .*?\| `?(\w*)`? \|", text,
+                           re.M))
+    assert {t.option for t in TABLE if t.option} <= {o for _, o in named}
+    assert {t.name for t in TABLE if t.workflow} <= {k for k, _ in named}
 
 
 def test_a_setting_checks_its_value_on_every_surface():

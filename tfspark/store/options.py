@@ -224,6 +224,24 @@ def workflow_signature(first: list[inspect.Parameter]) -> inspect.Signature:
         for t in write_settings() if t.workflow)])
 
 
+def settings_markdown() -> str:
+    """The table of write settings as the documentation shows it (generated: docs/writing.md
+    holds this text between its markers, checked by a test)."""
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    rows = ["| keyword (config key, `--flag`) | data source option | default | what it does |",
+            "|---|---|---|---|"]
+    for t in write_settings():
+        key = f"`{t.name}`" if t.workflow else "(data source only)"
+        if t.workflow and t.config_key != t.name:
+            key += f" (`{t.config_key}`)"
+        option = f"`{t.option}`" if t.option else ""
+        default = t.config_value if t.workflow and t.config else t.default
+        rows.append(f"| {key} | {option} | `{default!r}` | {cell(t.help)} |")
+    return "\n".join(rows)
+
+
 def workflow_doc() -> str:
     """The settings section of write_tfrecords' docstring, from the table."""
     return "\n".join(f"    {t.name} (default {t.default!r}): {t.help}"
