@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from tfspark.errors import OptionError, TrainingError, scrubbed
+from tfspark.spark.source import same_python
 from tfspark.store.fs import locate
 from tfspark.store.local_paths import local_directory
 from tfspark.store.redaction import redact
@@ -75,6 +76,7 @@ def train_on_spark(spark: Any, train_fn: Callable[[Any], Any], num_workers: int,
     if backend not in WORKERS:
         raise OptionError(f"backend={backend!r}: train_on_spark trains on "
                           f"{' or '.join(map(repr, WORKERS))} (Keras 3's backend of that name)")
+    same_python(spark)  # (a local master's Python workers: this interpreter)
     sc = _barrier_context(spark, train_fn, num_workers)
     slots = task_slots(sc)
     if num_workers > slots:
