@@ -10,6 +10,7 @@
 #   make test-faults the fault tests alone, 5 rounds of each random kill and race (a soak;
 #                `make test` runs one round each: TFSPARK_FAULT_ROUNDS)
 #   make lint    ruff check, mypy, and the tier contracts (lint-imports; all in pyproject.toml)
+#   make docs    build the user guide into site/ (mkdocs, strict: a broken link fails)
 #   make bench   run the benchmarks (bench/run_all.py; BENCH_ARGS=--quick for a smoke run)
 #
 # Variables: PYTHON (interpreter that creates the venv), VENV, PYTEST_ARGS (e.g. "-m 'not slow'"
@@ -39,10 +40,10 @@ AZURITE := $(VENV)/azurite
 export TFSPARK_AZURITE ?= $(abspath $(AZURITE))
 
 .DEFAULT_GOAL := help
-.PHONY: help setup stores demo test test-fast test-faults test-spark35 unit-without-tf lint bench clean
+.PHONY: help setup stores demo test test-fast test-faults test-spark35 unit-without-tf lint docs bench clean
 
 help:
-	@sed -n '3,14p' $(firstword $(MAKEFILE_LIST)) | sed 's/^# *//'
+	@sed -n '3,15p' $(firstword $(MAKEFILE_LIST)) | sed 's/^# *//'
 
 # tfspark's bytecode compiled once: where PYTHONDONTWRITEBYTECODE is set (as on our dev
 # machines), every Python the tests start (Spark workers, CLI runs, reading processes) would
@@ -117,6 +118,11 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(PY) -m mypy
 	$(VENV)/bin/lint-imports --no-logo
+
+# The documentation's generated tables are current, and the site builds with no warning.
+docs: setup
+	$(PY) scripts/docs_tables.py --check
+	$(VENV)/bin/mkdocs build --strict --quiet
 
 bench: setup
 	$(PY) bench/run_all.py $(BENCH_ARGS)

@@ -99,6 +99,26 @@ class Converter:
         if loc is not None:
             loc.delete_all()
 
+    @staticmethod
+    def _signed() -> None:
+        """The readers' signatures and option docs: make_dataset's and read_batches' options
+        (the readers' table) but filesystem=, which the converter gives."""
+        import inspect
+
+        from tfspark.store.options import MAKE_DATASET, READ_BATCHES, read_settings, reader_doc
+
+        first = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+                 inspect.Parameter("batch_size", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+        for method, reader in ((Converter.make_dataset, MAKE_DATASET),
+                               (Converter.read_batches, READ_BATCHES),
+                               (Converter.torch_dataset, READ_BATCHES)):
+            method.__signature__ = inspect.Signature([  # type: ignore[attr-defined]
+                *first, *(inspect.Parameter(t.name, inspect.Parameter.KEYWORD_ONLY,
+                                            default=t.default)
+                          for t in read_settings(reader) if t.name != "filesystem")])
+            method.__doc__ = (method.__doc__ or "") + "\n\n        Options:\n" + \
+                reader_doc(reader, skip=("filesystem",)).replace("\n    ", "\n        ")
+
     def _with_fs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         return {"filesystem": self._fs, **kwargs}
 
@@ -177,3 +197,6 @@ def _delete_live() -> None:
             loc.delete_all()
         except Exception:  # noqa: BLE001 - exiting; nothing to report to
             pass
+
+
+Converter._signed()

@@ -1,12 +1,16 @@
-"""A reader's arguments checked before anything is read (store/read_args.py): one line naming
-the argument, and what to give instead."""
+"""A reader's arguments checked before anything is read (the readers' table of options): one
+line naming the argument, and what to give instead."""
 
 from __future__ import annotations
 
 import pytest
 
 from tfspark.errors import OptionError
-from tfspark.store.read_args import check_io_args
+from tfspark.store.options import ReadOptions
+
+
+def check_io_args(io_threads, cache_dir):
+    return ReadOptions.checked("read_batches", io_threads=io_threads, cache_dir=cache_dir).cache_dir
 
 
 @pytest.mark.parametrize("threads", [0, -1, True, 2.0])

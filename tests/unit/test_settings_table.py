@@ -97,3 +97,41 @@ def test_the_drivers_write_and_read_planning_import_no_kernels():
             "bad = [m for m in ('numba', 'crc32c', 'tensorflow') if m in sys.modules];"
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_every_reader_takes_its_options_from_one_table():
+    """make_dataset's and read_batches' keywords are the table's, with its defaults; the
+    readers that pass options on (torch_dataset, grain_dataset, a converter's) show them too.
+    Adding a read option without its table entry (or the other way round) fails here."""
+    from tfspark.converter import Converter
+    from tfspark.numpy.frameworks import grain_dataset, torch_dataset
+    from tfspark.numpy.read import read_batches
+    from tfspark.store.options import read_settings
+
+    def keywords(fn, skip=()):
+        return {p.name: p.default for p in inspect.signature(fn).parameters.values()
+                if p.kind == p.KEYWORD_ONLY and p.name not in skip}
+
+    batches = {t.name: t.default for t in read_settings("read_batches")}
+    assert keywords(read_batches) == batches
+    assert keywords(torch_dataset) == keywords(grain_dataset) == batches
+    assert keywords(Converter.read_batches) == {k: v for k, v in batches.items()
+                                                if k != "filesystem"}
+    for t in read_settings("read_batches"):
+        assert f"    {t.name} (default" in torch_dataset.__doc__
+    pytest.importorskip("tensorflow")
+    from tfspark.tf.dataset import make_dataset
+
+    assert keywords(make_dataset) == {t.name: t.default for t in read_settings("make_dataset")}
+
+
+def test_a_read_option_is_checked_the_same_in_every_reader(tmp_path):
+    from tfspark.store.options import ReadOptions
+
+    with pytest.raises(OptionError, match=r"^shuffle_buffer must be an int >= 0"):
+        ReadOptions.checked("read_batches", shuffle_buffer=-1)
+    with pytest.raises(TypeError, match=r"unexpected keyword argument\(s\) \['shufle'\].*"
+                                        r"shuffle"):
+        ReadOptions.checked("read_batches", shufle="global")
+    with pytest.raises(TypeError, match="'cache'"):  # make_dataset's, not read_batches'
+        ReadOptions.checked("read_batches", cache=True)

@@ -30,9 +30,6 @@ from tfspark.wire.protobuf import KIND_OF_DTYPE, TOO_MANY
 _DTYPES = {"int64": np.int64, "float32": np.float32, "string": object}
 
 
-STRING_FORMS = ("object", "bytes", "ids")
-
-
 class NumpyDecoder:
     """Decodes chunks of framed records of `spec` (rows_per_record > 1: block records);
     strings: "object", "bytes" or "ids" (see the module docstring), the latter with

@@ -84,3 +84,21 @@ def _check(path_or_files: Any, batch_size: int, kwargs: dict[str, Any]) -> None:
     if isinstance(args.get("processes"), int) and args["processes"] > 1:
         args["processes"] = None
     read_batches(path_or_files, batch_size, **args)
+
+
+def _signed() -> None:
+    """torch_dataset's and grain_dataset's signatures and option docs: read_batches' options
+    (the readers' table), which they pass on."""
+    import inspect
+
+    from tfspark.store.options import READ_BATCHES, reader_doc, reader_signature
+
+    first = [inspect.Parameter("path_or_files", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+             inspect.Parameter("batch_size", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    for fn in (torch_dataset, grain_dataset):
+        fn.__signature__ = reader_signature(READ_BATCHES, first)  # type: ignore[attr-defined]
+        fn.__doc__ = (fn.__doc__ or "") + "\n\n    Options (read_batches'):\n" + \
+            reader_doc(READ_BATCHES)
+
+
+_signed()

@@ -19,7 +19,6 @@ from tfspark.numpy.columns import Ragged
 from tfspark.spec import FeatureSpec
 from tfspark.store import manifest as mf
 
-RAGGED_FORMS = ("ragged", "padded")
 MASK = "_mask"
 
 

@@ -7,7 +7,7 @@ one partition per file. Each task streams its file in chunks with bounded memory
 CRCs, decodes up to 10,000 records at a time with the numba decoder (arrow/decode.py), turns
 the canonical columns into the Spark schema's Arrow types (to_spark.py) and yields Arrow batches.
 
-Options: see tfspark.store.options.READ_OPTIONS (checked into a ReadOptions there).
+Options: see tfspark.store.options.SPARK_READ_OPTIONS (checked into a SparkReadOptions there).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from tfspark.spark.versions import DataSourceReader, InputPartition
 from tfspark.spec import FeatureSpec
 from tfspark.store import manifest as mf
 from tfspark.store.fs import Location
-from tfspark.store.options import ReadOptions
+from tfspark.store.options import SparkReadOptions
 from tfspark.store.read_plan import SNIFF, plan_read
 from tfspark.wire.compression import sniff_gzip
 from tfspark.wire.stream import stream_framed
@@ -57,7 +57,7 @@ class Source:
     rows_per_record: int = 1  # the manifest's layout
 
 
-def discover(opts: ReadOptions) -> Source:
+def discover(opts: SparkReadOptions) -> Source:
     """The files, record type, spec and schema at opts.path, as the one read planner
     (store/read_plan.py) plans a table read: from its manifest when there is one, else from a
     listing of the TFRecord files (a directory) or the path itself (a file).
@@ -119,7 +119,7 @@ def _readable(dt: Any) -> Any:
     return dt
 
 
-def read_schema(opts: ReadOptions) -> T.StructType:
+def read_schema(opts: SparkReadOptions) -> T.StructType:
     """The schema of what `opts` point at: the manifest's, or inferred from a sample."""
     src = discover(opts)
     if src.schema is not None:
@@ -145,7 +145,7 @@ class TfrecordReader(DataSourceReader):
     """Planned on the driver, pickled to executors: plain data only; numba and Arrow objects
     are made inside read()."""
 
-    def __init__(self, opts: ReadOptions, schema: T.StructType):
+    def __init__(self, opts: SparkReadOptions, schema: T.StructType):
         from tfspark.spark.infer import INFERRED, spec_for_schema
 
         self.opts = opts

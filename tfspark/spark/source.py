@@ -22,7 +22,7 @@ from tfspark.spark.meanwhile import Meanwhile
 from tfspark.spark.versions import DataSource, needs_data_source
 from tfspark.spark.write import TfrecordWriter
 from tfspark.spark.write_plan import plan_write
-from tfspark.store.options import ReadOptions, WriteOptions
+from tfspark.store.options import SparkReadOptions, WriteOptions
 
 log = logging.getLogger("tfspark")
 
@@ -31,7 +31,7 @@ class TfrecordDataSource(DataSource):
     """The Spark Python data source "tfrecord": df.write / spark.read of TFRecord files.
 
     Register it with tfspark.register(spark); options are listed in tfspark.store.options
-    (WRITE_OPTIONS, READ_OPTIONS).
+    (WRITE_OPTIONS, SPARK_READ_OPTIONS).
     """
 
     @classmethod
@@ -49,14 +49,14 @@ class TfrecordDataSource(DataSource):
         """The schema to read: the manifest's written schema, else inferred from sampled records."""
         from tfspark.spark.read import read_schema
 
-        return read_schema(ReadOptions.from_source_options(dict(self.options)))
+        return read_schema(SparkReadOptions.from_source_options(dict(self.options)))
 
     @scrubbed
     def reader(self, schema: StructType) -> Any:
         """A TfrecordReader of `schema`'s columns (one input partition per file)."""
         from tfspark.spark.read import TfrecordReader
 
-        return TfrecordReader(ReadOptions.from_source_options(dict(self.options)), schema)
+        return TfrecordReader(SparkReadOptions.from_source_options(dict(self.options)), schema)
 
 
 class TfsparkDataSource(TfrecordDataSource):

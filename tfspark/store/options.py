@@ -9,7 +9,11 @@ and help text. Every surface is derived from it, so adding a setting is adding o
     where they overlap: recordType, codec, maxRecordsPerFile),
   * the export job's config keys and command-line flags (tfspark.cli.config, tfspark.cli.main),
   * the README's table of data-source options (checked against it by a test).
-ReadOptions are spark.read's options. Pure: no pyspark, no TensorFlow.
+ReadOptions is the table of the readers' options (make_dataset, read_batches and what reads
+through them: torch_dataset, grain_dataset, a converter's readers): each field one option, its
+metadata its default, check and help; the readers' checks, the signatures of the readers that
+pass options on, their docs and the documentation's table come from it.
+SparkReadOptions are spark.read's options. Pure: no pyspark, no TensorFlow.
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ from tfspark.store.local_paths import absolute
 from tfspark.store.settings import WRITE_MODES, Setting, Where
 from tfspark.wire.compression import GZIP_LEVELS, normalize_compression
 
-__all__ = ["WRITE_MODES", "ReadOptions", "WriteOptions", "known_options", "write_settings"]
+__all__ = ["WRITE_MODES", "ReadOptions", "SparkReadOptions", "WriteOptions", "known_options",
+           "read_settings", "write_settings"]
 
 
 def _setting(default: Any, check: s.Check, help: str, *, field_default: Any = ...,
@@ -272,7 +277,7 @@ def known_options(options: Mapping[str, Any], known: Mapping[str, str],
 _PATH_HELP = "output directory or URI (what save(path) passes)"
 # option name as users write it -> help: the data source's options, from the table
 _OPTION_HELP = {t.option: t.help for t in write_settings() if t.option}
-READ_OPTIONS = {
+SPARK_READ_OPTIONS = {
     "path": "a data set directory (with or without _tfspark.json) or one TFRecord file",
     "recordtype": "Example (default) | SequenceExample | ByteArray (each record as one binary "
                   "column 'value')",
@@ -285,8 +290,8 @@ READ_OPTIONS = {
 
 
 @dataclass(frozen=True)
-class ReadOptions:
-    """The checked read options of spark.read.format("tfrecord") (see READ_OPTIONS)."""
+class SparkReadOptions:
+    """The checked read options of spark.read.format("tfrecord") (see SPARK_READ_OPTIONS)."""
 
     path: str
     record_type: str | None = None  # None: the manifest's, else Example
@@ -297,10 +302,10 @@ class ReadOptions:
     verify: bool = True
 
     @classmethod
-    def from_source_options(cls, options: Mapping[str, Any]) -> ReadOptions:
+    def from_source_options(cls, options: Mapping[str, Any]) -> SparkReadOptions:
         """Check spark.read's options (keys case-insensitive). Raises OptionError for an unknown
         option, a bad value or a missing path."""
-        opts = known_options(options, READ_OPTIONS, "read option")
+        opts = known_options(options, SPARK_READ_OPTIONS, "read option")
         if not opts.get("path"):
             raise OptionError("no input path: use spark.read.format('tfrecord').load(path)")
 
@@ -321,3 +326,193 @@ class ReadOptions:
             sample_records=number("schemaSampleRecords", 1000),
             sample_files=number("schemaSampleFiles", 1024),
             verify=s.bool_text(Where("verify"), str(opts.get("verify", "true"))))
+
+
+# ---------------------------------------------------------------- the readers' options
+
+MAKE_DATASET, READ_BATCHES = "make_dataset", "read_batches"
+_BOTH = (MAKE_DATASET, READ_BATCHES)
+STRING_FORMS = ("object", "bytes", "ids")  # read_batches' strings=
+RAGGED_FORMS = ("ragged", "padded")  # read_batches' ragged=
+SHUFFLES = ("window", "global")  # read_batches' shuffle=
+AUTOTUNE = -1  # tf.data.AUTOTUNE's value, without importing TensorFlow
+
+
+def _read(default: Any, check: s.Check, help: str, readers: tuple[str, ...] = _BOTH) -> Any:
+    """A ReadOptions field: an option of `readers`."""
+    return field(default=default, metadata={"setting": Setting(default, check, help,
+                                                               readers=readers)})
+
+
+def _cache_dir(where: Where, value: Any) -> str | None:
+    """A local directory this process may write, made if missing; None: no cache."""
+    import os
+
+    from tfspark.store.local_paths import local_only
+
+    if value is None:
+        return None
+    path = local_only(value, where.name, "the cache is kept on this machine's disk")
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise OptionError(f"{where.name} {path!r} is a file, not a directory")
+    why = "no permission"
+    try:  # now, not when the first file is kept, in a reading thread
+        os.makedirs(path, exist_ok=True)
+        writable = os.access(path, os.W_OK | os.X_OK)
+    except OSError as e:
+        writable, why = False, e.strerror or str(e)
+    if not writable:
+        raise OptionError(f"{where.name} {path!r} cannot be written here ({why}): give a "
+                          f"directory this process may write")
+    return path
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """The readers' options, checked: make_dataset's and read_batches' keyword arguments (the
+    frameworks' readers and a converter's take read_batches'). A field's metadata says which
+    readers take it; each value passes its check whatever reader it is given to."""
+
+    split: str | None = _read(
+        None, s.optional_str, "read <path>/<split>/; a data set with splits is read one split at "
+        "a time, so training and test rows never mix by accident")
+    label_cols: tuple[str, ...] | None = _read(
+        None, s.optional_names, "the label columns, overriding the spec's; [] reads features only")
+    spec: Any = _read(
+        None, s.anything, "a FeatureSpec, its JSON text or dict, or the path of a spec or "
+        "manifest file (or a data set): needed for TFRecord files named one by one; with a data "
+        "set it overrides the manifest's spec")
+    columns: tuple[str, ...] | None = _read(
+        None, s.optional_names, "the features to read (a name or a list; the labels come as "
+        "well); default every feature of the spec. Other keys are skipped, not parsed")
+    shuffle_buffer: int | None = _read(
+        None, s.shuffle_buffer, "rows shuffled together: each epoch a new file order, then "
+        "windows of this many rows permuted; None: 10 batches; 0: no shuffling")
+    seed: int | None = _read(
+        None, s.optional_seed, "seeds the file order and the shuffles: the same seed, the same "
+        "batches (each pass a new shuffle); None: drawn at random (read_batches keeps the one "
+        "drawn in its state)")
+    epochs: int | None = _read(1, s.epochs, "passes over the data; None repeats forever (give "
+                                            "steps_per_epoch to Keras)")
+    shard: tuple[int, int] | None = _read(
+        None, s.shard, "(num_workers, index): this worker's share, disjoint from the others' "
+        "and together all rows: whole files when there are at least num_workers files "
+        "(balanced by their counts), else every num_workers-th record of each file")
+    even_shards: bool = _read(
+        True, s.boolean, "with shard and a manifest, every worker takes the same number of "
+        "batches per epoch (MultiWorkerMirroredStrategy needs it): each reads as many rows as "
+        "the smallest share (the last rows of its files are cut, with a warning); False: every "
+        "row of the share")
+    drop_remainder: bool = _read(False, s.boolean, "drop the last batch of an epoch when it is "
+                                                   "short")
+    shuffle_files: bool = _read(True, s.boolean, "a new file order each epoch (False: the "
+                                                 "manifest's order)")
+    compression: str | None = _read(
+        None, s.read_compression, "for TFRecord files named one by one: None finds it from each "
+        "file's first bytes, 'gzip' or 'none' forces it (a data set's is its manifest's)")
+    filesystem: Any = _read(
+        None, s.anything, "where the paths are: a pyarrow.fs.FileSystem or an fsspec "
+        "filesystem; default from the path (local, or a URI's scheme and query options)")
+    io_threads: int | None = _read(
+        None, s.optional_count, "files streamed at once from an object store (default 16), "
+        "whatever the decoding threads: each file one request, read ahead of its decoding")
+    cache_dir: str | None = _read(
+        None, _cache_dir, "a local directory where remote files, once read whole and checked, "
+        "are kept (per write of the data set), for later epochs and runs")
+    # make_dataset's own
+    cache: bool | str = _read(
+        False, s.cache, "True keeps the serialized records in memory after the first pass; a "
+        "path, in a file", (MAKE_DATASET,))
+    deterministic: bool = _read(
+        False, s.boolean, "keep a reproducible order; False lets parallel reads deliver what "
+        "is ready first, which is faster", (MAKE_DATASET,))
+    num_parallel_reads: int = _read(
+        AUTOTUNE, s.parallel_reads, "files read at once (AUTOTUNE, -1: one per core)",
+        (MAKE_DATASET,))
+    # read_batches' own
+    num_threads: int | None = _read(
+        None, s.optional_count, "files read and decoded at once (default: this process's cores, "
+        "at most 8); 1 with shuffle_buffer=0 and shuffle_files=False reads rows in file order",
+        (READ_BATCHES,))
+    strings: str = _read(
+        "object", s.one_of(STRING_FORMS), "'object': strings as object arrays of bytes, as "
+        "tf.string; 'bytes': each string's uint8 bytes, a Ragged one level below; 'ids': an "
+        "int64 id in its feature's vocabulary (k + 1 for the k-th value, 0 for others, as "
+        "StringLookup numbers them), so JAX and PyTorch get numbers", (READ_BATCHES,))
+    vocabulary: Any = _read(
+        None, s.optional_mapping_or_name, "with strings='ids': {feature: values}, or the split "
+        "whose statistics give the vocabularies; default the statistics of all rows",
+        (READ_BATCHES,))
+    shuffle: str = _read(
+        "window", s.one_of(SHUFFLES), "'window': windows of shuffle_buffer rows of the files "
+        "being read; 'global': each epoch a permutation of units of about 4,096 rows over every "
+        "file, then the windows (uncompressed files)", (READ_BATCHES,))
+    ragged: str = _read(
+        "ragged", s.one_of(RAGGED_FORMS), "'ragged': a variable-length feature as a Ragged("
+        "values, row_splits); 'padded': `name` [batch, width] and `name_mask`", (READ_BATCHES,))
+    pad_to: Any = _read(
+        None, s.pad_to, "with ragged='padded': the width (an int, or {feature: width}); "
+        "default the longest row in the statistics", (READ_BATCHES,))
+    stack: Any = _read(
+        None, s.stack, "{name: [feature, ...]}: those fixed features (of one dtype) side by "
+        "side in one array [batch, k] in place of their columns: a model's input matrix",
+        (READ_BATCHES,))
+    processes: int | None = _read(
+        None, s.optional_count, "N > 1: read and decode in N processes of their own, the "
+        "batches handed over in shared memory (end them with close() or `with`)",
+        (READ_BATCHES,))
+    state: Any = _read(
+        None, s.state, "what reader.state_dict() gave: the first iteration resumes there, with "
+        "exactly the batches an uninterrupted one would still have given", (READ_BATCHES,))
+
+    @classmethod
+    def checked(cls, reader: str, **values: Any) -> ReadOptions:
+        """The options of `reader` given as keywords, each checked by its setting (OptionError
+        naming the argument; TypeError for one the reader does not take)."""
+        table = {t.name: t for t in read_settings(reader)}
+        unknown = sorted(set(values) - set(table))
+        if unknown:
+            raise TypeError(f"{reader}() got unexpected keyword argument(s) {unknown}"
+                            f"{did_you_mean(unknown[0], table)}")
+        done = cls(**{k: table[k].check(Where(k), v) for k, v in values.items()})
+        if done.vocabulary is not None and done.strings != "ids":
+            raise OptionError(f"vocabulary= is for strings='ids' (strings={done.strings!r} reads "
+                              f"the strings themselves)")
+        if done.pad_to is not None and done.ragged != "padded":
+            raise OptionError("pad_to= is for ragged='padded'")
+        return done
+
+
+def read_settings(reader: str | None = None) -> tuple[Setting, ...]:
+    """The readers' table (every ReadOptions field's Setting, in field order, named); with
+    `reader`, its options only."""
+    found = (dataclasses.replace(f.metadata["setting"], name=f.name)
+             for f in dataclasses.fields(ReadOptions))
+    return tuple(t for t in found if reader is None or reader in t.readers)
+
+
+def reader_signature(reader: str, first: list[inspect.Parameter]) -> inspect.Signature:
+    """A signature of `first`, then `reader`'s options as keywords with their defaults."""
+    return inspect.Signature([*first, *(
+        inspect.Parameter(t.name, inspect.Parameter.KEYWORD_ONLY, default=t.default)
+        for t in read_settings(reader))])
+
+
+def reader_doc(reader: str, skip: tuple[str, ...] = ()) -> str:
+    """The options section of a reader's docstring, from the table."""
+    import textwrap
+
+    return "\n".join(textwrap.fill(f"{t.name} (default {t.default!r}): {t.help}", 96,
+                                   initial_indent="    ", subsequent_indent="      ")
+                     for t in read_settings(reader) if t.name not in skip)
+
+
+def read_settings_markdown() -> str:
+    """The readers' table as the documentation shows it (docs/reading.md, generated)."""
+    rows = ["| keyword | make_dataset | read_batches | default | what it does |",
+            "|---|---|---|---|---|"]
+    for t in read_settings():
+        rows.append(f"| `{t.name}` | {'yes' if MAKE_DATASET in t.readers else ''} | "
+                    f"{'yes' if READ_BATCHES in t.readers else ''} | `{t.default!r}` | "
+                    f"{t.help.replace('|', chr(92) + '|')} |")
+    return "\n".join(rows)

@@ -22,12 +22,12 @@ from tfspark.spec.model import FeatureSpec
 from tfspark.store import manifest as mf
 from tfspark.store.commit import write_id_of
 from tfspark.store.fs import Location, locate
+from tfspark.store.options import AUTOTUNE  # noqa: E402, F401 - (the readers use it here)
 from tfspark.store.partition_dirs import in_partition, partition_of
 from tfspark.store.read_spec import check_spec_keys, load_spec
 from tfspark.store.redaction import failed_request
 from tfspark.wire.compression import normalize_compression, sniff_gzip
 
-AUTOTUNE = -1  # the value of tf.data.AUTOTUNE, without importing TensorFlow
 SNIFF = "auto"  # a file's compression, found from its first bytes when it is opened
 
 

@@ -1,5 +1,6 @@
-"""What a write setting is, and the value checks and parsers the settings table (options.py,
-WriteOptions) is written with. No pyspark, no TensorFlow.
+"""What a setting is, and the value checks and parsers the tables of settings (options.py:
+WriteOptions, the writers'; ReadOptions, the readers') are written with. No pyspark, no
+TensorFlow.
 
 A `Setting` knows its names on every surface (write_tfrecords keyword = config key = export
 flag with dashes; the data source's option name), its default, its check (every value passes
@@ -75,6 +76,7 @@ class Setting:
     config_default: Any = None  # the config key's default, when it is a key of its own
     to_value: Callable[[Any], Any] | None = None  # config value -> the setting's value
     source_default: Any = None  # the data source's default, when it differs ("mode")
+    readers: tuple[str, ...] = ()  # a read option: the readers that take it
     name: str = field(default="", compare=False)  # set from the table
 
     @property
@@ -251,6 +253,130 @@ def positive_number(where: Where, value: Any) -> float:
         raise OptionError(f"{where.name} must be a positive number, got "
                           f"{type(value).__name__} {value!r}")
     return float(value)
+
+
+# ---------------------------------------------------------------- checks: the readers' values
+
+def optional_names(where: Where, value: Any) -> tuple[str, ...] | None:
+    """None, or a column name or a list of them (as a tuple)."""
+    return None if value is None else column_names(where, value)
+
+
+def batch_size(where: Where, value: Any) -> int:
+    """An int >= 1."""
+    if not is_int(value) or value < 1:
+        raise OptionError(f"{where.name} must be a positive int, got {value!r}")
+    return int(value)
+
+
+def shuffle_buffer(where: Where, value: Any) -> int | None:
+    """None (10 batches) or an int >= 0 (0: no shuffling)."""
+    if value is not None and (not is_int(value) or value < 0):
+        raise OptionError(f"{where.name} must be an int >= 0 (0: no shuffling) or None, got "
+                          f"{value!r}")
+    return value
+
+
+def optional_seed(where: Where, value: Any) -> int | None:
+    """None or an int."""
+    if value is not None and not is_int(value):
+        raise OptionError(f"{where.name} must be an int or None, got {value!r}")
+    return value
+
+
+def epochs(where: Where, value: Any) -> int | None:
+    """An int >= 1, or None (repeat forever)."""
+    if value is not None and (not is_int(value) or value < 1):
+        raise OptionError(f"{where.name} must be a positive int, or None to repeat forever, got "
+                          f"{value!r}")
+    return value
+
+
+def optional_count(where: Where, value: Any) -> int | None:
+    """None or an int >= 1."""
+    if value is not None and (not is_int(value) or value < 1):
+        raise OptionError(f"{where.name} must be a positive int or None, got {value!r}")
+    return value
+
+
+def parallel_reads(where: Where, value: Any) -> int:
+    """An int >= 1, or AUTOTUNE (-1)."""
+    if not is_int(value) or (value < 1 and value != -1):
+        raise OptionError(f"{where.name} must be a positive int or AUTOTUNE (-1), got {value!r}")
+    return int(value)
+
+
+def shard(where: Where, value: Any) -> tuple[int, int] | None:
+    """None or (num_workers, index) with 0 <= index < num_workers."""
+    if value is None:
+        return None
+    ok = (isinstance(value, (tuple, list)) and len(value) == 2 and all(map(is_int, value))
+          and value[0] >= 1 and 0 <= value[1] < value[0])
+    if not ok:
+        raise OptionError(f"{where.name} must be (num_workers, index) with 0 <= index < "
+                          f"num_workers, got {value!r}")
+    return (int(value[0]), int(value[1]))
+
+
+def read_compression(where: Where, value: Any) -> str | None:
+    """None (found from each file's first bytes), "gzip" or "none"."""
+    if value is not None and (not isinstance(value, str) or
+                              value.lower() not in ("gzip", "none", "")):
+        raise OptionError(f"{where.name}={value!r} is not valid; use 'gzip' or 'none', or None "
+                          f"to find it from each file's first bytes")
+    return value
+
+
+def cache(where: Where, value: Any) -> bool | str:
+    """True/False, or a file path."""
+    if not isinstance(value, (bool, str)):
+        raise OptionError(f"{where.name} must be True/False or a file path, got {value!r}")
+    return value
+
+
+def anything(where: Where, value: Any) -> Any:
+    """Any value: what takes it checks it (a filesystem, a spec, a state)."""
+    return value
+
+
+def optional_mapping_or_name(where: Where, value: Any) -> Any:
+    """None, a name (a split), or a mapping."""
+    if value is not None and not isinstance(value, (str, Mapping)):
+        raise OptionError(f"{where.name} must be a split's name or a dict, got "
+                          f"{type(value).__name__}")
+    return value
+
+
+def pad_to(where: Where, value: Any) -> Any:
+    """None, an int >= 1, or {feature: int >= 1}."""
+    widths = value.values() if isinstance(value, Mapping) else [value]
+    if value is not None and not all(is_int(w) and w >= 1 for w in widths):
+        raise OptionError(f"{where.name} must be a positive int or a dict of them, got {value!r}")
+    return value
+
+
+def stack(where: Where, value: Any) -> Any:
+    """None or {name: [feature, ...]} (what each names is checked against the data)."""
+    if value is not None and not isinstance(value, Mapping):
+        raise OptionError(f"{where.name} must be a dict {{name: [feature, ...]}}, got {value!r}")
+    return value
+
+
+def state(where: Where, value: Any) -> Any:
+    """None or a saved state (a dict: the reader checks it)."""
+    if value is not None and not isinstance(value, Mapping):
+        raise OptionError(f"{where.name}: not a read_batches state (a dict from "
+                          f"reader.state_dict()); got {type(value).__name__}")
+    return value
+
+
+def one_of(allowed: tuple[str, ...]) -> Check:
+    """One of `allowed`, exactly."""
+    def check(where: Where, value: Any) -> str:
+        if value not in allowed:
+            raise OptionError(f"{where.name} must be one of {list(allowed)}, got {value!r}")
+        return str(value)
+    return check
 
 
 # ---------------------------------------------------------------- parsers: strings

@@ -23,16 +23,18 @@ from typing import Any
 
 from tfspark.errors import scrubbed
 from tfspark.spec.model import FeatureSpec
+from tfspark.store import settings
 from tfspark.store.cache import FileCache
 from tfspark.store.concurrency import cores
 from tfspark.store.fetch import IO_THREADS
 from tfspark.store.memory import keep_freed_memory
-from tfspark.store.read_args import check_io_args, check_read_args
+from tfspark.store.options import MAKE_DATASET, ReadOptions, reader_doc
 from tfspark.store.read_plan import (
     AUTOTUNE,
     ReadPlan,
     plan_read,
 )
+from tfspark.store.settings import Where
 from tfspark.store.shards import Shard
 from tfspark.store.shards import shard as shard_plan
 from tfspark.tf.records import RecordSource, epoch_blocks, file_blocks
@@ -60,48 +62,14 @@ def make_dataset(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
                  filesystem: Any = None, io_threads: int | None = None,
                  cache_dir: str | os.PathLike | None = None,
                  columns: Iterable[str] | str | None = None) -> Any:
-    """A tf.data.Dataset of (features, labels) batches read from tfspark output.
-
-    path_or_files: a tfspark directory (only the files its `_tfspark.json` names are read), a
-      split directory, or TFRecord files (a list, or one path) together with `spec`.
-    split: read `<path>/<split>/`. A directory with splits is read one split at a time, so
-      train and test records never mix by accident.
-    label_cols: overrides the spec's labels; [] reads features only.
-    spec: a FeatureSpec, its JSON text or dict, or the path of a spec or manifest JSON file (or a
-      tfspark directory). Needed for explicit files; with a directory it overrides the manifest's
-      spec (e.g. a spec with fewer features parses fewer).
-    shuffle_buffer: records shuffled together; None = 10 * batch_size, 0 = no shuffling. File
-      order is shuffled every pass, then each window of shuffle_buffer records is permuted
-      (like tf.data's shuffle buffer of that size, at one op per window instead of per record).
-    seed: seeds the file-order and record shuffles (same seed, same order when deterministic).
-    epochs: passes over the data; None repeats forever (use steps_per_epoch in model.fit).
-    cache: True caches the serialized records in memory after the first pass; a str, in a file.
-    deterministic: keep a reproducible order; False (default) lets parallel reads and parses
-      deliver whatever is ready first, which is faster. On a machine of 2 cores or fewer
-      tf.data's autotuner is off (it ran some epochs at a third of the rate there; options
-      with autotune.enabled = True given to the dataset's with_options turn it on again).
-    num_parallel_reads: files read at once (AUTOTUNE: one per CPU core; files tfspark's
-      reader reads, all but local files of the block layout, by that many threads of it, at
-      least 2).
-    shard: (num_workers, index) for explicit multi-worker input: whole files when there are at
-      least num_workers files (balanced by the manifest's record counts), else every
-      num_workers-th record of each file. The shards are disjoint and together cover everything,
-      whatever the read order.
-    even_shards: with shard and a manifest, every worker takes the same number of batches per
-      epoch (MultiWorkerMirroredStrategy needs it): each worker's epoch is cut to the smallest
-      shard's records (the few records cut are the last to arrive; with shuffle_files they
-      differ from epoch to epoch). False: every record of the shard, steps may differ.
-    compression: for explicit files only: None detects it from each file's first bytes (as
-      every tfspark reader does), "gzip" or "none" forces it. Directories take the manifest's.
-    filesystem: where the paths are (a pyarrow.fs.FileSystem, or an fsspec filesystem); default:
-      from the path (local, or a URI's scheme and query options: s3://, gs://, abfs://, ...).
-      Files anywhere but the local disk are read by tfspark's own reader, not TensorFlow's
-      file systems (stock TensorFlow has no s3:// or abfs://); so are local files of the row
-      layout (faster than TensorFlow's reader for many small records).
-    io_threads, cache_dir: as read_batches' (requests in flight on an object store; a local
-      directory keeping remote files once read whole).
-    columns: the features to read (a name or a list; the labels come as well); default: every
-      feature of the spec. The records' other keys are skipped, not parsed.
+    """A tf.data.Dataset of (features, labels) batches read from a data set: a tfspark
+    directory (only the files its manifest names are read), a split's directory, a partition's,
+    or TFRecord files (a list, or one path) with `spec`. Files anywhere but the local disk are
+    read by tfspark's own reader, not TensorFlow's file systems (stock TensorFlow has no s3://
+    or abfs://); so are local files of the row layout. On a machine of 2 cores or fewer
+    tf.data's autotuner is off (with_options can turn it on). Its options (the readers'
+    table, shared with read_batches where they mean the same):
+{options}
 
     Yields (features, labels): features is {name: tensor}; labels is a tensor for one label
     column, a {name: tensor} dict for several; with no label columns, the features dict alone.
@@ -120,8 +88,11 @@ def make_dataset(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
     truncated or miscounted file raises tf.errors.InvalidArgumentError whose message names the
     file and, for a bad record, its byte offset.
     """
-    check_read_args(batch_size, shuffle_buffer, epochs, num_parallel_reads, shard, cache, seed)
-    cache_dir = check_io_args(io_threads, cache_dir)
+    given = dict(locals())
+    batch_size = settings.batch_size(Where("batch_size"), batch_size)
+    opts = ReadOptions.checked(MAKE_DATASET, **{k: v for k, v in given.items()
+                                                 if k not in ("path_or_files", "batch_size")})
+    cache_dir, shard = opts.cache_dir, opts.shard
     keep_freed_memory()  # (fewer page faults: store/memory.py)
     plan = plan_read(path_or_files, split=split, spec=spec, label_cols=label_cols,
                      compression=compression, filesystem=filesystem, columns=columns)
@@ -391,3 +362,4 @@ def _num_workers() -> int:  # from TF_CONFIG, as MultiWorkerMirroredStrategy cou
     return max(1, len(cluster.get("worker", [])) + len(cluster.get("chief", [])))
 
 
+make_dataset.__doc__ = (make_dataset.__doc__ or "").replace("{options}", reader_doc(MAKE_DATASET))
