@@ -60,7 +60,7 @@ def test_every_writer_and_reader_takes_an_odd_local_directory(spark, tmp_path, n
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # no directory made beside
     manifest = read_manifest(str(out))
     assert manifest.backup["location"] == str(out / "_backup"), manifest.backup
-    assert (out / "_backup" / "_tfspark_backup.json").exists()
+    assert (out / "_backup" / "_tfspark" / "backup.json").exists()
     assert _backup_ids(str(out / "_backup")) == list(range(150))
     assert _ids_read_batches(str(out)) == list(range(150))
     report = tfspark.verify(str(out))
@@ -97,6 +97,6 @@ def test_every_writer_and_reader_takes_an_odd_local_directory(spark, tmp_path, n
     assert done.returncode == 0, done.stderr
     assert f"to {cli_out} " in done.stdout, done.stdout
     assert tfspark.verify(str(cli_out)).ok
-    marker = json.loads((cli_out / "_backup" / "_tfspark_backup.json").read_text())
+    marker = json.loads((cli_out / "_backup" / "_tfspark" / "backup.json").read_text())
     assert marker["data_set"] == str(cli_out)
     assert sorted(p.name for p in tmp_path.iterdir()) == before

@@ -205,7 +205,7 @@ def test_secrets_stay_out_of_what_a_write_keeps(spark, s3):
     result = tfspark.write_tfrecords(frame(spark, 0, 50), uri, label_cols=["y"])
     assert "s3cr3t" not in result.summary() and "endpoint" not in result.summary()
     fs = s3.filesystem()
-    for name in ("_tfspark.json", "_backup/_tfspark_backup.json"):
+    for name in ("_tfspark.json", "_backup/_tfspark/backup.json"):
         kept = fs.open_input_file(f"{bucket}/ds/{name}").read()
         assert b"s3cr3t" not in kept and b"endpoint_override" not in kept, name
     assert ids(uri, None) == list(range(50))

@@ -341,3 +341,14 @@ def test_spark_reads_the_spark_types_back(spark, tmp_path):
     assert types["i8"] == "tinyint" and types["d"] == "date" and types["ntz"] == "timestamp_ntz"
     assert types["dec"] == "decimal(10,2)" and types["st"] == "struct<a:bigint,b:string>"
     assert sorted(r.id for r in back.select("id").collect()) == list(range(20))
+
+
+def test_the_parquet_copy_is_only_parquet_files_for_duckdb(tmp_path):
+    """An analyst's read_parquet('<copy>/*') (DuckDB) meets only parquet files: tfspark's
+    marker of the write the copy belongs to is in a hidden subdirectory."""
+    duckdb = pytest.importorskip("duckdb")
+    out = tmp_path / "ds"
+    tfspark.write_dataset(every_type(20), str(out), label_cols=["y"])
+    tfspark.write_dataset(every_type(5, start=20), str(out), label_cols=["y"], mode="append")
+    n = duckdb.sql(f"SELECT count(*) FROM read_parquet('{out}/_backup/*')").fetchall()[0][0]
+    assert n == 25 and tfspark.verify(str(out)).ok

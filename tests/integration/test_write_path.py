@@ -515,3 +515,15 @@ def test_a_null_label_is_named_when_the_write_ends(spark, tmp_path, caplog):
                                 label_cols=["label"])
         tfspark.write_tfrecords(df, str(tmp_path / "x-nulls"))  # x's nulls: not a label
     assert "label column" not in caplog.text
+
+
+def test_a_backup_table_in_a_database_that_does_not_exist_yet(spark, tmp_path):
+    """backup_table="db.name" with no database db: made, as `tfspark export` always did
+    (the library raised Spark's SCHEMA_NOT_FOUND)."""
+    import uuid
+
+    db = f"fresh_{uuid.uuid4().hex[:8]}"
+    result = tfspark.write_tfrecords(spark.range(50), str(tmp_path / "ds"),
+                                     backup_table=f"{db}.copy")
+    assert result.backup_rows == 50 and spark.table(f"{db}.copy").count() == 50
+    assert tfspark.verify(str(tmp_path / "ds")).ok

@@ -134,11 +134,7 @@ def run_export(spark: Any, cfg: ExportConfig) -> Any:
                                                 {"backup_path": cfg.backup_path})
         cfg = cfg.with_overrides(output=output, backup_path=kept["backup_path"])
     opts = cfg.write_options()
-    df = load_source(spark, cfg)
-    if cfg.backup_table and "." in cfg.backup_table:
-        db = ".".join(f"`{p}`" for p in cfg.backup_table.split(".")[:-1])
-        spark.sql(f"CREATE DATABASE IF NOT EXISTS {db}")
-    return export(df, opts, filesystem)
+    return export(load_source(spark, cfg), opts, filesystem)
 
 
 def check_local_source(cfg: ExportConfig) -> None:

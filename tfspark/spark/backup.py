@@ -88,6 +88,9 @@ class StagedBackup:
             return read_parquet(spark, df.schema, staging, self.staged)
         writer = df.write.mode("error").format("parquet")
         if self.kind == "table":
+            if "." in self.target:  # its database (schema), as a CREATE TABLE db.t needs
+                db = ".".join(f"`{p}`" for p in self.target.split(".")[:-1])
+                spark.sql(f"CREATE DATABASE IF NOT EXISTS {db}")
             writer.saveAsTable(self.staging)
             return spark.read.schema(df.schema).parquet(table_location(spark, self.staging))
         writer.save(self.staging)

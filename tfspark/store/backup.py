@@ -18,6 +18,7 @@ belongs to; `tfspark verify` compares both with the manifest.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -145,6 +146,9 @@ def publish(output: Location, write_id: str,
     marker = json.dumps({"write_id": write_id, "rows": entry["rows"],
                          "data_set": output.uri}).encode()
     target.write_bytes_atomic(MARKER, marker)
+    if entry["kind"] == "path" and pending["mode"] == "append":  # (an overwrite's publish
+        with contextlib.suppress(OSError):  # removed it): where an earlier version kept it
+            target.delete(mf.BACKUP_MARKER_BEFORE)
     with commit_lock(output, write_id) as seen:  # as a commit: never over another write's
         manifest = mf.read_manifest(output)
         if manifest.last_write != write_id:
@@ -163,7 +167,7 @@ def publish(output: Location, write_id: str,
 def _publish_path(loc: Location, staging: Location, pending: dict[str, Any]) -> str:
     files = list(pending.get("files", []))
     if pending["mode"] == "overwrite":  # the old backup's entries go; others' staging stays
-        keep = set(files) | {MARKER}
+        keep = set(files) | {MARKER.split("/")[0]}
         old = [(name, is_dir) for name, is_dir in loc.entries()
                if name not in keep and not name.startswith(STAGING_PREFIX)]
 

@@ -191,7 +191,10 @@ def _check_backup(home: Location, manifest: mf.Manifest, report: VerifyReport) -
     try:
         loc = home.child(entry["inside"]) if entry.get("inside") else \
             home.resolve(uri_to_path(str(entry.get("location") or target)))
-        marker = json.loads(loc.read_bytes(mf.BACKUP_MARKER))
+        try:
+            marker = json.loads(loc.read_bytes(mf.BACKUP_MARKER))
+        except FileNotFoundError:  # written by an earlier version: beside the parquet files
+            marker = json.loads(loc.read_bytes(mf.BACKUP_MARKER_BEFORE))
         rows = _parquet_rows(loc)
     except (OSError, ValueError, TfsparkError) as e:
         report.problems.append(f"backup {target}: cannot read it ({said(e)}); restore it, or "

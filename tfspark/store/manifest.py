@@ -46,7 +46,11 @@ NAME = "_tfspark.json"
 SUCCESS = "_SUCCESS"
 # In write_tfrecords' backup directory: the marker naming the write the backup belongs to, and
 # the hidden staging directories of writes that have not published their backup (yet).
-BACKUP_MARKER = "_tfspark_backup.json"
+# In the parquet copy's directory, the write it belongs to: in a hidden subdirectory, so that
+# what reads the directory's files (DuckDB's read_parquet('dir/*'), pyarrow, Spark) meets only
+# parquet files; data sets written before kept it beside them (BACKUP_MARKER_BEFORE).
+BACKUP_MARKER = "_tfspark/backup.json"
+BACKUP_MARKER_BEFORE = "_tfspark_backup.json"
 BACKUP_STAGING = "_tfspark_staging-"
 FORMAT = "tfspark.manifest"
 VERSION = 1
