@@ -304,16 +304,22 @@ def test_stats_command_prints_and_plots(written, tmp_path, capsys, monkeypatch):
 
     assert main(["stats", written, "--split", "train", "--plot", str(tmp_path / "png")]) == 0
     out = capsys.readouterr().out
-    assert "statistics of" in out and "split 'train'" in out and "wrote 7 chart(s)" in out
+    assert "statistics of" in out and "split 'train'" in out and "wrote 6 chart(s)" in out
     assert "length 0..3" in out  # arr, with its elements' mean and std in the columns
+    # a date reads as a date, its spread as days (not 1.6e15 microseconds)
+    assert re.search(r"\n  day +\d+ +\d{4}-\d\d-\d\d +[\d.]+ d +\d{4}-\d\d-\d\d", out), out
     charts = sorted(p.name for p in (tmp_path / "png").iterdir())
-    # Numbers (deciles) and categories (top values); an array of numbers has neither.
-    assert charts == ["cat.png", "cnt.png", "day.png", "flag.png", "id.png", "x.png", "y.png"]
-    kinds = dict(line.split(None, 1) for line in out.split("chart(s)")[1].splitlines()[1:])
+    # Numbers (deciles) and categories (top values); an array of numbers has neither, and a
+    # row id would be a flat histogram: each gets a line saying why, not a chart
+    assert charts == ["cat.png", "cnt.png", "day.png", "flag.png", "x.png", "y.png"]
+    assert "  no chart for id: about one value per row (an id): nothing to draw" in out
+    assert "  no chart for arr: its statistics hold neither deciles nor" in out
+    kinds = dict(line.split(None, 1) for line in out.split("chart(s)")[1].splitlines()[1:]
+                 if not line.startswith("  no chart"))
     # A label and a boolean: a bar per value; 50 integers and ids: histograms; dates on a
     # date axis; the long tail of a log-normal is left out, saying where it goes
     assert kinds["y.png"] == kinds["flag.png"] == "rows per value"
-    assert kinds["cnt.png"] == kinds["id.png"] == "histogram of the deciles"
+    assert kinds["cnt.png"] == "histogram of the deciles"
     assert kinds["day.png"] == "histogram of the deciles, on a date axis"
     assert kinds["cat.png"] == "the most frequent values"
     assert re.fullmatch(r"histogram of the deciles \(top 10% not drawn: [\d.,]+ \.\. [\d.,]+\)",

@@ -69,7 +69,7 @@ def describe(path: str, filesystem: Any = None, manifest: mf.Manifest | None = N
     features = m.feature_stats()
     if features:
         lines += ["", "statistics (all rows; of present values, nulls counted apart):",
-                  *stats_table(features)]
+                  *stats_table(features, m.spec)]
     return "\n".join(lines) + "\n"
 
 
@@ -90,15 +90,44 @@ def _groups(m: mf.Manifest) -> dict[str, list[int]]:
         groups, key=lambda k: (rank.get(k.split("/")[0], len(rank)), "/" in k, k))}
 
 
-def stats_table(per: dict[str, Any]) -> list[str]:
-    """{feature: statistics} as the lines of a table (inspect and `tfspark stats`)."""
+def stats_table(per: dict[str, Any], spec: FeatureSpec | None = None) -> list[str]:
+    """{feature: statistics} as the lines of a table (inspect and `tfspark stats`); with the
+    spec, dates and timestamps read as dates and times (UTC), their spread as a duration."""
+    kinds = {f.name: f.encoding for f in spec.features} if spec is not None else {}
     return _table(["feature", "nulls", "mean", "std", "min", "max", "distinct~",
-                   "most frequent"], [_stats_row(k, v) for k, v in per.items()])
+                   "most frequent"], [_stats_row(k, v, kinds.get(k)) for k, v in per.items()])
 
 
-def _stats_row(name: str, s: dict[str, Any]) -> list[Any]:
+_UNIT_S = {"date": 86_400.0, "timestamp": 1e-6}  # seconds per stored unit
+
+
+def _when(x: float, encoding: str) -> str:
+    """A stored date (days) or timestamp (microseconds) as a date or time, UTC."""
+    import datetime as dt
+
+    try:
+        t = dt.datetime(1970, 1, 1) + dt.timedelta(seconds=x * _UNIT_S[encoding])
+    except OverflowError:
+        return f"{x:.6g}"
+    return t.date().isoformat() if encoding == "date" else t.isoformat(sep=" ",
+                                                                       timespec="seconds")
+
+
+def _duration(x: float, encoding: str) -> str:
+    seconds = x * _UNIT_S[encoding]
+    for unit, size in (("d", 86_400.0), ("h", 3_600.0), ("min", 60.0)):
+        if seconds >= size:
+            return f"{seconds / size:.3g} {unit}"
+    return f"{seconds:.3g} s"
+
+
+def _stats_row(name: str, s: dict[str, Any], encoding: str | None = None) -> list[Any]:
     def num(x: Any) -> str:
-        return "-" if x is None else x if isinstance(x, str) else f"{x:.6g}"
+        if x is None:
+            return "-"
+        if isinstance(x, str):
+            return x
+        return _when(x, encoding) if encoding in _UNIT_S else f"{x:.6g}"
 
     v = s.get("elements") or s  # arrays: the numbers are their elements'
     var = v.get("variance")
@@ -109,7 +138,8 @@ def _stats_row(name: str, s: dict[str, Any]) -> list[Any]:
     if length:
         most = ", ".join(x for x in (f"length {length['min']}..{length['max']}, mean "
                                      f"{num(length['mean'])}", most and "top " + most) if x)
-    return [name, f"{s.get('nulls', 0):,}", num(v.get("mean")), num(std), num(v.get("min")),
+    spread = "-" if std is None else _duration(std, encoding) if encoding in _UNIT_S else num(std)
+    return [name, f"{s.get('nulls', 0):,}", num(v.get("mean")), spread, num(v.get("min")),
             num(v.get("max")), _count(s.get("distinct_approx")), most or "-"]
 
 

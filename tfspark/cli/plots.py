@@ -1,14 +1,17 @@
 """`tfspark stats PATH [--split S] [--plot DIR]`: a data set's feature statistics as a table,
 and as PNG charts (matplotlib, the `plot` extra): one per feature that has something to draw.
 
-    integers and booleans of at most 20 values   one bar per value (rows), from the top values
+    integers and booleans of at most 20 values   one bar per value (rows), from the top values,
+              and one of the null rows
     numbers   a histogram from the stored deciles and min/max: each of the ten bins holds a
-              tenth of the rows, so its height (rows per unit) is 0.1 * rows / its width (a
-              bin of zero width, a repeated value, adds its tenth to the next bin); a tail
-              longer than 3x the middle 80% is left out, and the chart says so; dates and
-              timestamps on a date axis (rows per day)
+              tenth of the rows, so its height (rows per unit of value) is 0.1 * rows / its
+              width (a bin of zero width, a repeated value, adds its tenth to the next bin);
+              a tail longer than 3x the middle 80% is left out, and the chart says so; dates
+              and timestamps on a date axis (rows per day)
     strings and ids (and the elements of id arrays)   the 20 most frequent values, as bars
-Nothing is read but the manifest: the statistics were computed by Spark during the export.
+Titles say the rows drawn and the nulls left out. An integer with about one value per row (an
+id) and a feature whose statistics hold nothing to draw get a line saying so instead. Nothing
+is read but the manifest: the statistics were computed when the data set was written.
 """
 
 from __future__ import annotations
@@ -58,14 +61,16 @@ def run(args: argparse.Namespace) -> int:
     per = feature_stats(m, args.path, args.split)
     what = f"split {args.split!r}" if args.split else "all rows"
     print(f"statistics of {redact(args.path)} ({what}; of present values, nulls counted apart):")
-    print("\n".join(stats_table(per)))
+    print("\n".join(stats_table(per, m.spec)))
     if args.plot:
         encodings = {f.name: f.encoding for f in m.spec.features} if m.spec else {}
-        written = plot(per, args.plot, encodings)
+        written, skipped = plot(per, args.plot, encodings)
         print(f"wrote {len(written)} chart(s) to {args.plot}:")
         for chart in written:
             print(f"  {chart.path.name}  {_KINDS[chart.kind]}"
                   + (f" ({chart.note})" if chart.note else ""))
+        for name, why in skipped:
+            print(f"  no chart for {name}: {why}")
     return 0
 
 
@@ -93,9 +98,10 @@ class Chart(NamedTuple):
 
 
 def plot(per: dict[str, Any], out_dir: str, encodings: Mapping[str, str] | None = None
-         ) -> list[Chart]:
-    """One PNG per feature with deciles or top values; returns the charts written.
-    encodings: {feature: spec encoding}, so dates and timestamps get date axes."""
+         ) -> tuple[list[Chart], list[tuple[str, str]]]:
+    """One PNG per feature with deciles or top values; returns the charts written, and the
+    features given none with why. encodings: {feature: spec encoding}, so dates and
+    timestamps get date axes. Titles say the rows and the nulls."""
     require("matplotlib", "tfspark stats --plot", "plot")
     import matplotlib
 
@@ -104,33 +110,43 @@ def plot(per: dict[str, Any], out_dir: str, encodings: Mapping[str, str] | None 
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    written = []
+    written, skipped = [], []
     for name, s in per.items():
-        fig, ax = plt.subplots(figsize=(7, 4))
         encoding = (encodings or {}).get(name, "")
         rows = s.get("count") or s.get("rows") or 0
+        nulls = s.get("nulls") or 0
+        counted = f"{rows:,} rows" + (f", {nulls:,} null ({nulls / (rows + nulls):.1%}) not "
+                                      f"drawn" if nulls else "")
+        if encoding == "int" and not s.get("top") and rows and \
+                (s.get("distinct_approx") or 0) >= 0.9 * rows:
+            skipped.append((name, "about one value per row (an id): nothing to draw"))
+            continue
+        fig, ax = plt.subplots(figsize=(7, 4))
         hist: str | None = None
-        if _values(ax, s, encoding):
+        if _values(ax, s, encoding, nulls):
             kind, note = "values", ""
-            ax.set_title(f"{name}: rows per value ({rows:,} rows)")
+            ax.set_title(f"{name}: rows per value ({rows + nulls:,} rows)")
         elif (hist := _histogram(ax, s, encoding)) is not None:
             kind, note = "dates" if encoding in _DATES else "histogram", hist
-            ax.set_title(f"{name}: distribution (from deciles, {rows:,} rows)")
+            ax.set_title(f"{name}: distribution (from deciles; {counted})")
             if note:
                 ax.text(0.99, 0.97, note, transform=ax.transAxes, ha="right", va="top",
                         fontsize=8, bbox={"facecolor": "white", "alpha": 0.8})
         elif _bars(ax, s):
             kind, note = "top", ""
-            ax.set_title(f"{name}: the {min(TOP_BARS, len(s['top']))} most frequent values")
+            ax.set_title(f"{name}: the {min(TOP_BARS, len(s['top']))} most frequent values "
+                         f"({counted})")
         else:
             plt.close(fig)
+            skipped.append((name, "its statistics hold neither deciles nor most frequent "
+                                  "values (an array of numbers, binary data, free text)"))
             continue
         fig.tight_layout()
         path = out / f"{_file_name(name)}.png"
         fig.savefig(path, dpi=100)
         plt.close(fig)
         written.append(Chart(path, kind, note))
-    return written
+    return written, skipped
 
 
 # A spec encoding drawn on a date axis, and its unit in days (matplotlib's dates are days
@@ -141,8 +157,9 @@ _DATES = {"date": 1.0, "timestamp": 1 / 86_400e6}
 TAIL = 3.0
 
 
-def _values(ax: Any, s: dict[str, Any], encoding: str) -> bool:
-    """Integers and booleans with few values: one bar per value (the top values hold all)."""
+def _values(ax: Any, s: dict[str, Any], encoding: str, nulls: int = 0) -> bool:
+    """Integers and booleans with few values: one bar per value (the top values hold all), and
+    one of the null rows when there are any."""
     top = s.get("top") or []
     present = s.get("count") or 0
     if (encoding not in ("int", "bool") or not top or len(top) > TOP_BARS
@@ -150,8 +167,12 @@ def _values(ax: Any, s: dict[str, Any], encoding: str) -> bool:
         return False
     top = sorted(top, key=lambda p: float_of_json(p[0]))
     labels = [("true" if v else "false") if encoding == "bool" else str(v) for v, _ in top]
-    ax.bar(range(len(top)), [n for _, n in top], edgecolor="black")
-    ax.set_xticks(range(len(top)), labels)
+    counts = [n for _, n in top]
+    ax.bar(range(len(top)), counts, edgecolor="black")
+    if nulls:
+        ax.bar([len(top)], [nulls], edgecolor="black", hatch="//", color="lightgrey")
+        labels.append("null")
+    ax.set_xticks(range(len(labels)), labels)
     ax.set_xlabel("value")
     ax.set_ylabel("rows")
     return True
@@ -196,10 +217,10 @@ def _histogram(ax: Any, s: dict[str, Any], encoding: str) -> str | None:
     if unit is not None:
         ax.xaxis_date()
         ax.figure.autofmt_xdate()
-        ax.set_ylabel("rows per day")
+        ax.set_ylabel("rows per day (each bar: a tenth of the rows)")
     else:
         ax.set_xlabel("value")
-        ax.set_ylabel("rows per unit")
+        ax.set_ylabel("rows per unit of value (each bar: a tenth of the rows)")
     return "; ".join(notes)
 
 
