@@ -127,10 +127,12 @@ import tfspark
 
 path = sys.argv[1]
 keras.utils.set_random_seed(1)
-layers = tfspark.keras_preprocessing(path, strings="ids", split="train", skip=["tags", "grid"],
+layers = tfspark.keras_preprocessing(path, strings="ids", split="train", skip=["grid"],
                                      categorical=[])
 city = layers["city"]
 assert isinstance(city, tfspark.keras.VocabularyIds), type(city)
+# an array of strings: ids per element (for PooledEmbedding), not TensorFlow's lookup
+assert isinstance(layers["tags"], tfspark.keras.VocabularyIds), type(layers["tags"])
 try:  # a variable-length feature is refused by name: this backend takes it only padded
     tfspark.keras_inputs(path, strings="ids")
     raise SystemExit("keras_inputs took the variable-length 'tags' unpadded")

@@ -65,8 +65,9 @@ def keras_preprocessing(path_or_manifest: str | os.PathLike | mf.Manifest | dict
 
     strings="ids": string features arrive as ids (read_batches(strings="ids", vocabulary=
     the same split as here)): they get tfspark.keras.VocabularyIds (ids past max_tokens become 0,
-    out of vocabulary) instead of a StringLookup, which needs TensorFlow; with it and no
-    array features, every layer runs on the JAX, PyTorch and TensorFlow backends.
+    out of vocabulary) instead of a StringLookup, which needs TensorFlow; so do arrays of
+    strings (the ids of each element, to pool with tfspark.keras.PooledEmbedding). Every
+    layer but those of integer arrays then runs on the JAX, PyTorch and TensorFlow backends.
 
     split: the statistics of that split (default: all rows; use the training split's to
     avoid looking at validation data). max_tokens: the most frequent values kept by lookups
@@ -128,7 +129,7 @@ def _layer(f: Feature, s: dict[str, Any], bucketize: bool, categorical: bool,
 
     name = f"{f.name}_preprocessing"
     if f.kind != "fixed" or f.shape:
-        return array_layer(f, s, max_tokens, arrays, name)
+        return array_layer(f, s, max_tokens, arrays, name, strings)
     if bucketize:
         bounds = sorted({v for v in map(float_of_json, s.get("quantiles", {}).get("values", []))
                          if math.isfinite(v)})
@@ -203,16 +204,21 @@ def lookup(f: Feature, vocabulary: list[Any], output_mode: str, name: str) -> An
 
 
 def array_layer(f: Feature, s: dict[str, Any], max_tokens: int | None, arrays: str,
-                name: str) -> Any:
+                name: str, strings: str = "object") -> Any:
     """The pooling layer of an array feature (module docstring), None when its kind gets
-    none, or why its statistics give none; arrays: "multi_hot" or "ids", what lookups give."""
+    none, or why its statistics give none; arrays: "multi_hot" or "ids", what lookups give.
+    strings="ids": an array of strings arrives as ids (read_batches(strings="ids")), and gets
+    VocabularyIds: the ids per element, for tfspark.keras.PooledEmbedding to pool (a lookup
+    would need TensorFlow)."""
     import keras
 
-    from tfspark.keras.layers import PooledMean
+    from tfspark.keras.layers import PooledMean, VocabularyIds
 
     if "top" in s:
         if not s["top"]:
             return "no elements to build a vocabulary from"
+        if f.dtype == "string" and strings == "ids":
+            return VocabularyIds(vocabulary(f, s, max_tokens), name=name)
         return lookup(f, vocabulary(f, s, max_tokens),
                       "multi_hot" if arrays == "multi_hot" else "int", name)
     e = s.get("elements")
