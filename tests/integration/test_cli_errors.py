@@ -467,3 +467,19 @@ def test_train_on_workers_checks_its_settings_before_spark_runs_a_task(spark, tm
     # how long, where to and how loud may change: the rerun goes on from that checkpoint
     same_run(dataclasses.replace(ran, epochs=9, verbose=0, model_out=str(tmp_path / "n.keras"),
                                  checkpoint_every=10))
+
+
+def test_an_error_of_the_library_names_the_commands_flags():
+    """The writer's words name its Python keywords (mode='overwrite'); on the command line the
+    same message names the flag a user types (--mode overwrite)."""
+    from tfspark.errors import OptionError
+
+    message, _ = describe_error(OptionError(
+        "output path 'out/x' already exists; use mode='overwrite' to replace it, "
+        "mode='append' to add to it, or another path"))
+    assert message == ("output path 'out/x' already exists; use --mode overwrite to replace it, "
+                       "--mode append to add to it, or another path")
+    message, _ = describe_error(OptionError("store them exactly with decimal_as='string'"))
+    assert message.endswith("with --decimal-as string")
+    message, _ = describe_error(OptionError("feature x (key=3) and nope='y' stay as they are"))
+    assert message == "feature x (key=3) and nope='y' stay as they are"

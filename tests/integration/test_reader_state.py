@@ -422,3 +422,17 @@ def test_a_loader_resumed_with_another_number_of_workers_says_so(data):
     assert got + [b[1].tolist() for b in again] == want
     with pytest.raises(OptionError, match="leave batch_size out"):
         torch_dataset(data["rows"], 10).loader(batch_size=4)
+
+
+def test_the_frameworks_readers_say_their_vocabularies(data):
+    """A PyTorch or Grain user sizes an Embedding from the reader's vocabularies, as a
+    read_batches user does (they were found only with dir() on a reader inside)."""
+    pytest.importorskip("torch")
+    from tfspark.numpy.frameworks import grain_dataset, torch_dataset
+
+    ids = dict(strings="ids", vocabulary={"s": ["s1", "s2"]})
+    want = tfspark.read_batches(data["rows"], 10, **ids).vocabularies
+    assert want and torch_dataset(data["rows"], 10, **ids).vocabularies == want
+    pytest.importorskip("grain")
+    assert grain_dataset(data["rows"], 10, **ids).vocabularies == want
+    assert torch_dataset(data["rows"], 10).vocabularies is None

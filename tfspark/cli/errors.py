@@ -33,6 +33,26 @@ def describe_error(exc: BaseException) -> tuple[str, str | None]:
     return redact_text(message), None if hint is None else redact_text(hint)
 
 
+# A write setting as Python code names it (mode='overwrite'), and as the command line does
+_KEYWORD = re.compile(r"\b([a-z][a-z_]*)=(?:'([^']*)'|([\w.-]+))")
+
+
+def in_cli_terms(message: str) -> str:
+    """A message that names write settings as Python keywords (mode='overwrite', the words of
+    write_tfrecords) with the command line's flags instead (--mode overwrite)."""
+    from tfspark.store.options import write_settings
+
+    flags = {t.name: t.config_key for t in write_settings() if t.workflow}
+
+    def flag(m: re.Match[str]) -> str:
+        name, value = m.group(1), m.group(2) if m.group(2) is not None else m.group(3)
+        if name not in flags:
+            return m.group(0)
+        return f"--{flags[name].replace('_', '-')} {value}"
+
+    return _KEYWORD.sub(flag, message)
+
+
 def _describe(exc: BaseException) -> tuple[str, str | None]:
     """describe_error, before redaction.
 
@@ -44,7 +64,8 @@ def _describe(exc: BaseException) -> tuple[str, str | None]:
     if isinstance(exc, KeyboardInterrupt):
         return "interrupted", None
     if isinstance(exc, TfsparkError):  # (what it says of filesystem= is for Python)
-        return _first_line(str(exc).replace(SPARK_CREDENTIALS_HINT, _STORE_HINT)), None
+        return in_cli_terms(_first_line(str(exc).replace(SPARK_CREDENTIALS_HINT,
+                                                         _STORE_HINT))), None
     spark = _spark_error(exc)
     if spark is not None:
         return spark

@@ -49,6 +49,15 @@ class GrainBatches(grain.IterDataset):
         self.path_or_files, self.batch_size, self.kwargs = path_or_files, batch_size, kwargs
         self._slice = (1, 0)  # (workers, this worker)
 
+    @property
+    def vocabularies(self) -> dict[str, list[bytes]] | None:
+        """With strings="ids": {feature: its vocabulary}, id k + 1 standing for vocabulary[k]
+        and 0 for any other value; None otherwise."""
+        from tfspark.numpy.read import read_batches
+
+        return read_batches(self.path_or_files, self.batch_size, **{
+            k: v for k, v in self.kwargs.items() if k not in ("state", "processes")}).vocabularies
+
     def set_slice(self, sl: slice, sequential_slice: bool = False) -> None:
         """Read only this worker's part: `sl` is (worker index, None, workers), as Grain's
         mp_prefetch gives it; the parts hold every row once per epoch together (which rows

@@ -56,6 +56,12 @@ class TorchBatches(IterableDataset):
         for batch in reader:
             yield to_torch(batch)
 
+    @property
+    def vocabularies(self) -> dict[str, list[bytes]] | None:
+        """With strings="ids": {feature: its vocabulary}, id k + 1 standing for vocabulary[k]
+        and 0 for any other value (size an Embedding len(...) + 1); None otherwise."""
+        return self.reader().vocabularies
+
     def state_dict(self) -> dict[str, Any]:
         """Where the reader is (JSON-serializable), for torchdata's StatefulDataLoader."""
         return dict(self._state) if self._state is not None else self.reader().state_dict()
