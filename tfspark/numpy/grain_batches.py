@@ -55,8 +55,9 @@ class GrainBatches(grain.IterDataset):
         and 0 for any other value; None otherwise."""
         from tfspark.numpy.read import read_batches
 
-        return read_batches(self.path_or_files, self.batch_size, **{
-            k: v for k, v in self.kwargs.items() if k not in ("state", "processes")}).vocabularies
+        reader: Any = read_batches(self.path_or_files, self.batch_size, **{
+            k: v for k, v in self.kwargs.items() if k not in ("state", "processes")})
+        return reader.vocabularies
 
     def set_slice(self, sl: slice, sequential_slice: bool = False) -> None:
         """Read only this worker's part: `sl` is (worker index, None, workers), as Grain's
