@@ -25,7 +25,7 @@ import keras
 from pyspark.sql import SparkSession
 
 import tfspark
-from tfspark.cli.sample import COUNTRIES, sample_dataframe
+from tfspark.spark import COUNTRIES, sample_dataframe
 
 OUT = Path(os.environ.get("TFSPARK_WALKTHROUGH_OUT", "out/walkthrough")).resolve()
 ROWS = int(os.environ.get("TFSPARK_WALKTHROUGH_ROWS", "20000"))

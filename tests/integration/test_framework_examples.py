@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import tfspark
-from tfspark.cli.sample import sample_dataframe
+from tfspark.spark.sample import sample_dataframe
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]  # trains in four processes
 ROOT = Path(__file__).resolve().parents[2]

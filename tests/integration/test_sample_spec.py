@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tfspark.cli.sample import sample_dataframe
+from tfspark.spark.sample import sample_dataframe
 from tfspark.spec import infer_spec
 
 pytestmark = pytest.mark.spark

@@ -114,7 +114,7 @@ def _config_rule(t: Setting) -> Callable[[str, Any, str], Any]:
 _WANT = {int: "an integer", bool: "true or false"}
 # The job's own keys, besides the write settings: (name, default).
 _JOB_KEYS: dict[str, Any] = {
-    "source": None,  # None: the embedded sample table (tfspark.cli.sample)
+    "source": None,  # None: the embedded sample table (tfspark.spark.sample)
     "source_format": "auto",  # auto | table | parquet | csv
     "csv_header": True,
     "csv_infer_schema": True,

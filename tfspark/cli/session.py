@@ -153,7 +153,7 @@ def load_source(spark: Any, cfg: ExportConfig) -> Any:
 
     src = cfg.source
     if src is None:
-        from tfspark.cli.sample import sample_dataframe
+        from tfspark.spark.sample import sample_dataframe
 
         return sample_dataframe(spark, rows=cfg.sample_rows, seed=cfg.seed)
     fmt = cfg.source_kind()

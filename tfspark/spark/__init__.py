@@ -1,7 +1,8 @@
 """Everything that needs pyspark: the tfrecord data source (register), write_tfrecords and its
 stages, reading into Spark, training on Spark's executors, and spark_filesystem (the pyarrow
 filesystem that Spark's Hadoop settings make for a path, to read what was written with them).
-Never imports TensorFlow; executors import only what a task needs."""
+The demo's sample table is sample_dataframe(spark, rows). Never imports TensorFlow;
+executors import only what a task needs."""
 
 from __future__ import annotations
 
@@ -18,4 +19,8 @@ def __getattr__(name: str) -> Any:
         from tfspark.spark.hadoop_stores import spark_filesystem
 
         return spark_filesystem
+    if name in ("sample_dataframe", "COUNTRIES"):  # the demo's table, for examples and tests
+        from tfspark.spark import sample
+
+        return getattr(sample, name)
     raise AttributeError(f"module 'tfspark.spark' has no attribute {name!r}")
