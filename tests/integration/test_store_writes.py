@@ -347,10 +347,12 @@ def test_a_write_on_a_store_writes_success_once_and_sweeps_what_is_left_on_gcs_t
                             mode="overwrite", **split)
     second = under("_tfspark_stats")
     assert len(second) == 1 and second != first  # the replaced write's statistics went
-    assert under("_backup") == []  # the dead driver's staging went
+    assert under("_backup") == ["_tfspark"]  # the dead driver's staging went (the marker stays)
     assert fs.get_file_info(f"{out}/_SUCCESS").is_file  # missing: written again
     assert tfspark.verify(out, filesystem=fs).ok
-    assert tfspark.read_manifest(out, fs).feature_stats(split="train") is not None
+    stats = tfspark.read_manifest(out, fs).feature_stats(split="train")
+    train = ids(out, fs, split="train")
+    assert stats["x"]["count"] == len(train) and stats["x"]["min"] == min(train) * 0.25
     assert backup_ids(fs, f"{out}/_backup") == list(range(200, 300))
 
 

@@ -240,11 +240,19 @@ def _canonical(value):
 
 
 def decode_and_compare(recs: list[bytes], spec=SPEC) -> bool:
-    """Decode with the compiled decoder; when it accepts the records, the pure-Python reference
-    decoder (wire/example_py.py) must accept each and give the same values. True if accepted."""
+    """Decode with the compiled decoder and with the pure-Python reference decoder
+    (wire/example_py.py): both accept the records or both refuse them, and when they accept
+    they give the same values. True if accepted."""
     try:
         batch = decode_records(*records(*recs), spec)
-    except (CorruptRecordError, SchemaError):
+    except (CorruptRecordError, SchemaError) as e:
+        refused = 0
+        for rec in recs:
+            try:
+                decode_with_spec(rec, spec, fill_defaults=False)
+            except (CorruptRecordError, SchemaError):
+                refused += 1
+        assert refused, f"the compiled decoder refused records the reference decodes: {e}"
         return False
     for i, rec in enumerate(recs):
         want = decode_with_spec(rec, spec, fill_defaults=False)
