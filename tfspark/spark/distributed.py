@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from tfspark.errors import OptionError, TrainingError, scrubbed
-from tfspark.spark.source import same_python
+from tfspark.spark.meanwhile import same_python
 from tfspark.store.fs import locate
 from tfspark.store.local_paths import local_directory
 from tfspark.store.redaction import redact

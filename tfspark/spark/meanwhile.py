@@ -1,16 +1,53 @@
-"""Spark work in a thread of its own while the caller starts other Spark work: two jobs whose
-fixed costs (query planning and code generation on the driver, Python workers starting on the
+"""The session in the threads that use it: made the thread's active session (where Spark
+looks Python data sources up), its local Python workers this interpreter; and Spark work in a
+thread of its own while the caller starts other Spark work (Meanwhile): two jobs whose fixed
+costs (query planning and code generation on the driver, Python workers starting on the
 executors) would otherwise come one after the other."""
 
 from __future__ import annotations
 
+import logging
+import os
+import shutil
+import sys
 import threading
 import uuid
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
+log = logging.getLogger("tfspark")
 T = TypeVar("T")
 CANCEL_POLL_S = 0.2  # cancel(): how often it stops the jobs the thread has started since
+
+
+def make_active(spark: Any) -> None:
+    """Make spark the active session of the calling thread's JVM thread, where Spark looks
+    Python sources up (Spark Connect sessions have no JVM here); on a local master, its Python
+    workers run this interpreter (same_python)."""
+    jvm_session = getattr(spark, "_jsparkSession", None)
+    if jvm_session is not None:
+        spark._jvm.SparkSession.setActiveSession(jvm_session)
+        same_python(spark)
+
+
+def same_python(spark: Any) -> None:
+    """On a local master Spark's Python workers run PYSPARK_PYTHON, else `python3` on PATH,
+    which in a virtual environment or a notebook's kernel is often another interpreter, one
+    without tfspark ("No module named 'tfspark'" from every task). Where neither PYSPARK_PYTHON
+    nor spark.pyspark.python chooses one, the workers of this session's later jobs run this
+    process's interpreter (a cluster's executors keep their own)."""
+    sc = getattr(spark, "_sc", None)
+    if sc is None or os.environ.get("PYSPARK_PYTHON") or \
+            not str(sc.master).startswith("local") or \
+            sc.getConf().get("spark.pyspark.python", None):
+        return
+    current = shutil.which(sc.pythonExec) or sc.pythonExec
+    if os.path.realpath(current) != os.path.realpath(sys.executable) or \
+            os.path.dirname(current) != os.path.dirname(sys.executable):
+        log.info("tfspark: Spark's local Python workers run %s (this process's Python) "
+                 "instead of %s; set PYSPARK_PYTHON to choose another", sys.executable,
+                 sc.pythonExec)
+        sc.pythonExec = sys.executable
 
 
 class Meanwhile(Generic[T]):
@@ -20,8 +57,6 @@ class Meanwhile(Generic[T]):
 
     def __init__(self, spark: Any, work: Callable[[], T], name: str) -> None:
         from pyspark import InheritableThread
-
-        from tfspark.spark.source import make_active
 
         self.spark = spark
         self.tag = f"{name}-{uuid.uuid4().hex[:12]}"

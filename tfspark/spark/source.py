@@ -8,9 +8,6 @@ and ignore.
 from __future__ import annotations
 
 import logging
-import os
-import shutil
-import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -18,7 +15,7 @@ from typing import Any
 from pyspark.sql.types import StructType
 
 from tfspark.errors import OptionError, scrubbed
-from tfspark.spark.meanwhile import Meanwhile
+from tfspark.spark.meanwhile import Meanwhile, make_active
 from tfspark.spark.versions import DataSource, needs_data_source
 from tfspark.spark.write import TfrecordWriter
 from tfspark.spark.write_plan import plan_write
@@ -70,36 +67,6 @@ class TfsparkDataSource(TfrecordDataSource):
 
 _REGISTERING = threading.Lock()
 _REGISTERED: dict[int, tuple[Any, tuple[str, ...]]] = {}
-
-
-def make_active(spark: Any) -> None:
-    """Make spark the active session of the calling thread's JVM thread, where Spark looks
-    Python sources up (Spark Connect sessions have no JVM here); on a local master, its Python
-    workers run this interpreter (same_python)."""
-    jvm_session = getattr(spark, "_jsparkSession", None)
-    if jvm_session is not None:
-        spark._jvm.SparkSession.setActiveSession(jvm_session)
-        same_python(spark)
-
-
-def same_python(spark: Any) -> None:
-    """On a local master Spark's Python workers run PYSPARK_PYTHON, else `python3` on PATH,
-    which in a virtual environment or a notebook's kernel is often another interpreter, one
-    without tfspark ("No module named 'tfspark'" from every task). Where neither PYSPARK_PYTHON
-    nor spark.pyspark.python chooses one, the workers of this session's later jobs run this
-    process's interpreter (a cluster's executors keep their own)."""
-    sc = getattr(spark, "_sc", None)
-    if sc is None or os.environ.get("PYSPARK_PYTHON") or \
-            not str(sc.master).startswith("local") or \
-            sc.getConf().get("spark.pyspark.python", None):
-        return
-    current = shutil.which(sc.pythonExec) or sc.pythonExec
-    if os.path.realpath(current) != os.path.realpath(sys.executable) or \
-            os.path.dirname(current) != os.path.dirname(sys.executable):
-        log.info("tfspark: Spark's local Python workers run %s (this process's Python) "
-                 "instead of %s; set PYSPARK_PYTHON to choose another", sys.executable,
-                 sc.pythonExec)
-        sc.pythonExec = sys.executable
 
 
 def register_meanwhile(spark: Any) -> Callable[[], list[str]]:

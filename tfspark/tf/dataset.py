@@ -28,12 +28,8 @@ from tfspark.store.cache import FileCache
 from tfspark.store.concurrency import cores
 from tfspark.store.fetch import IO_THREADS
 from tfspark.store.memory import keep_freed_memory
-from tfspark.store.options import MAKE_DATASET, ReadOptions, reader_doc
-from tfspark.store.read_plan import (
-    AUTOTUNE,
-    ReadPlan,
-    plan_read,
-)
+from tfspark.store.options import AUTOTUNE, MAKE_DATASET, ReadOptions, reader_doc
+from tfspark.store.read_plan import ReadPlan, plan_read
 from tfspark.store.settings import Where
 from tfspark.store.shards import Shard
 from tfspark.store.shards import shard as shard_plan

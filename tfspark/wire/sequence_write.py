@@ -1,6 +1,6 @@
 """Compiled kernels that write tf.train.SequenceExample bytes for whole columns at once: the
 record layout and the feature lists. The context is a Features map like an Example's, written
-by example_write.py's kernels at the context cursors; arrow/encode_sequence.py drives both.
+by example_write.py's kernels at the context cursors; the encoder drives both.
 
 Wire format written (keys of each map in bytewise order, as example_write.py):
 
