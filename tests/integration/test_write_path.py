@@ -324,7 +324,7 @@ def test_splits_are_reproducible_by_key(spark, F, tf, tmp_path):
     b = tfspark.write_tfrecords(df.repartition(5), str(tmp_path / "b"), label_cols="y",
                                 split=split, split_key="id", seed=3)
     assert set(a.splits) == set(split) and a.rows == 3000
-    assert sum(s["rows"] for s in a.splits.values()) == 3000
+    assert sum(s.rows for s in a.splits.values()) == 3000
     assert 2200 < a.splits["train"].rows < 2600
     members = {}
     for name in split:
