@@ -12,13 +12,18 @@ It sits above the engines (spark, tf, numpy): it only calls their public functio
 from __future__ import annotations
 
 import atexit
+import contextlib
+import logging
+import sys
 import tempfile
 import threading
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from tfspark import paths
 from tfspark.errors import OptionError, scrubbed
+from tfspark.progress import log as progress_log
 from tfspark.store.fs import Location, locate
 from tfspark.store.manifest import read_manifest
 from tfspark.store.redaction import redact
@@ -131,7 +136,7 @@ class Converter:
 
 @scrubbed
 def make_converter(df: Any, location: str | None = None, *, filesystem: Any = None,
-                   **settings: Any) -> Converter:
+                   progress: bool = True, **settings: Any) -> Converter:
     """Write `df` for training into a fresh directory under `location` and return a
     Converter: its make_dataset / read_batches / torch_dataset readers, len(), delete().
 
@@ -141,7 +146,10 @@ def make_converter(df: Any, location: str | None = None, *, filesystem: Any = No
     settings: write_tfrecords' (label_cols, split, rows_per_record (default 1024 here),
     stats, ...); mode is always a new directory. The directory, its parquet backup included,
     is deleted by converter.delete(), at the end of `with make_converter(df) as c:`, or when
-    Python exits."""
+    Python exits.
+    progress: say on stderr where it writes and each stage of the write as it ends (a first
+    Spark job takes tens of seconds), unless the "tfspark.progress" logger has handlers of
+    your own already."""
     from tfspark.spark.export import write_tfrecords
     from tfspark.spark.hadoop_stores import hadoop_store
 
@@ -163,8 +171,11 @@ def make_converter(df: Any, location: str | None = None, *, filesystem: Any = No
     with _lock:
         _live[loc.uri] = loc
     try:
-        write_tfrecords(df, path, filesystem=filesystem, **{
-            "rows_per_record": ROWS_PER_RECORD, **settings})
+        with _shown(progress):
+            progress_log.info("tfspark: make_converter: writing the DataFrame to %s (deleted "
+                              "by converter.delete() or at exit)", redact(path))
+            write_tfrecords(df, path, filesystem=filesystem, **{
+                "rows_per_record": ROWS_PER_RECORD, **settings})
         manifest = read_manifest(loc)
     except BaseException:
         with _lock:
@@ -173,6 +184,27 @@ def make_converter(df: Any, location: str | None = None, *, filesystem: Any = No
         raise
     return Converter(path, loc, filesystem, manifest.rows,
                      {name: manifest.rows_of_split(name) for name in manifest.splits})
+
+
+@contextlib.contextmanager
+def _shown(on: bool) -> Iterator[None]:
+    """The write's progress lines on stderr for the block, when asked and nobody set up the
+    progress logger."""
+    if not on or progress_log.handlers:
+        yield
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    level, propagate = progress_log.level, progress_log.propagate
+    progress_log.addHandler(handler)
+    progress_log.setLevel(logging.INFO)
+    progress_log.propagate = False  # a root handler of the notebook's would print it twice
+    try:
+        yield
+    finally:
+        progress_log.removeHandler(handler)
+        progress_log.setLevel(level)
+        progress_log.propagate = propagate
 
 
 def _local_default(spark: Any) -> str:

@@ -5,6 +5,7 @@ at the end of a with block and at exit, and a write that fails leaves nothing be
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 
 import numpy as np
@@ -94,3 +95,16 @@ def test_bad_inputs_leave_nothing_behind(spark, df, tmp_path):
     with pytest.raises(TypeError):
         tfspark.make_converter(df, str(tmp_path), rows_per_recrod=4)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("progress", [True, False])
+def test_make_converter_says_what_it_does_unless_told_not_to(df, tmp_path, capsys, progress):
+    with tfspark.make_converter(df, str(tmp_path), progress=progress) as conv:
+        err = capsys.readouterr().err
+        if progress:
+            assert f"make_converter: writing the DataFrame to {conv.path}" in err
+            assert "tfspark: TFRecords: " in err and "rows/s" in err
+            assert "tfspark: commit" in err
+        else:
+            assert "tfspark" not in err
+    assert not logging.getLogger("tfspark.progress").handlers  # left as it was

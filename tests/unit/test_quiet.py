@@ -1,6 +1,7 @@
-"""The command line's quiet output: a child process's start-up notices are left out of its
-stderr, everything else (warnings, errors, progress bars) comes through; --verbose keeps all.
-Progress lines: a bar on a terminal, a line per step elsewhere."""
+"""Quiet output (the command line's, and the library's own import of TensorFlow): a child
+process's start-up notices are left out of its stderr, everything else (warnings, errors,
+progress bars) comes through; --verbose keeps all. Progress lines: a bar on a terminal, a line
+per step elsewhere."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import sys
 import pytest
 
 from tfspark.cli.progress_lines import ProgressLines
-from tfspark.cli.quiet import stderr_filtered
+from tfspark.quiet import stderr_filtered
 
 LINES = ["WARNING: Using incubator modules: jdk.incubator.vector",
          "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
@@ -150,3 +151,25 @@ def test_counts_in_lines_people_read_agree_with_their_noun():
 
     assert [many(n, "file") for n in (0, 1, 2, 1024)] == ["0 files", "1 file", "2 files",
                                                           "1,024 files"]
+
+
+@pytest.mark.tf
+@pytest.mark.parametrize("verbose", [False, True])
+def test_a_notebook_importing_tensorflow_through_tfspark_sees_no_start_up_notices(verbose):
+    """The library's own import of TensorFlow (a notebook's first make_dataset) leaves out what
+    its C++ side prints at start-up; TFSPARK_VERBOSE=1 shows it, and what the program itself
+    writes to stderr comes through either way."""
+    import os
+
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("TF_CPP_MIN_LOG_LEVEL", "TFSPARK_VERBOSE")}
+    if verbose:
+        env["TFSPARK_VERBOSE"] = "1"
+    code = ("import sys, tfspark.tf, tensorflow as tf; tfspark.tf.parsing_spec; "
+            "print('mine', file=sys.stderr); print(tf.constant(2).numpy())")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "2" and "mine" in run.stderr
+    noisy = "oneDNN custom operations" in run.stderr or "cpu_feature_guard" in run.stderr
+    assert noisy == verbose, run.stderr

@@ -27,9 +27,9 @@ from tfspark.cli import inspect, plots
 from tfspark.cli.config import TRAIN_BACKENDS, add_store_arg, filesystem_of, store_table
 from tfspark.cli.errors import describe_error, interrupted, silence_stdout
 from tfspark.cli.progress_lines import ProgressLines
-from tfspark.cli.quiet import quiet_tensorflow, stderr_filtered
 from tfspark.cli.spark_commands import write_commands
 from tfspark.errors import OptionError, install
+from tfspark.quiet import quiet_tensorflow, stderr_filtered
 from tfspark.store.redaction import redact, redact_text
 
 EXIT_ERROR = 2

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from tfspark.cli.config import ExportConfig
-from tfspark.cli.quiet import stderr_filtered
 from tfspark.errors import OptionError
+from tfspark.quiet import stderr_filtered
 from tfspark.store.redaction import redact, redact_text
 
 _REPO_CONF = Path(__file__).resolve().parents[2] / "conf"
@@ -21,7 +21,7 @@ _PACKAGED = Path(__file__).resolve().parent  # log4j2.properties, a copy of conf
 
 def local_session(cfg: ExportConfig, verbose: bool = False) -> Any:
     """A local SparkSession with a persistent catalog (Hive + Derby) under cfg.warehouse; the
-    JVM's start-up notices left out of its stderr unless verbose (cli/quiet.py)."""
+    JVM's start-up notices left out of its stderr unless verbose (tfspark.quiet)."""
     from pyspark.sql import SparkSession
 
     warehouse = Path(cfg.warehouse).resolve()

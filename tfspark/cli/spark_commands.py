@@ -18,8 +18,8 @@ from tfspark.cli.config import (
     packaged,
     store_table,
 )
-from tfspark.cli.quiet import stderr_filtered
 from tfspark.errors import install, require
+from tfspark.quiet import stderr_filtered
 
 SAMPLE_OUTPUT = "tfspark_sample/tfrecords"  # where `tfspark export` puts the sample by default
 def write_commands(command: Any) -> None:

@@ -10,6 +10,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from tfspark.errors import require
+from tfspark.quiet import quiet_import
 
 require("keras", "tfspark.keras (keras_inputs, keras_preprocessing)", "keras",
         "; with a backend: pip install jax, or torch, or tensorflow")
@@ -30,4 +31,5 @@ __all__ = ["MeanImputation", "PooledEmbedding", "PooledMean", "VocabularyIds", "
 def __getattr__(name: str) -> Any:
     if name not in _NAMES:
         raise AttributeError(f"module 'tfspark.keras' has no attribute {name!r}")
+    quiet_import("keras")  # on the TensorFlow backend, without its C++ side's start-up notices
     return getattr(import_module(f"tfspark.keras.{_NAMES[name]}"), name)

@@ -1,6 +1,8 @@
-"""The command line's quiet output: what the JVM and TensorFlow's C++ side print on their own
-at start-up (notices no user acts on) is dropped; their warnings and errors, and Spark's stage
-progress, still show. --verbose shows everything.
+"""Quiet output: what the JVM and TensorFlow's C++ side print on their own at start-up (notices
+no user acts on) is dropped; their warnings and errors, and Spark's stage progress, still show.
+The command line filters its whole run (--verbose shows everything); the library filters the
+import of TensorFlow and Keras it makes itself (a notebook's first make_dataset), unless the
+environment sets TFSPARK_VERBOSE=1.
 
 Both write to file descriptor 2 below Python, so while the JVM starts, and while train runs,
 fd 2 is a pipe that a thread copies to the real stderr line by line, leaving out the lines
@@ -13,6 +15,7 @@ pipe as its stderr for as long as it lives.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import re
 import select
@@ -53,6 +56,16 @@ def quiet_tensorflow(verbose: bool) -> None:
     unless --verbose; set before TensorFlow is imported. A value the user set is kept."""
     if not verbose:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
+def quiet_import(name: str) -> None:
+    """Import `name` (tensorflow, keras) with its start-up notices left out of stderr, unless it
+    is imported already or TFSPARK_VERBOSE is set. An ImportError is left to the caller's own
+    import, which says what to install."""
+    if name in sys.modules or os.environ.get("TFSPARK_VERBOSE", "") not in ("", "0"):
+        return
+    with stderr_filtered(False, drain=True), contextlib.suppress(ImportError):
+        importlib.import_module(name)
 
 
 @contextlib.contextmanager
