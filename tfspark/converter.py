@@ -121,8 +121,9 @@ class Converter:
                 *first, *(inspect.Parameter(t.name, inspect.Parameter.KEYWORD_ONLY,
                                             default=t.default)
                           for t in read_settings(reader) if t.name != "filesystem")])
-            method.__doc__ = (method.__doc__ or "") + "\n\n        Options:\n" + \
-                reader_doc(reader, skip=("filesystem",)).replace("\n    ", "\n        ")
+            method.__doc__ = (method.__doc__ or "") + "\n\n        Args:\n" + \
+                "            batch_size: rows per batch.\n" + \
+                reader_doc(reader, skip=("filesystem",), indent=12)
 
     def _with_fs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         return {"filesystem": self._fs, **kwargs}
@@ -137,19 +138,37 @@ class Converter:
 @scrubbed
 def make_converter(df: Any, location: str | None = None, *, filesystem: Any = None,
                    progress: bool = True, **settings: Any) -> Converter:
-    """Write `df` for training into a fresh directory under `location` and return a
-    Converter: its make_dataset / read_batches / torch_dataset readers, len(), delete().
+    """Write a DataFrame for training into a fresh directory, and hand out its readers.
 
-    location: a directory every Spark executor can write and this process can read (a URI
-    on a cluster: s3://, gs://, abfs://, dbfs:/...). Default: the Spark conf
-    spark.tfspark.converter.location, else, with a local master, the temporary directory.
-    settings: write_tfrecords' (label_cols, split, rows_per_record (default 1024 here),
-    stats, ...); mode is always a new directory. The directory, its parquet backup included,
-    is deleted by converter.delete(), at the end of `with make_converter(df) as c:`, or when
-    Python exits.
-    progress: say on stderr where it writes and each stage of the write as it ends (a first
-    Spark job takes tens of seconds), unless the "tfspark.progress" logger has handlers of
-    your own already."""
+    The directory, its parquet copy included, is deleted by converter.delete(), at the end of
+    `with make_converter(df) as c:`, or when Python exits.
+
+    Args:
+        df: a Spark DataFrame.
+        location: a directory every Spark executor can write and this process can read (a URI
+            on a cluster: s3://, gs://, abfs://, dbfs:/...). Default: the Spark conf
+            spark.tfspark.converter.location, else, with a local master, the temporary
+            directory.
+        filesystem: a pyarrow or fsspec filesystem for `location`. Default: from the URI.
+        progress: say on stderr where it writes and each stage of the write as it ends (a
+            first Spark job takes tens of seconds), unless the "tfspark.progress" logger has
+            handlers of your own already.
+        **settings: write_tfrecords' settings (label_cols, split, rows_per_record (default
+            1024 here), stats, ...); mode is always a new directory.
+
+    Returns:
+        A Converter: its make_dataset / read_batches / torch_dataset readers, len(), delete().
+
+    Raises:
+        OptionError: not a Spark DataFrame, mode=/backup_path=/backup_table= given, or no
+            location on a cluster.
+
+    Examples:
+        >>> df = spark.range(10).selectExpr("CAST(id AS DOUBLE) AS x", "id % 2 AS y")
+        >>> with tfspark.make_converter(df, label_cols="y", progress=False) as conv:
+        ...     print(len(conv), sum(len(y) for _, y in conv.read_batches(4)))
+        10 10
+    """
     from tfspark.spark.export import write_tfrecords
     from tfspark.spark.hadoop_stores import hadoop_store
 

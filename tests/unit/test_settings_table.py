@@ -31,7 +31,7 @@ def test_write_tfrecords_takes_every_workflow_setting():
         {t.name: t.default for t in TABLE if t.workflow}
     for t in TABLE:
         if t.workflow:
-            assert f"    {t.name} (default" in (write_tfrecords.__doc__ or "")
+            assert f"\n        {t.name}: " in (write_tfrecords.__doc__ or "")
 
 
 def test_export_config_and_flags_cover_every_workflow_setting():
@@ -118,7 +118,7 @@ def test_every_reader_takes_its_options_from_one_table():
     assert keywords(Converter.read_batches) == {k: v for k, v in batches.items()
                                                 if k != "filesystem"}
     for t in read_settings("read_batches"):
-        assert f"    {t.name} (default" in torch_dataset.__doc__
+        assert f"\n        {t.name}: " in torch_dataset.__doc__
     pytest.importorskip("tensorflow")
     from tfspark.tf.dataset import make_dataset
 

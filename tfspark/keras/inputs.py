@@ -28,19 +28,36 @@ def keras_inputs(spec: FeatureSpec | str | os.PathLike, *, include_labels: bool 
                  names: list[str] | None = None, strings: str = "object",
                  padded: Mapping[str, int] | None = None,
                  stacks: Sequence[Any] = ()) -> dict[str, Any]:
-    """{feature name: keras.Input} for the features of `spec` (a FeatureSpec, or the path of a
-    tfspark data set: its manifest's spec), in spec order.
+    """{feature name: keras.Input} for the features of a spec, in spec order.
 
-    Labels are left out unless include_labels. names: only these features (in this order).
-    The dict is keyed by the feature name, which is what make_dataset's feature dicts use, so
+    The dict is keyed by the feature name, which is what the readers' feature dicts use, so
     `keras.Model(inputs=keras_inputs(spec), ...)` lines up with the data by key; each Input's
     own `name` is the feature name with characters Keras refuses replaced by "_" (made unique;
     Keras then warns that a key and its Input's name differ: the dict still lines up by key).
-    strings="ids": string features as int64 Inputs, for read_batches(strings="ids").
-    padded: {feature: width} of read_batches(ragged="padded") (its reader's pad_widths): each
-    such feature is an Input of shape (width,) and its mask `name_mask` a bool one.
-    stacks: read_batches(stack=...)'s reader.stacks: each stack is one Input (width,) named
-    like it, in place of the features it holds (after the others).
+
+    Args:
+        spec: a FeatureSpec, or the path of a data set (its manifest's spec).
+        include_labels: the label features too.
+        names: only these features (in this order).
+        strings: "ids": string features as int64 Inputs, for read_batches(strings="ids").
+        padded: {feature: width} of read_batches(ragged="padded") (its reader's pad_widths):
+            each such feature is an Input of shape (width,) and its mask `name_mask` a bool
+            one.
+        stacks: read_batches(stack=...)'s reader.stacks: each stack is one Input (width,)
+            named like it, in place of the features it holds (after the others).
+
+    Returns:
+        {feature name: keras.Input}.
+
+    Raises:
+        SchemaError: names that are not features of the spec.
+
+    Examples:
+        >>> import pyarrow as pa, tfspark
+        >>> _ = tfspark.write_dataset(pa.table({"x": [1.0], "ys": [[1, 2]], "y": [0]}), "ds",
+        ...                           label_cols="y")
+        >>> {name: tuple(i.shape) for name, i in tfspark.keras_inputs("ds").items()}
+        {'x': (None,), 'ys': (None, 2)}
     """
     import keras
 

@@ -42,38 +42,62 @@ def keras_preprocessing(path_or_manifest: str | os.PathLike | mf.Manifest | dict
                         max_tokens: int | None = None, skip: Iterable[str] = (),
                         arrays: str = "multi_hot", impute: bool = True,
                         filesystem: Any = None, strings: str = "object") -> dict[str, Any]:
-    """{feature name: Keras layer} for the features of a data set, from its stored
-    statistics: Normalization for numbers, StringLookup for strings, IntegerLookup for the
-    integer features named in `categorical`, Discretization (deciles) for those in
-    `bucketize`; array features pooled (module docstring; `arrays` says how for string and
-    integer arrays; ragged input needs the TensorFlow backend). Labels and `skip` names are
+    """{feature name: Keras layer} for the features of a data set, from its stored statistics.
+
+    Normalization for numbers, StringLookup for strings, IntegerLookup for the integer
+    features named in `categorical`, Discretization (deciles) for those in `bucketize`; array
+    features pooled (ragged input needs the TensorFlow backend). Labels and `skip` names are
     left out, and so are binary and date/timestamp arrays and ml Vectors.
 
     The layers fit what the readers give the model: Normalization uses the statistics of the
-    values with each null as the spec's default (`filled` in the statistics; the same as
-    adapt() on the parsed rows), lookups count that default as often as there were nulls;
-    deciles are of the present values. Every layer is built from finite statistics: NaN and
-    infinities are counted apart. A feature whose statistics give no usable layer (no finite
-    value, no value at all) is left out with a warning naming it.
+    values with each null as the spec's default (the same as adapt() on the parsed rows),
+    lookups count that default as often as there were nulls; deciles are of the present
+    values. Every layer is built from finite statistics: NaN and infinities are counted apart.
+    A feature whose statistics give no usable layer (no finite value, no value at all) is left
+    out with a warning naming it.
 
     Missing numbers: a number feature the model can see as NaN or infinite (such values in
     the data, or nulls written with defaults={"x": float("nan")}) gets, with impute=True,
-    tfspark.keras.MeanImputation: its normalized value, the mean where missing, and an is-missing
-    input ([batch, 2]: impute-and-indicate). To impute a nullable column's nulls that way,
-    write it with a NaN default; with its type's default (0) the model cannot tell a null
-    from a real 0. impute=False: a Normalization, through which NaN stays NaN (warned).
+    tfspark.keras.MeanImputation: its normalized value, the mean where missing, and an
+    is-missing input ([batch, 2]: impute-and-indicate). To impute a nullable column's nulls
+    that way, write it with a NaN default; with its type's default (0) the model cannot tell a
+    null from a real 0.
 
-    strings="ids": string features arrive as ids (read_batches(strings="ids", vocabulary=
-    the same split as here)): they get tfspark.keras.VocabularyIds (ids past max_tokens become 0,
-    out of vocabulary) instead of a StringLookup, which needs TensorFlow; so do arrays of
-    strings (the ids of each element, to pool with tfspark.keras.PooledEmbedding). Every
-    layer but those of integer arrays then runs on the JAX, PyTorch and TensorFlow backends.
+    Args:
+        path_or_manifest: a data set's directory or URI, or its Manifest.
+        split: the statistics of that split (default: all rows; use the training split's to
+            avoid looking at validation data).
+        categorical: integer features that get an IntegerLookup.
+        bucketize: number features that get a Discretization by deciles.
+        max_tokens: the most frequent values kept by lookups (at least 1).
+        skip: features left out.
+        arrays: string and integer arrays as "multi_hot" (a lookup with that output mode) or
+            "ids" (the lookup's ids, to pool with tfspark.keras.PooledEmbedding).
+        impute: number features that can be NaN get MeanImputation (False: a Normalization,
+            through which NaN stays NaN, with a warning).
+        filesystem: a pyarrow or fsspec filesystem. Default: from the path.
+        strings: "ids": string features arrive as ids (read_batches(strings="ids",
+            vocabulary= the same split as here)) and get tfspark.keras.VocabularyIds (ids
+            past max_tokens become 0, out of vocabulary) instead of a StringLookup, which
+            needs TensorFlow; so do arrays of strings (the ids of each element, to pool with
+            tfspark.keras.PooledEmbedding). Every layer but those of integer arrays then runs
+            on the JAX, PyTorch and TensorFlow backends.
 
-    split: the statistics of that split (default: all rows; use the training split's to
-    avoid looking at validation data). max_tokens: the most frequent values kept by lookups
-    (at least 1). Raises SchemaError when the data set has no statistics (written with
-    stats=False or through the data source) or names are not its features; OptionError for
-    a split it lacks.
+    Returns:
+        {feature name: Keras layer}, in spec order.
+
+    Raises:
+        SchemaError: the data set has no statistics (written with stats=False or through the
+            data source), or names that are not its features.
+        OptionError: a split it lacks.
+
+    Examples:
+        >>> import pyarrow as pa, tfspark
+        >>> table = pa.table({"x": [1.0, 2.0, 3.0], "city": ["a", "b", "a"], "y": [0, 1, 0]})
+        >>> _ = tfspark.write_dataset(table, "ds", label_cols="y")
+        >>> layers = tfspark.keras_preprocessing("ds", strings="ids")
+        >>> {name: type(layer).__name__ for name, layer in layers.items()}
+        {'city': 'VocabularyIds', 'x': 'Normalization'}
     """
     m = path_or_manifest if isinstance(path_or_manifest, mf.Manifest) else \
         mf.Manifest.from_dict(path_or_manifest) if isinstance(path_or_manifest, dict) else \

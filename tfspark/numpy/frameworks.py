@@ -23,22 +23,39 @@ from tfspark.errors import require, scrubbed
 
 @scrubbed
 def torch_dataset(path_or_files: Any, batch_size: int, **kwargs: Any) -> Any:
-    """A torch.utils.data.IterableDataset of read_batches(path_or_files, batch_size, **kwargs)
-    batches as torch tensors (strings stay object arrays of bytes; a Ragged becomes a Ragged
-    of tensors). When torch.distributed is initialized, each rank reads its shard
-    (shard=(world size, rank), evened across ranks by even_shards); the DataLoader workers of
-    a rank split the rank's shard among them, so together they yield each of its rows exactly
-    once per epoch. Give shard= yourself to override the ranks. Needs torch (tfspark[torch]).
-    Workers may start by fork, spawn or forkserver; in a process that also runs Spark or
-    TensorFlow, prefer DataLoader(..., multiprocessing_context="forkserver"): a fork copies
-    their threads mid-way, and a lock one of them held stays held in the worker.
+    """A torch.utils.data.IterableDataset of read_batches' batches as torch tensors.
 
-    Resumable: state_dict() / load_state_dict() say and set where its reader is (in each
-    DataLoader worker, its part's), which torchdata's StatefulDataLoader saves and gives
-    back, so a resumed loader yields exactly the batches that were still to come.
-    `.loader(num_workers=...)` makes that loader (batch_size=None: the batches are the
-    reader's), and refuses a state saved with another num_workers in one line. A wrong
-    argument (a column, the split) raises here, not in the workers."""
+    Strings stay object arrays of bytes; a Ragged becomes a Ragged of tensors. When
+    torch.distributed is initialized, each rank reads its shard (shard=(world size, rank),
+    evened across ranks by even_shards); the DataLoader workers of a rank split the rank's
+    shard among them, so together they yield each of its rows exactly once per epoch. Give
+    shard= yourself to override the ranks. Workers may start by fork, spawn or forkserver; in
+    a process that also runs Spark or TensorFlow, prefer
+    DataLoader(..., multiprocessing_context="forkserver"): a fork copies their threads
+    mid-way, and a lock one of them held stays held in the worker. Needs torch
+    (tfspark[torch]).
+
+    Args:
+        path_or_files: a data set's directory or URI, or TFRecord files with `spec`.
+        batch_size: rows per batch.
+{options}
+
+    Returns:
+        An IterableDataset, resumable: state_dict() / load_state_dict() say and set where its
+        reader is (in each DataLoader worker, its part's), which torchdata's
+        StatefulDataLoader saves and gives back. `.loader(num_workers=...)` makes that loader
+        (batch_size=None: the batches are the reader's) and refuses a state saved with another
+        num_workers; `.vocabularies` are the string features' under strings="ids".
+
+    Raises:
+        OptionError: a wrong argument (a column, the split), here rather than in the workers.
+
+    Examples:
+        >>> import pyarrow as pa, tfspark
+        >>> _ = tfspark.write_dataset(pa.table({"x": [1.0, 2.0, 3.0]}), "ds")
+        >>> [f["x"].tolist() for f in tfspark.torch_dataset("ds", 2, shuffle_buffer=0)]
+        [[1.0, 2.0], [3.0]]
+    """
     require("torch", "tfspark.torch_dataset", "torch")
     from tfspark.numpy.torch_batches import TorchBatches
 
@@ -48,16 +65,34 @@ def torch_dataset(path_or_files: Any, batch_size: int, **kwargs: Any) -> Any:
 
 @scrubbed
 def grain_dataset(path_or_files: Any, batch_size: int, **kwargs: Any) -> Any:
-    """A grain.IterDataset of read_batches(path_or_files, batch_size, **kwargs) batches
-    (NumPy, as read_batches gives them): Grain's transformations (.map, .filter, prefetch
-    with threads) apply to it, and its iterators' get_state()/set_state() are the reader's
-    state_dict()/load_state_dict(), so Grain's (and orbax's) checkpoints resume it exactly.
-    When JAX runs several processes (jax.process_count() > 1), each reads its shard
-    (shard=(process count, process index)); give shard= yourself to override. Keras 3's
-    fit takes it on every backend. Under Grain's multiprocess prefetch
+    """A grain.IterDataset of read_batches' batches (NumPy, as read_batches gives them).
+
+    Grain's transformations (.map, .filter, prefetch with threads) apply to it. When JAX runs
+    several processes (jax.process_count() > 1), each reads its shard (shard=(process count,
+    process index)); give shard= yourself to override. Keras 3's fit takes it on every
+    backend. Under Grain's multiprocess prefetch
     (`.mp_prefetch(grain.MultiprocessingOptions(num_workers=k))`) each worker process reads
-    its part, together every row once per epoch. A wrong argument (a column, the split)
-    raises here, not in the workers. Needs grain (tfspark[grain])."""
+    its part, together every row once per epoch. Needs grain (tfspark[grain]).
+
+    Args:
+        path_or_files: a data set's directory or URI, or TFRecord files with `spec`.
+        batch_size: rows per batch.
+{options}
+
+    Returns:
+        An IterDataset whose iterators' get_state()/set_state() are the reader's
+        state_dict()/load_state_dict(), so Grain's (and orbax's) checkpoints resume it
+        exactly; `.vocabularies` are the string features' under strings="ids".
+
+    Raises:
+        OptionError: a wrong argument (a column, the split), here rather than in the workers.
+
+    Examples:
+        >>> import pyarrow as pa, tfspark
+        >>> _ = tfspark.write_dataset(pa.table({"x": [1.0, 2.0, 3.0]}), "ds")
+        >>> [f["x"].tolist() for f in tfspark.grain_dataset("ds", 2, shuffle_buffer=0)]
+        [[1.0, 2.0], [3.0]]
+    """
     require("grain", "tfspark.grain_dataset", "grain")
     from absl import flags
 
@@ -91,14 +126,13 @@ def _signed() -> None:
     (the readers' table), which they pass on."""
     import inspect
 
-    from tfspark.store.options import READ_BATCHES, reader_doc, reader_signature
+    from tfspark.store.options import READ_BATCHES, fill_doc, reader_doc, reader_signature
 
     first = [inspect.Parameter("path_or_files", inspect.Parameter.POSITIONAL_OR_KEYWORD),
              inspect.Parameter("batch_size", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
     for fn in (torch_dataset, grain_dataset):
         fn.__signature__ = reader_signature(READ_BATCHES, first)  # type: ignore[attr-defined]
-        fn.__doc__ = (fn.__doc__ or "") + "\n\n    Options (read_batches'):\n" + \
-            reader_doc(READ_BATCHES)
+        fill_doc(fn, "{options}", reader_doc(READ_BATCHES))
 
 
 _signed()

@@ -19,7 +19,7 @@ from tfspark.spec.model import FeatureSpec
 from tfspark.store import settings
 from tfspark.store.fetch import IO_THREADS
 from tfspark.store.memory import keep_freed_memory
-from tfspark.store.options import READ_BATCHES, ReadOptions, reader_doc
+from tfspark.store.options import READ_BATCHES, ReadOptions, fill_doc, reader_doc
 from tfspark.store.read_plan import plan_read
 from tfspark.store.settings import Where
 from tfspark.store.vocabulary import string_vocabularies
@@ -46,25 +46,45 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
                  pad_to: int | dict[str, int] | None = None,
                  stack: dict[str, Sequence[str]] | None = None,
                  processes: int | None = None) -> BatchReader | ProcessBatches:
-    """Batches of NumPy arrays read from a data set (row or block layout, local or on a store),
-    like make_dataset without TensorFlow; its options (the readers' table, shared with
-    make_dataset where they mean the same):
+    """Batches of NumPy arrays read from a data set, like make_dataset without TensorFlow.
+
+    Reads the row or the block layout, on the local disk or a store. The order of the batches
+    depends on the data, the arguments and the seed only: with a seed, every run yields the
+    same batches (each pass over the reader a new shuffle).
+
+    Args:
+        path_or_files: a data set's directory or URI (or one split's, or one partition's), or
+            TFRecord files (a list, or one path) with `spec`.
+        batch_size: rows per batch.
 {options}
 
-    The order of the batches depends on the data, the arguments and the seed only: with a
-    seed, every run yields the same batches (each pass over the reader a new shuffle).
+    Returns:
+        A reader to iterate (a BatchReader; with processes=N, a ProcessBatches): each item is
+        (features, labels) as make_dataset yields them (features alone without label
+        columns). features is {name: column}: a fixed feature an array [batch] or [batch, n]
+        (strings: an object array of bytes; null rows hold the spec's default), a
+        variable-length one a tfspark.numpy.Ragged(values, row_splits) (row i:
+        values[row_splits[i]:row_splits[i+1]]), a 2-D ragged one a Ragged of a Ragged.
+        len(reader) is the number of batches when the manifest gives the counts and epochs is
+        not None; reader.state_dict() is where it is, for state=.
 
-    Yields (features, labels) as make_dataset does (features alone without label columns):
-    features is {name: column}. A fixed feature is an array [batch] or [batch, n] (strings: an
-    object array of bytes; null rows hold the spec's default); a variable-length one is a
-    tfspark.numpy.Ragged(values, row_splits) (row i: values[row_splits[i]:row_splits[i+1]]),
-    a 2-D ragged one a Ragged whose values are a Ragged. len() is the number of batches when
-    the manifest gives the counts and epochs is not None.
+    Raises:
+        OptionError: a bad option (TypeError: an unknown one), before reading.
+        SchemaError: an unusable spec.
+        ManifestError: a directory that holds no data set.
+        CorruptRecordError: while iterating, a damaged record (its file and byte offset) or a
+            file whose record count disagrees with the manifest.
+        AccessError: while iterating, a file the store refuses.
 
-    Raises OptionError for bad options (TypeError for an unknown one), SchemaError for an
-    unusable spec, ManifestError for a directory that holds no data set, before reading;
-    while iterating, CorruptRecordError names the file and byte offset of a damaged record,
-    or the file whose count disagrees; AccessError a file the store refuses.
+    Examples:
+        >>> import pyarrow as pa, tfspark
+        >>> table = pa.table({"x": [1.0, 2.0, 3.0], "label": [0, 1, 0]})
+        >>> tfspark.write_dataset(table, "ds", label_cols="label").rows
+        3
+        >>> for features, labels in tfspark.read_batches("ds", 2, shuffle_buffer=0):
+        ...     print(features["x"], labels)
+        [1. 2.] [0 1]
+        [3.] [0]
     """
     given = dict(locals())  # the arguments, for the reading processes of processes=N
     batch_size = settings.batch_size(Where("batch_size"), batch_size)
@@ -101,4 +121,4 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
     return reader
 
 
-read_batches.__doc__ = (read_batches.__doc__ or "").replace("{options}", reader_doc(READ_BATCHES))
+fill_doc(read_batches, "{options}", reader_doc(READ_BATCHES))

@@ -45,33 +45,48 @@ def train_on_spark(spark: Any, train_fn: Callable[[Any], Any], num_workers: int,
                    filesystem: Any = None) -> Any:
     """Run train_fn(ctx) on num_workers Spark tasks at once, one Keras model trained by all.
 
-    train_fn: a picklable function of a tfspark.keras.worker.WorkerContext (ctx.scope(),
-      ctx.shard, ctx.is_chief, ctx.checkpoint(), ctx.log); it builds and compiles the model
-      under `with ctx.scope():`, reads its shard (`make_dataset(..., shard=ctx.shard)` or
-      `read_batches(..., shard=ctx.shard)`) and fits. It runs in a fresh Python process per
-      worker on the executors, so it must not use the SparkSession.
-    backend: Keras 3's backend in the training processes. "tensorflow":
-      MultiWorkerMirroredStrategy (ctx.strategy), fed by make_dataset. "jax": a
-      keras.distribution.DataParallel over every worker's devices (ctx.distribution), fed by
-      read_batches (a Python iterable of NumPy batches; each worker's batch is its share of
-      the global batch); the executors need jax, not TensorFlow.
-    num_workers: tasks, each one replica (one GPU each where spark.task.resource.gpu.amount
-      is set, else CPU). At most the cluster's task slots (executor cores / spark.task.cpus,
-      and GPUs): barrier tasks start together or not at all.
-    checkpoint_dir: a directory every executor and the driver share (a mounted or network
-      filesystem); ctx.checkpoint() saves each epoch there, and a retried stage resumes. The
-      workers' output is appended to <checkpoint_dir>/logs/worker-<i>.log.
-    shared_paths: paths (a data set, ...) the workers must see; checked before training starts
-      by a short job of one task per slot (and checkpoint_dir by a marker file written here).
-    env: extra environment variables for the training processes (KERAS_BACKEND is always
-      `backend`).
-    filesystem: where shared_paths are, as make_dataset's filesystem= (pickled to the
-      executors for the check); default: from each path.
+    Args:
+        spark: the SparkSession whose executors train.
+        train_fn: a picklable function of a tfspark.keras.worker.WorkerContext (ctx.scope(),
+            ctx.shard, ctx.is_chief, ctx.checkpoint(), ctx.log); it builds and compiles the
+            model under `with ctx.scope():`, reads its shard (`make_dataset(...,
+            shard=ctx.shard)` or `read_batches(..., shard=ctx.shard)`) and fits. It runs in a
+            fresh Python process per worker on the executors, so it must not use the
+            SparkSession.
+        num_workers: tasks, each one replica (one GPU each where
+            spark.task.resource.gpu.amount is set, else CPU). At most the cluster's task
+            slots (executor cores / spark.task.cpus, and GPUs): barrier tasks start together
+            or not at all.
+        backend: Keras 3's backend in the training processes. "tensorflow":
+            MultiWorkerMirroredStrategy (ctx.strategy), fed by make_dataset. "jax": a
+            keras.distribution.DataParallel over every worker's devices (ctx.distribution),
+            fed by read_batches (each worker's batch is its share of the global batch); the
+            executors need jax, not TensorFlow.
+        checkpoint_dir: a directory every executor and the driver share (a mounted or network
+            filesystem); ctx.checkpoint() saves each epoch there, and a retried stage
+            resumes. The workers' output is appended to <checkpoint_dir>/logs/worker-<i>.log.
+        shared_paths: paths (a data set, ...) the workers must see; checked before training
+            starts by a short job of one task per slot (and checkpoint_dir by a marker file
+            written here).
+        env: extra environment variables for the training processes (KERAS_BACKEND is always
+            `backend`).
+        filesystem: where shared_paths are, as make_dataset's filesystem= (pickled to the
+            executors for the check). Default: from each path.
 
-    Returns the chief's (worker 0's) return value. Raises OptionError before any training
-    task starts for bad arguments, too few slots, or a path the executors cannot see;
-    TrainingError when the stage failed more times than Spark retries it, quoting the failed
-    worker's last output lines.
+    Returns:
+        The chief's (worker 0's) return value.
+
+    Raises:
+        OptionError: before any training task starts, for bad arguments, too few slots, or a
+            path the executors cannot see.
+        TrainingError: the stage failed more times than Spark retries it (quoting the failed
+            worker's last output lines).
+
+    Examples:
+        >>> def train(ctx):
+        ...     return f"worker {ctx.index} of {ctx.num_workers}"
+        >>> tfspark.train_on_spark(spark, train, num_workers=1, backend="jax")
+        'worker 0 of 1'
     """
     if backend not in WORKERS:
         raise OptionError(f"backend={backend!r}: train_on_spark trains on "

@@ -37,7 +37,13 @@ from tfspark.store import manifest as mf
 from tfspark.store.backup import check_backup_path
 from tfspark.store.commit import StartedFrom, existing_manifest, last_write, new_write_id
 from tfspark.store.fs import Location, locate
-from tfspark.store.options import WriteOptions, workflow_doc, workflow_signature, write_settings
+from tfspark.store.options import (
+    WriteOptions,
+    fill_doc,
+    workflow_doc,
+    workflow_signature,
+    write_settings,
+)
 from tfspark.store.placement import check_placement
 from tfspark.store.redaction import redact, said
 from tfspark.store.write import Before, WriteResult, undo_on_failure, write_result
@@ -49,29 +55,43 @@ REPORTS_BYTES = 128 * 2**20  # the tasks' statistics the driver takes in at most
 @scrubbed
 def write_tfrecords(df: DataFrame, path: str, filesystem: Any = None,
                     **settings: Any) -> WriteResult:
-    """Write `df` as a parquet backup, then as TFRecords of tf.train.Example with a manifest.
+    """Write a Spark DataFrame as a data set: TFRecords, their manifest and statistics, and
+    a parquet copy of the same rows.
 
-    Settings, as keywords (the table in tfspark.store.options.WriteOptions: the export
-    config's keys and the data source's options are the same settings):
+    The settings are the write options' table (tfspark.store.options.WriteOptions): the export
+    config's keys and the data source's options are the same settings. mode applies to `path`
+    and to the parquet copy. record_type "SequenceExample": array<array<T>> columns become
+    feature lists (one Feature per step), every other column a context feature, as the JVM
+    connectors write them. split: rows are assigned by a hash of `split_key` (reproducible) or
+    by a seeded random draw; a split of fraction 0 is still a split (it reads as empty).
+    Registers the data source in df's session (spark.read.format("tfrecord") works after).
+
+    Args:
+        df: the DataFrame (Spark 3.5 or 4.x; Spark Connect too).
+        path: the data set's directory: a local path or a URI (s3://, gs://, abfs://, hdfs://,
+            s3a://, ...).
+        filesystem: where `path` (and backup_path) are: a pyarrow.fs.FileSystem or an fsspec
+            filesystem. Default: from the path (local, or a URI; for an s3a://, abfss:// or
+            gs:// path, what Spark's Hadoop settings hold for its store: endpoint, keys,
+            tokens). On a store Spark's parquet writer cannot reach (filesystem=, or a URI with
+            pyarrow's query options) tfspark's tasks write and read the copy through pyarrow.
 {settings}
 
-    filesystem: where `path` (and backup_path) are: a pyarrow.fs.FileSystem or an fsspec
-    filesystem (default: from the path: local, or a URI; for an s3a://, abfss:// or gs:// path,
-    what Spark's Hadoop settings hold for its store: endpoint, keys, tokens). On a store
-    Spark's parquet writer cannot reach (filesystem=, or a URI with pyarrow's query options)
-    tfspark's tasks write and read the backup through pyarrow.
+    Returns:
+        A WriteResult: rows, files and bytes, per split too; the manifest holds the same counts.
 
-    mode applies to `path` and to the backup. record_type "SequenceExample": array<array<T>>
-    columns become feature lists (one Feature per step), every other column a context
-    feature, as the JVM connectors write them. split: rows are assigned by a hash of
-    `split_key` (reproducible) or by a seeded random draw; a split of fraction 0 is still a
-    split (it reads as empty). gzip_level 1 is ~2.7x faster and ~20% larger than 6. Returns a
-    WriteResult; the manifest holds the same counts. Raises OptionError for bad settings or an
-    existing path under errorifexists (TypeError for an unknown keyword), SchemaError for
-    columns that cannot be stored, WriteConflictError when another write committed to the
-    path while this one ran, CountMismatchError when the row counts of source, backup and
-    TFRecords disagree. Registers the data source in df's session (spark.read.format
-    ("tfrecord") works after).
+    Raises:
+        OptionError: bad settings, or an existing path under errorifexists (TypeError: an
+            unknown keyword).
+        SchemaError: columns that cannot be stored.
+        WriteConflictError: another write committed to the path while this one ran.
+        CountMismatchError: the row counts of source, parquet copy and TFRecords disagree.
+
+    Examples:
+        >>> df = spark.range(100).selectExpr("id", "CAST(id % 2 AS INT) AS label")
+        >>> result = tfspark.write_tfrecords(df, "out", label_cols="label")
+        >>> result.rows, tfspark.read_manifest("out").spec.label_names
+        (100, ['label'])
     """
     if not hasattr(df, "sparkSession") or not hasattr(df, "mapInArrow"):
         raise OptionError(f"write_tfrecords needs a Spark DataFrame, got {type(df).__name__}"
@@ -96,7 +116,7 @@ def write_tfrecords(df: DataFrame, path: str, filesystem: Any = None,
 
 
 _DEFAULTS = {t.name: t.default for t in write_settings() if t.workflow}
-write_tfrecords.__doc__ = (write_tfrecords.__doc__ or "").format(settings=workflow_doc())
+fill_doc(write_tfrecords, "{settings}", workflow_doc())
 write_tfrecords.__signature__ = workflow_signature(  # type: ignore[attr-defined]
     [inspect.Parameter("df", inspect.Parameter.POSITIONAL_OR_KEYWORD),
      inspect.Parameter("path", inspect.Parameter.POSITIONAL_OR_KEYWORD),

@@ -79,12 +79,28 @@ def register_meanwhile(spark: Any) -> Callable[[], list[str]]:
 
 
 def register(spark: Any) -> list[str]:
-    """Register the source as "tfspark", and as "tfrecord" when no other source has that name.
+    """Register the data source as "tfspark", and as "tfrecord" when no other has that name.
 
-    Idempotent. Returns the names registered. Spark looks Python sources up in the calling
-    JVM thread's active session, which a new Python thread lacks (DATA_SOURCE_NOT_FOUND), so
-    this also makes `spark` the active session of the calling thread: call it in each thread
-    that writes. (Spark Connect sessions have no JVM here and need nothing.)
+    Idempotent. Spark looks Python sources up in the calling JVM thread's active session,
+    which a new Python thread lacks (DATA_SOURCE_NOT_FOUND), so this also makes `spark` the
+    active session of the calling thread: call it in each thread that writes. (Spark Connect
+    sessions have no JVM here and need nothing.)
+
+    Args:
+        spark: the SparkSession (Spark 4).
+
+    Returns:
+        The names registered.
+
+    Raises:
+        OptionError: not a SparkSession, or a Spark without Python data sources.
+
+    Examples:
+        >>> tfspark.register(spark)
+        ['tfspark', 'tfrecord']
+        >>> spark.range(3).write.format("tfrecord").mode("overwrite").save("ids")
+        >>> spark.read.format("tfrecord").load("ids").count()
+        3
     """
     if not hasattr(spark, "sparkContext") and not hasattr(spark, "dataSource"):
         raise OptionError(f"tfspark.register needs a SparkSession (pyspark.sql.SparkSession), "

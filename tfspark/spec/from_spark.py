@@ -53,21 +53,36 @@ def infer_spec(schema: StructType, label_cols: Iterable[str] = (),
                shapes: Mapping[str, Iterable[int]] | None = None,
                defaults: Mapping[str, Any] | None = None,
                decimal_as: str = "float32", record_type: str = "Example") -> FeatureSpec:
-    """Map a Spark schema (df.schema) or an Arrow schema (a pyarrow Table's, or a pandas
-    DataFrame's through pyarrow) to a FeatureSpec. Arrow types are read as the Spark types of
-    the same columns (tfspark.spec.from_arrow); a fixed-size list is a fixed-length array.
+    """The FeatureSpec of a Spark schema (df.schema) or an Arrow schema.
 
-    shapes: {feature name: [n]} makes an array or vector column FixedLen([n]).
-    defaults: {feature name: value} overrides the fill value of a nullable column.
-    decimal_as: "float32" (decimals stored as float32, refused at write time when a value would
-    not come back exactly) or "string" (their exact text, a tf.string; Spark reads them back
-    as decimals).
-    record_type: "Example" (default) or "SequenceExample", where every array<array<T>> column
-    becomes a feature list (one Feature per step) and every other column a context feature,
-    as the JVM connectors do.
-    Feature names are column paths joined by "." (struct fields are flattened).
-    Raises SchemaError for a column type tfspark cannot store, an unknown label, shape or
-    default column, or a bad shape or default.
+    Arrow types are read as the Spark types of the same columns (a pyarrow Table's schema, or
+    a pandas DataFrame's through pyarrow); a fixed-size list is a fixed-length array. Feature
+    names are column paths joined by "." (struct fields are flattened).
+
+    Args:
+        schema: a pyspark StructType or a pyarrow Schema.
+        label_cols: the columns marked as labels.
+        shapes: {feature name: [n]} makes an array or vector column FixedLen([n]).
+        defaults: {feature name: value} overrides the fill value of a nullable column.
+        decimal_as: "float32" (decimals stored as float32, refused at write time when a value
+            would not come back exactly) or "string" (their exact text, a tf.string; Spark
+            reads them back as decimals).
+        record_type: "Example", or "SequenceExample", where every array<array<T>> column
+            becomes a feature list (one Feature per step) and every other column a context
+            feature, as the JVM connectors do.
+
+    Returns:
+        The FeatureSpec: each feature's name, kind (fixed, varlen, ...), dtype and default.
+
+    Raises:
+        SchemaError: a column type tfspark cannot store, an unknown label, shape or default
+            column, or a bad shape or default.
+
+    Examples:
+        >>> import pyarrow as pa, tfspark
+        >>> schema = pa.schema({"tags": pa.list_(pa.string()), "y": pa.int32()})
+        >>> [(f.name, f.kind, f.dtype) for f in tfspark.infer_spec(schema, ["y"]).features]
+        [('tags', 'varlen', 'string'), ('y', 'fixed', 'int64')]
     """
     if type(schema).__module__.startswith("pyarrow") and type(schema).__name__ == "Schema":
         from tfspark.spec.from_arrow import fixed_lengths, spark_schema

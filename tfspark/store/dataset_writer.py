@@ -36,7 +36,13 @@ from tfspark.store import backup as copy
 from tfspark.store import manifest as mf
 from tfspark.store.commit import StartedFrom, existing_manifest, last_write, new_write_id
 from tfspark.store.fs import Location, locate
-from tfspark.store.options import WriteOptions, workflow_doc, workflow_signature, write_settings
+from tfspark.store.options import (
+    WriteOptions,
+    fill_doc,
+    workflow_doc,
+    workflow_signature,
+    write_settings,
+)
 from tfspark.store.placement import check_placement
 from tfspark.store.redaction import redact, said
 from tfspark.store.write import (
@@ -69,30 +75,43 @@ _PARTITION_TYPES = ("string", "integer", "boolean", "date")
 
 @scrubbed
 def write_dataset(data: Any, path: str, filesystem: Any = None, **settings: Any) -> WriteResult:
-    """Write Arrow data as a tfspark data set, without Spark: TFRecords of tf.train.Example with
-    their manifest and statistics, and the parquet copy, as write_tfrecords writes them.
+    """Write Arrow data as a data set without Spark, as write_tfrecords writes a DataFrame.
 
-    data: a pyarrow Table, RecordBatch, RecordBatchReader or dataset (pyarrow.dataset), a
-    pandas DataFrame, or any object that exports an Arrow stream (`__arrow_c_stream__`: a
-    Polars DataFrame, a DuckDB relation). A stream is read once.
+    The same files: TFRecords of tf.train.Example with their manifest and statistics, and the
+    parquet copy. Columns map to features as the same columns of a Spark DataFrame do
+    (infer_spec reads Arrow types as Spark's: int32 -> int, timestamps with a zone ->
+    timestamp, a fixed-size list -> FixedLen([n]), dictionaries as their values), so
+    spark.read.format("tfrecord") gives the Spark types back. The settings are write_tfrecords'
+    table; what needs Spark is refused in one line. split: rows are assigned by a hash of
+    `split_key` (the same key, the same split, in every write) or by a draw seeded by `seed`.
+    shuffle: the rows are permuted before they are encoded (they are then all held in memory).
 
-    Settings, as keywords (write_tfrecords' table; what needs Spark is refused in one line):
+    Args:
+        data: a pyarrow Table, RecordBatch, RecordBatchReader or dataset (pyarrow.dataset), a
+            pandas DataFrame, or any object that exports an Arrow stream
+            (`__arrow_c_stream__`: a Polars DataFrame, a DuckDB relation). A stream is read
+            once.
+        path: the data set's directory: a local path or a URI (s3://, gs://, abfs://, ...).
+        filesystem: where `path` (and backup_path) are: a pyarrow.fs.FileSystem or an fsspec
+            filesystem. Default: from the path (local, or a URI with pyarrow's query options).
 {settings}
 
-    filesystem: where `path` (and backup_path) are: a pyarrow.fs.FileSystem or an fsspec
-    filesystem (default: from the path: local, or a URI with pyarrow's query options).
+    Returns:
+        A WriteResult: rows, files and bytes, per split too.
 
-    Columns map to features as the same columns of a Spark DataFrame do (infer_spec reads
-    Arrow types as Spark's: int32 -> int, timestamps with a zone -> timestamp, a fixed-size list
-    -> FixedLen([n]), dictionaries as their values), so spark.read.format("tfrecord") gives the
-    Spark types back. split: rows are assigned by a hash of `split_key` (the same key, the
-    same split, in every write) or by a draw seeded by `seed`. shuffle: the rows are permuted
-    before they are encoded (they are then all held in memory). Returns a WriteResult.
+    Raises:
+        OptionError: bad settings, or an existing path under errorifexists (TypeError: an
+            unknown keyword).
+        SchemaError: columns that cannot be stored.
+        EncodeError: a value that cannot be stored (naming its column and row).
+        WriteConflictError: another write committed to the path while this one ran.
 
-    Raises OptionError for bad settings or an existing path under errorifexists (TypeError
-    for an unknown keyword), SchemaError for columns that cannot be stored, EncodeError for a
-    value that cannot (naming its column and row), WriteConflictError when another write
-    committed to the path while this one ran.
+    Examples:
+        >>> import pandas as pd, tfspark
+        >>> orders = pd.DataFrame({"price": [9.5, 3.0, 7.25], "label": [1, 0, 1]})
+        >>> result = tfspark.write_dataset(orders, "orders", label_cols="label")
+        >>> result.rows, tfspark.read_manifest("orders").spec.names
+        (3, ['label', 'price'])
     """
     for name, why in _SPARK_ONLY.items():
         if settings.get(name):
@@ -104,7 +123,7 @@ def write_dataset(data: Any, path: str, filesystem: Any = None, **settings: Any)
 
 
 _DEFAULTS = {t.name: t.default for t in write_settings() if t.workflow}
-write_dataset.__doc__ = (write_dataset.__doc__ or "").format(settings=workflow_doc())
+fill_doc(write_dataset, "{settings}", workflow_doc())
 write_dataset.__signature__ = workflow_signature(  # type: ignore[attr-defined]
     [inspect.Parameter("data", inspect.Parameter.POSITIONAL_OR_KEYWORD),
      inspect.Parameter("path", inspect.Parameter.POSITIONAL_OR_KEYWORD),

@@ -74,14 +74,32 @@ class VerifyReport:
 
 @scrubbed
 def verify(path: str | os.PathLike, filesystem: Any = None) -> VerifyReport:
-    """Check the data set at `path` against its manifest: every file present, both CRCs of every
-    record, record counts, every record parsed with the spec, no stray data files. A lone
-    TFRecord file gets its framing and CRCs checked.
+    """Check the data set at `path` against its manifest.
 
-    What is wrong with the data set (a damaged manifest included) is collected in the VerifyReport,
-    not raised. A path that holds no data set (nothing there, a directory without a manifest,
-    a missing bucket) or that cannot be reached (no server, refused credentials) raises
-    ManifestError: there is nothing to verify.
+    Every file present, both CRCs of every record, record counts, every record parsed with
+    the spec, no stray data files. A lone TFRecord file gets its framing and CRCs checked.
+    What is wrong with the data set (a damaged manifest included) is collected in the
+    report, not raised.
+
+    Args:
+        path: the data set's directory or URI, or one TFRecord file.
+        filesystem: a pyarrow or fsspec filesystem. Default: from the path.
+
+    Returns:
+        A VerifyReport: `ok`, `problems` (one line each, naming the file and byte offset),
+        and `text()` as `tfspark verify` prints it.
+
+    Raises:
+        ManifestError: the path holds no data set (nothing there, a directory without a
+            manifest, a missing bucket) or cannot be reached (no server, refused
+            credentials): there is nothing to verify.
+
+    Examples:
+        >>> import pyarrow as pa, tfspark
+        >>> _ = tfspark.write_dataset(pa.table({"x": [1.0, 2.0]}), "ds")
+        >>> report = tfspark.verify("ds")
+        >>> report.ok, report.records
+        (True, 2)
     """
     loc = locate(path, filesystem)
     report = VerifyReport(redact(os.fspath(path)))

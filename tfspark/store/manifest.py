@@ -311,8 +311,25 @@ def _file(f: Any, i: int, block: int, bad: Any) -> FileEntry:
 
 
 def read_manifest(path: str | os.PathLike | Location, filesystem: Any = None) -> Manifest:
-    """The manifest in directory `path` (on `filesystem` when given: a pyarrow or fsspec
-    filesystem); ManifestError says what is wrong and what to do."""
+    """The manifest of a data set: its spec, files, counts, splits and statistics.
+
+    Args:
+        path: the data set's directory or URI.
+        filesystem: a pyarrow or fsspec filesystem. Default: from the path.
+
+    Returns:
+        The Manifest.
+
+    Raises:
+        ManifestError: what is wrong (no data set there, a damaged manifest) and what to do.
+
+    Examples:
+        >>> import pyarrow as pa, tfspark
+        >>> _ = tfspark.write_dataset(pa.table({"x": [1.0, 2.0]}), "ds", split={"a": 1.0})
+        >>> manifest = tfspark.read_manifest("ds")
+        >>> manifest.rows, manifest.splits, manifest.spec.names
+        (2, ('a',), ['x'])
+    """
     loc = locate(path, filesystem)
     manifest = find_manifest(loc)
     if manifest is None:

@@ -247,9 +247,10 @@ def settings_markdown() -> str:
     return "\n".join(rows)
 
 
-def workflow_doc() -> str:
-    """The settings section of write_tfrecords' docstring, from the table."""
-    return "\n".join(f"    {t.name} (default {t.default!r}): {t.help}"
+def workflow_doc(indent: int = 8) -> str:
+    """The settings as entries of write_tfrecords' and write_dataset's Args sections, from the
+    table."""
+    return "\n".join(arg_doc(t.name, t.help, t.default, indent)
                      for t in write_settings() if t.workflow)
 
 
@@ -498,13 +499,27 @@ def reader_signature(reader: str, first: list[inspect.Parameter]) -> inspect.Sig
         for t in read_settings(reader))])
 
 
-def reader_doc(reader: str, skip: tuple[str, ...] = ()) -> str:
-    """The options section of a reader's docstring, from the table."""
+def reader_doc(reader: str, skip: tuple[str, ...] = (), indent: int = 8) -> str:
+    """A reader's options as entries of its docstring's Args section, from the table."""
+    return "\n".join(arg_doc(t.name, t.help, t.default, indent)
+                     for t in read_settings(reader) if t.name not in skip)
+
+
+def fill_doc(fn: Any, placeholder: str, text: str) -> None:
+    """Put the generated `text` in place of `placeholder` in fn's docstring, and in that of
+    the function it wraps (help() shows one, the API reference the other)."""
+    while fn is not None:
+        fn.__doc__ = (fn.__doc__ or "").replace(placeholder, text)
+        fn = getattr(fn, "__wrapped__", None)
+
+
+def arg_doc(name: str, text: str, default: Any, indent: int = 8) -> str:
+    """One Args entry of a docstring in the Google style: `name: text. Default: value.`"""
     import textwrap
 
-    return "\n".join(textwrap.fill(f"{t.name} (default {t.default!r}): {t.help}", 96,
-                                   initial_indent="    ", subsequent_indent="      ")
-                     for t in read_settings(reader) if t.name not in skip)
+    text = text.rstrip(". ")
+    return textwrap.fill(f"{name}: {text}. Default: {default!r}.", 96,
+                         initial_indent=" " * indent, subsequent_indent=" " * (indent + 4))
 
 
 def read_settings_markdown() -> str:

@@ -28,7 +28,7 @@ from tfspark.store.cache import FileCache
 from tfspark.store.concurrency import cores
 from tfspark.store.fetch import IO_THREADS
 from tfspark.store.memory import keep_freed_memory
-from tfspark.store.options import AUTOTUNE, MAKE_DATASET, ReadOptions, reader_doc
+from tfspark.store.options import AUTOTUNE, MAKE_DATASET, ReadOptions, fill_doc, reader_doc
 from tfspark.store.read_plan import ReadPlan, plan_read
 from tfspark.store.settings import Where
 from tfspark.store.shards import Shard
@@ -58,31 +58,43 @@ def make_dataset(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
                  filesystem: Any = None, io_threads: int | None = None,
                  cache_dir: str | os.PathLike | None = None,
                  columns: Iterable[str] | str | None = None) -> Any:
-    """A tf.data.Dataset of (features, labels) batches read from a data set: a tfspark
-    directory (only the files its manifest names are read), a split's directory, a partition's,
-    or TFRecord files (a list, or one path) with `spec`. Files anywhere but the local disk are
+    """A tf.data.Dataset of (features, labels) batches read from a data set.
+
+    Only the files a data set's manifest names are read. Files anywhere but the local disk are
     read by tfspark's own reader, not TensorFlow's file systems (stock TensorFlow has no s3://
     or abfs://); so are local files of the row layout. On a machine of 2 cores or fewer
-    tf.data's autotuner is off (with_options can turn it on). Its options (the readers'
-    table, shared with read_batches where they mean the same):
+    tf.data's autotuner is off (with_options can turn it on).
+
+    Args:
+        path_or_files: a data set's directory or URI (or one split's, or one partition's), or
+            TFRecord files (a list, or one path) with `spec`.
+        batch_size: rows per batch.
 {options}
 
-    Yields (features, labels): features is {name: tensor}; labels is a tensor for one label
-    column, a {name: tensor} dict for several; with no label columns, the features dict alone.
-    Fixed features are dense ([batch] or [batch, n]; nulls hold the spec's default). VarLen
-    features are tf.RaggedTensor [batch, None], not SparseTensor (Keras 3 takes ragged and dense
-    inputs more readily); 2-D ragged features are RaggedTensor [batch, None, None], and so are
-    the feature lists of SequenceExample data sets ([batch, steps, values]; context features
-    come as the features of an Example data set would). With a
-    manifest, the dataset's cardinality is known (Keras sees the steps per epoch) and each
-    file's record count is checked while reading; files without one are counted again by
-    tfspark's own reader at their end.
+    Returns:
+        A tf.data.Dataset of (features, labels): features is {name: tensor}; labels a tensor
+        for one label column, a {name: tensor} dict for several; with no label columns the
+        features dict alone. Fixed features are dense ([batch] or [batch, n]; nulls hold the
+        spec's default); variable-length ones tf.RaggedTensor [batch, None] (2-D ragged ones
+        and a SequenceExample's feature lists [batch, None, None]). With a manifest the
+        cardinality is known (Keras sees the steps per epoch) and each file's record count is
+        checked while reading.
 
-    Raises OptionError for bad arguments or a directory with splits read without split=,
-    SchemaError for an unusable spec or labels, ManifestError when a directory has no
-    _tfspark.json, FileNotFoundError for a missing explicit file. While iterating, a corrupt,
-    truncated or miscounted file raises tf.errors.InvalidArgumentError whose message names the
-    file and, for a bad record, its byte offset.
+    Raises:
+        OptionError: bad arguments, or a directory with splits read without split=.
+        SchemaError: an unusable spec or labels.
+        ManifestError: a directory that holds no data set.
+        FileNotFoundError: a missing file named one by one.
+        tf.errors.InvalidArgumentError: while iterating, a corrupt, truncated or miscounted
+            file (the message names the file and, for a bad record, its byte offset).
+
+    Examples:
+        >>> import pyarrow as pa, tfspark
+        >>> table = pa.table({"x": [1.0, 2.0, 3.0], "label": [0, 1, 0]})
+        >>> _ = tfspark.write_dataset(table, "ds", label_cols="label")
+        >>> ds = tfspark.make_dataset("ds", 2, shuffle_buffer=0)
+        >>> [labels.numpy().tolist() for _, labels in ds]
+        [[0, 1], [0]]
     """
     given = dict(locals())
     batch_size = settings.batch_size(Where("batch_size"), batch_size)
@@ -358,4 +370,4 @@ def _num_workers() -> int:  # from TF_CONFIG, as MultiWorkerMirroredStrategy cou
     return max(1, len(cluster.get("worker", [])) + len(cluster.get("chief", [])))
 
 
-make_dataset.__doc__ = (make_dataset.__doc__ or "").replace("{options}", reader_doc(MAKE_DATASET))
+fill_doc(make_dataset, "{options}", reader_doc(MAKE_DATASET))
