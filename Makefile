@@ -3,8 +3,9 @@
 #   make setup   create .venv and install tfspark[spark,dev] in it (cheap when already done)
 #   make demo    run the main job on embedded sample data (local Spark, local warehouse)
 #   make test    run every test, then list the 10 slowest; "no tests collected" is a failure
-#   make test-fast   the edit loop: unit tests (also without TensorFlow) and the integration
-#                tests but the slow ones, the loopback cluster, packaging, faults and training
+#   make test-fast   the edit loop (~3 minutes on 2 cores): unit tests (also without
+#                TensorFlow) and the integration tests that need no Spark (data made by
+#                write_dataset): readers, stores, CLI, statistics; not the slow ones
 #   make test-spark35  the write path and our readers on PySpark 3.5, in .venv35 (make test
 #                runs it first)
 #   make test-faults the fault tests alone, 5 rounds of each random kill and race (a soak;
@@ -97,7 +98,7 @@ test-spark35: $(VENV35)/.installed
 		exit 1; fi; exit $$rc
 
 # Lanes by marker (pyproject.toml): `make test` runs them all, as CI does.
-FAST := not slow and not cluster and not packaging and not faults and not training
+FAST := not spark and not slow and not cluster and not packaging and not faults and not training
 test-fast: stores unit-without-tf
 	@$(PY) -m pytest --durations=10 $(XDIST) -m "$(FAST)" $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test-fast: pytest collected no tests; failing" >&2; exit 1; fi; \

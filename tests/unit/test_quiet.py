@@ -165,7 +165,7 @@ def test_a_notebook_importing_tensorflow_through_tfspark_sees_no_start_up_notice
            if k not in ("TF_CPP_MIN_LOG_LEVEL", "TFSPARK_VERBOSE")}
     if verbose:
         env["TFSPARK_VERBOSE"] = "1"
-    code = ("import sys, tfspark.tf, tensorflow as tf; tfspark.tf.parsing_spec; "
+    code = ("import sys, tfspark.tf; tfspark.tf.parsing_spec; import tensorflow as tf; "
             "print('mine', file=sys.stderr); print(tf.constant(2).numpy())")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=env, timeout=300)

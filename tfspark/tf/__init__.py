@@ -9,11 +9,9 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from tfspark.errors import require
-from tfspark.quiet import quiet_import
 
 require("tensorflow", "tfspark.tf (make_dataset, keras_inputs)", "tf",
         "; on a GPU box that gives TensorFlow's GPU build, tensorflow-cpu works too")
-quiet_import("tensorflow")  # without its C++ side's start-up notices
 
 if TYPE_CHECKING:
     from tfspark.tf.dataset import make_dataset

@@ -22,6 +22,7 @@ from dataclasses import replace
 from typing import Any
 
 from tfspark.errors import scrubbed
+from tfspark.quiet import quiet_import
 from tfspark.spec.model import FeatureSpec
 from tfspark.store import settings
 from tfspark.store.cache import FileCache
@@ -92,7 +93,7 @@ def make_dataset(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
         >>> import pyarrow as pa, tfspark
         >>> table = pa.table({"x": [1.0, 2.0, 3.0], "label": [0, 1, 0]})
         >>> _ = tfspark.write_dataset(table, "ds", label_cols="label")
-        >>> ds = tfspark.make_dataset("ds", 2, shuffle_buffer=0)
+        >>> ds = tfspark.make_dataset("ds", 2, shuffle_buffer=0, deterministic=True)
         >>> [labels.numpy().tolist() for _, labels in ds]
         [[0, 1], [0]]
     """
@@ -121,6 +122,7 @@ def build_pipeline(plan: ReadPlan, batch_size: int, *, shuffle_buffer: int | Non
                    io: tuple[int, str | None] = (IO_THREADS, None)) -> Any:
     """The tf.data pipeline for a ReadPlan (see make_dataset for the arguments; io:
     io_threads and cache_dir)."""
+    quiet_import("tensorflow")
     import tensorflow as tf
 
     from tfspark.tf.parsing import labeler, make_block_parser, make_parser, required_check
@@ -205,6 +207,7 @@ def _records(part: Shard, batch_size: int, shuffle_files: bool, seed: int | None
     Local files of the block layout are read by TensorFlow's TFRecordDataset; every other
     file, and any with a cache directory (io: io_threads, cache_dir), by tfspark's own reader
     (tf/records.py)."""
+    quiet_import("tensorflow")
     import tensorflow as tf
 
     counts = list(part.records if part.records is not None else (-1,) * len(part.files))
@@ -268,6 +271,7 @@ def _whole_records(part: Shard, f: int, block: int) -> int:
 def _with_cut_blocks(ds: Any, part: Shard, spec: FeatureSpec, block: int) -> Any:
     """Even shards, block layout: the parsed rows, then the kept rows of each block the cut
     goes through (at most one per file: the first rows of the block after the whole ones)."""
+    quiet_import("tensorflow")
     import tensorflow as tf
 
     from tfspark.tf.parsing import make_block_parser
@@ -296,6 +300,7 @@ def _checked(blocks: Any, name: Any, comp: Any, count: Any, stride: Any) -> Any:
     """blocks, then a check at the file's end: it held `count` records (-1: as many as our own
     reader finds in it), else an error naming the file and what is wrong with it. The check
     rides on an empty block after the file's last (it flows on: later stages skip it)."""
+    quiet_import("tensorflow")
     import tensorflow as tf
 
     end = tf.data.Dataset.from_tensors(tf.zeros([0], tf.string))  # never a real block
@@ -344,6 +349,7 @@ def _diagnose(name: Any, comp: Any, seen: Any, count: Any, stride: Any) -> str:
 
 def _permute_rows(rows: Any, seed: Any) -> Any:
     """The same random permutation of the rows of every feature."""
+    quiet_import("tensorflow")
     import tensorflow as tf
 
     first = next(iter(rows.values()))
@@ -353,6 +359,7 @@ def _permute_rows(rows: Any, seed: Any) -> Any:
 
 
 def _auto_shard_policy(n_files: int, explicit: bool) -> Any:
+    quiet_import("tensorflow")
     import tensorflow as tf
     policy = tf.data.experimental.AutoShardPolicy
     if explicit:

@@ -22,6 +22,7 @@ import warnings
 from typing import Any
 
 from tfspark.errors import OptionError
+from tfspark.quiet import quiet_import
 
 _applied = False
 
@@ -37,6 +38,7 @@ def fix_keras_multiworker() -> None:
     if _applied:
         return
     import keras
+    quiet_import("tensorflow")
     import tensorflow as tf
 
     try:
@@ -105,6 +107,7 @@ def whole_worker_batches(strategy: Any) -> None:
     then trained each epoch on the first 1/n of every worker's shard at 1/n of the batch
     (measured with 2 workers: 32 steps of half batches for 32 batches; 64 steps without a
     known cardinality). Other datasets go to TensorFlow's own distribution as before."""
+    quiet_import("tensorflow")
     import tensorflow as tf
 
     original = strategy.experimental_distribute_dataset

@@ -9,11 +9,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import tensorflow as tf
 
 from tfspark.errors import SchemaError
+from tfspark.quiet import quiet_import
 from tfspark.spec.layout import ROWS_KEY, value_keys
 from tfspark.spec.model import Feature, FeatureSpec
+
+quiet_import("tensorflow")  # without its C++ side's start-up notices
+import tensorflow as tf  # noqa: E402
 
 DTYPES = {"int64": tf.int64, "float32": tf.float32, "string": tf.string}
 

@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 from tfspark.errors import CorruptRecordError, scrubbed
+from tfspark.quiet import quiet_import
 from tfspark.store.cache import FileCache
 from tfspark.store.concurrency import OpenedAhead, files_ahead
 from tfspark.store.fetch import Fetcher, hand_over, reading
@@ -240,6 +241,7 @@ class RecordSource:
 def epoch_blocks(source: RecordSource, order: Any, slots: int, deterministic: bool) -> Any:
     """A tf.data.Dataset of (file, block index in the file, block: 1-D tf.string) of the files
     in `order` (a 1-D int64 tensor), read by RecordSource.epoch."""
+    quiet_import("tensorflow")
     import tensorflow as tf
 
     def blocks(files: Any) -> Any:
@@ -261,6 +263,7 @@ def epoch_blocks(source: RecordSource, order: Any, slots: int, deterministic: bo
 
 def file_blocks(source: RecordSource, f: Any) -> Any:
     """A tf.data.Dataset of file f's record blocks (1-D tf.string), f a scalar int tensor."""
+    quiet_import("tensorflow")
     import tensorflow as tf
 
     if source.one_by_one:
@@ -278,6 +281,7 @@ def _parts(block: Records) -> tuple[Any, ...]:
 
 def _signature(source: RecordSource) -> tuple[Any, ...]:
     """The TensorSpecs of a source's blocks: records one by one, or one string cut later."""
+    quiet_import("tensorflow")
     import tensorflow as tf
 
     if source.one_by_one:

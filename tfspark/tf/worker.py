@@ -12,6 +12,7 @@ from typing import Any
 
 from tfspark.errors import scrubbed
 from tfspark.keras.worker import WorkerContext, read_job, run_job
+from tfspark.quiet import quiet_import
 
 __all__ = ["WorkerContext", "main"]
 
@@ -19,6 +20,7 @@ __all__ = ["WorkerContext", "main"]
 def _differs(strategy: Any) -> Any:
     """Whether any worker holds another value of an int than this one: through the strategy's
     collectives, as the spread around the mean (the same answer on every worker)."""
+    quiet_import("tensorflow")
     import tensorflow as tf
 
     def differs(value: int) -> bool:
@@ -35,6 +37,7 @@ def unsharded_batches(feed: Any) -> Any:
     batch of a reader that is this worker's shard already; whole_worker_batches then hands
     each batch whole to the worker's replica. The element spec is the first batch's (it is
     read, then given back)."""
+    quiet_import("tensorflow")
     import tensorflow as tf
 
     first = next(iter(feed.batches()), None)
@@ -56,6 +59,7 @@ def unsharded_batches(feed: Any) -> Any:
 
 def _to_tf(value: Any) -> Any:
     """A read_batches batch with its Ragged columns as tf.RaggedTensor (the rest as it is)."""
+    quiet_import("tensorflow")
     import tensorflow as tf
 
     if hasattr(value, "row_splits"):  # tfspark.numpy.Ragged (a sibling tier: not imported)
@@ -69,6 +73,7 @@ def _to_tf(value: Any) -> Any:
 
 def _spec(value: Any) -> Any:
     """The type spec of a batch, any number of rows."""
+    quiet_import("tensorflow")
     import tensorflow as tf
 
     if isinstance(value, dict):
@@ -88,6 +93,7 @@ def main(argv: list[str]) -> int:
     job = read_job(argv, "tfspark.tf.worker")
     if job is None:
         return 2
+    quiet_import("tensorflow")
     import tensorflow as tf
 
     from tfspark.tf.multiworker import fix_keras_multiworker, whole_worker_batches
