@@ -99,7 +99,7 @@ def test_an_s3_write_leaves_its_objects_and_no_directory_markers(spark, s3):
 def test_an_overwrite_removes_the_old_files_many_at_a_time(spark, s3, monkeypatch):
     """An overwrite's sweep of the old part files and the publication of its backup deleted
     and moved one file after another: on a store a few round trips each (an overwrite of 1,000
-    files at 50 ms a request took minutes). They now overlap (store/many.py), and every old
+    files at 50 ms a request took minutes). They now overlap (Location.at_once), and every old
     file still goes: the bucket holds the new data set's objects and nothing else."""
     import threading
 

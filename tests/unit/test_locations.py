@@ -187,8 +187,7 @@ def test_gcs_gives_up_on_a_failing_request_after_a_minute_not_fifteen():
     gs:// URI, a [store] table, Spark's settings) retry for GCS_RETRY unless told otherwise."""
     import datetime
 
-    from tfspark.spark.hadoop_conf import SessionConf
-    from tfspark.spark.hadoop_gcs import gcs_filesystem
+    from tfspark.spark.hadoop_stores import SessionConf, gcs_filesystem
     from tfspark.store.uris import GCS_RETRY
 
     def limit(fs):
@@ -238,10 +237,9 @@ def test_a_uri_pyarrow_refuses_is_named_without_its_secret():
         assert "S3CR3T" not in str(info.value), info.value
 
 
-def test_many_tries_every_item_then_raises_the_first_error(tmp_path):
-    """store/many.py: a sweep that meets a file it cannot delete still deletes the others, and
-    says so (the first error, in the items' order); results come back in that order."""
-    from tfspark.store import many
+def test_at_once_tries_every_item_then_raises_the_first_error(tmp_path):
+    """Location.at_once: a sweep that meets a file it cannot delete still deletes the others,
+    and says so (the first error, in the items' order); results come back in that order."""
 
     loc = locate(str(tmp_path))
     for name in "abcd":
@@ -256,10 +254,10 @@ def test_many_tries_every_item_then_raises_the_first_error(tmp_path):
         return rel.upper()
 
     with pytest.raises(PermissionError, match="cannot delete b"):
-        many.each(loc, delete, "abcd")
+        loc.at_once(delete, "abcd")
     assert sorted(tried) == list("abcd") and sorted(p.name for p in tmp_path.iterdir()) == ["b",
                                                                                           "c"]
-    assert many.each(loc, str.upper, "xy") == ["X", "Y"] and many.each(loc, str.upper, "") == []
+    assert loc.at_once(str.upper, "xy") == ["X", "Y"] and loc.at_once(str.upper, "") == []
 
 
 @pytest.mark.parametrize("path,scheme,base,query", [

@@ -28,7 +28,7 @@ from tfspark.errors import OptionError, SchemaError, install, require
 from tfspark.spec.kinds import float_of_json
 from tfspark.store import manifest as mf
 from tfspark.store.local_paths import local_only
-from tfspark.store.partition_dirs import read_data_set_manifest
+from tfspark.store.partitions import read_data_set_manifest
 from tfspark.store.redaction import redact
 
 TOP_BARS = 20

@@ -27,7 +27,7 @@ from tfspark.errors import OptionError, SchemaError
 from tfspark.numpy.columns import num_rows
 from tfspark.spec import Feature, FeatureSpec
 from tfspark.store import manifest as mf
-from tfspark.store.partition_dirs import read_data_set_manifest
+from tfspark.store.partitions import read_data_set_manifest
 from tfspark.store.redaction import redact
 from tfspark.store.store_options import store_filesystem
 

@@ -31,7 +31,7 @@ from tfspark.spec.kinds import float_of_json
 from tfspark.spec.model import Feature
 from tfspark.store import manifest as mf
 from tfspark.store import stats_rules as rules
-from tfspark.store.partition_dirs import read_data_set_manifest
+from tfspark.store.partitions import read_data_set_manifest
 from tfspark.store.vocabulary import vocabulary
 
 

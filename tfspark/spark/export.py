@@ -135,7 +135,7 @@ def export(df: DataFrame, opts: WriteOptions, filesystem: Any = None) -> WriteRe
     if filesystem is not None:
         check_sendable(loc.fs)
     # A store Spark's parquet writer cannot reach (a filesystem= object, or pyarrow's URI
-    # options): tfspark's tasks write and read the backup through pyarrow (backup_tasks.py).
+    # options): tfspark's tasks write and read the backup through pyarrow.
     by_tasks = not loc.is_local and (filesystem is not None or
                                      bool(paths.split_query(opts.path)[1]))
     backup_loc = loc.resolve(opts.backup_path) if opts.backup_path else loc.child("_backup")

@@ -14,7 +14,6 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from tfspark.spec import FeatureSpec
-from tfspark.store import many
 from tfspark.store.fs import Location, locate
 from tfspark.store.redaction import said
 
@@ -56,7 +55,7 @@ def footers(files: Sequence[str | Location]) -> Footers | None:
 
     try:
         places = [locate(path) for path in files]
-        metas = many.each(places[0], footer, places) if places else []  # (on a store at once)
+        metas = places[0].at_once(footer, places) if places else []  # (on a store at once)
         for meta in metas:
             rows += meta.num_rows
             for i in range(meta.num_row_groups):

@@ -30,7 +30,6 @@ from typing import Any
 
 from tfspark.errors import OptionError
 from tfspark.store import manifest as mf
-from tfspark.store import many
 from tfspark.store.fs import Location, locate
 from tfspark.store.local_paths import uri_to_path
 from tfspark.store.lock import commit_lock
@@ -174,7 +173,7 @@ def _publish_path(loc: Location, staging: Location, pending: dict[str, Any]) -> 
         def drop(entry: tuple[str, bool]) -> None:
             (loc.delete_dir if entry[1] else loc.delete)(entry[0])
 
-        many.each(loc, drop, old)
+        loc.at_once(drop, old)
 
     def move(rel: str) -> None:
         try:
@@ -184,7 +183,7 @@ def _publish_path(loc: Location, staging: Location, pending: dict[str, Any]) -> 
             if loc.kind(rel) != "file" or staging.kind(rel) == "file":
                 raise
 
-    many.each(loc, move, files)
+    loc.at_once(move, files)
     staging.delete_all()
     return loc.uri
 

@@ -14,7 +14,8 @@ import os
 import posixpath
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -27,6 +28,8 @@ from tfspark.store.redaction import failed_request, redact, redact_text
 from tfspark.store.uris import azure_path, bucket_path, escaped, store_defaults
 
 T = TypeVar("T")
+R = TypeVar("R")
+REQUESTS_AT_ONCE = 16  # a write's deletes and moves at once on a store (as fetch.IO_THREADS)
 _DIR_TRIES = 10  # tries at making a directory another write's clean-up may remove meanwhile
 _OBJECT_STORES = ("s3", "gcs", "abfs")  # type_name of pyarrow's object-store filesystems
 _PREFIX_STORES = ("s3", "gcs")  # of those, where a directory is only a prefix of keys
@@ -302,6 +305,31 @@ class Location:
             self.fs.delete_file(self.join(rel))
         except FileNotFoundError:
             pass
+
+    def at_once(self, do: Callable[[T], R], items: Iterable[T]) -> list[R]:
+        """[do(item) for item in items], up to REQUESTS_AT_ONCE at a time when this location
+        is on an object store (each request a few round trips: an overwrite's sweep of 1,000
+        files at 50 ms a request took minutes one after another); in this thread on local
+        disk. Every item is tried; then the first error, if any, is raised."""
+        items = list(items)
+        if self.is_local or len(items) < 2:
+            results, first = [], None
+            for item in items:
+                try:
+                    results.append(do(item))
+                except Exception as e:  # noqa: BLE001 - raised once the others are tried
+                    first = first or e
+            if first is not None:
+                raise first
+            return results
+        with ThreadPoolExecutor(min(REQUESTS_AT_ONCE, len(items)),
+                                thread_name_prefix="tfspark-store") as pool:
+            done = [pool.submit(do, item) for item in items]
+        return [future.result() for future in done]  # (all ended: the pool's exit waited)
+
+    def delete_files(self, rels: Iterable[str]) -> None:
+        """Delete the files base/rel (at once on a store; those already gone are fine)."""
+        self.at_once(self.delete, rels)
 
     def delete_all(self) -> None:
         """Delete base and everything under it, if it exists (another process may remove it

@@ -25,7 +25,7 @@ from tfspark.store import manifest as mf
 from tfspark.store.fetch import Fetcher
 from tfspark.store.fs import Location, locate
 from tfspark.store.local_paths import uri_to_path
-from tfspark.store.partition_dirs import read_data_set_manifest
+from tfspark.store.partitions import read_data_set_manifest
 from tfspark.store.redaction import redact, said
 from tfspark.wire.compression import sniff_gzip
 from tfspark.wire.stream import read_records

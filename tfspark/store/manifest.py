@@ -38,7 +38,7 @@ from tfspark import __version__
 from tfspark.errors import ManifestError, OptionError, SchemaError, store_hint
 from tfspark.spec.kinds import STORED_RECORD_TYPES
 from tfspark.spec.model import FeatureSpec
-from tfspark.store import many, stats_files
+from tfspark.store import stats_files
 from tfspark.store.fs import Location, locate
 from tfspark.store.redaction import redact, said
 
@@ -397,7 +397,7 @@ def write_manifest(loc: Location, manifest: Manifest, seen: set[str] | None = No
         light = stats_files.move_aside(loc, manifest.stats, manifest.last_write or "stats")
         manifest = dataclasses.replace(manifest, stats=light)
         side = light["side"]
-    many.each(loc, lambda split: loc.write_bytes_atomic(  # (on a store at once)
+    loc.at_once(lambda split: loc.write_bytes_atomic(  # (on a store at once)
         f"{split}/{NAME}", manifest.for_split(split).dumps()), manifest.splits)
     loc.write_bytes_atomic(NAME, manifest.dumps())
     if seen is None or SUCCESS not in seen:

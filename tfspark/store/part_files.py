@@ -16,7 +16,7 @@ import pyarrow as pa
 from tfspark.arrow.encode import BatchEncoder
 from tfspark.arrow.values import bytes_buffers
 from tfspark.errors import EncodeError
-from tfspark.store import many, partitions
+from tfspark.store import partitions
 from tfspark.store.fs import Location
 from tfspark.store.uploads import Uploads
 from tfspark.wire.compression import file_suffix
@@ -202,7 +202,7 @@ class TaskFiles:
         """Remove everything this attempt wrote (on failure; the driver also sweeps)."""
         if self._uploads is not None:  # every request ended: nothing is written after this
             self._uploads.abandon([f.stream for f in self._open.values()])
-        many.delete_files(self.loc, [f.rel for f in self._open.values()] +
+        self.loc.delete_files([f.rel for f in self._open.values()] +
                           [d["path"] for d in self.done])
         self._open.clear()
         self._waiting.clear()

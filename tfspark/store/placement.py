@@ -11,7 +11,6 @@ import posixpath
 
 from tfspark.errors import OptionError, TfsparkError
 from tfspark.store import manifest as mf
-from tfspark.store import many
 from tfspark.store.fs import Location
 from tfspark.store.redaction import failed_request
 
@@ -50,7 +49,7 @@ def enclosing_data_set(loc: Location) -> tuple[str, str | None] | None:
     chain = [loc]  # loc and every directory above it, up to the bucket or root
     while (up := chain[-1].parent()) is not None:
         chain.append(up)
-    held = many.each(loc, lambda d: d.present(mf.NAME), chain[1:])  # (on a store at once)
+    held = loc.at_once(lambda d: d.present(mf.NAME), chain[1:])  # (on a store at once)
     for i in reversed(range(1, len(chain))):  # the outermost first
         if held[i - 1]:
             parent, name = chain[i], posixpath.basename(chain[i - 1].base)

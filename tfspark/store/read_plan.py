@@ -26,7 +26,7 @@ from tfspark.spec.model import FeatureSpec
 from tfspark.store import manifest as mf
 from tfspark.store.commit import write_id_of
 from tfspark.store.fs import Location, locate
-from tfspark.store.partition_dirs import in_partition, partition_of
+from tfspark.store.partitions import in_partition, partition_of
 from tfspark.store.redaction import failed_request
 from tfspark.wire.compression import normalize_compression, sniff_gzip
 

@@ -19,7 +19,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from tfspark.errors import ManifestError
-from tfspark.store import many
 from tfspark.store.fs import Location
 
 DIR = "_tfspark_stats"
@@ -37,7 +36,7 @@ def move_aside(loc: Location, stats: Mapping[str, Any], write_id: str) -> dict[s
     splits = stats.get("splits") or {}
     files = ([("features.json", features)] if features is not None else []) + \
         [(f"split-{name}.json", per) for name, per in splits.items()]
-    many.each(loc, lambda f: loc.write_bytes_atomic(f"{where}/{f[0]}", _compact(f[1])), files)
+    loc.at_once(lambda f: loc.write_bytes_atomic(f"{where}/{f[0]}", _compact(f[1])), files)
     light["side"] = {"dir": where, "features": features is not None, "splits": sorted(splits)}
     return light
 

@@ -29,7 +29,6 @@ from tfspark.errors import (
 )
 from tfspark.spec import FeatureSpec
 from tfspark.store import manifest as mf
-from tfspark.store import many
 from tfspark.store.commit import (
     PART_FILE,
     TaskGuard,
@@ -230,7 +229,7 @@ class DataSetWrite:
                 ours.add(rel)
             elif rel not in ours:
                 left = True
-        many.delete_files(loc, sorted(ours))
+        loc.delete_files(sorted(ours))
         if self.created and not left:  # nothing else there: take back the directory we made
             loc.delete_all()
 
@@ -256,7 +255,7 @@ class DataSetWrite:
             elif overwrite and rel.endswith("/" + mf.NAME) and top not in splits and \
                     "=" not in top:  # the manifest of a split the data set no longer has
                 gone.append(rel)
-        many.delete_files(loc, gone)
+        loc.delete_files(gone)
 
 
 @dataclass(frozen=True)
@@ -526,7 +525,7 @@ class Before:
         new = [(rel, is_dir) for rel, is_dir in loc.entries(recursive=True)
                  if rel not in self.entries]
         # this write's files carry its id (part files, markers, staging)
-        many.delete_files(loc, [rel for rel, is_dir in new if not is_dir and write_id in rel])
+        loc.delete_files([rel for rel, is_dir in new if not is_dir and write_id in rel])
         dirs = [loc.child(rel) for rel, is_dir in new if is_dir]
         if not self.existed:
             dirs.append(loc)
