@@ -59,7 +59,7 @@ def test_every_writer_and_reader_takes_an_odd_local_directory(spark, tmp_path, n
     tfspark.write_tfrecords(spark.range(100, 150), str(out), mode="append")
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # no directory made beside
     manifest = read_manifest(str(out))
-    assert manifest.backup["location"] == str(out / "_backup"), manifest.backup
+    assert manifest.backup.location == str(out / "_backup"), manifest.backup
     assert (out / "_backup" / "_tfspark" / "backup.json").exists()
     assert _backup_ids(str(out / "_backup")) == list(range(150))
     assert _ids_read_batches(str(out)) == list(range(150))

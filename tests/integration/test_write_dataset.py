@@ -244,7 +244,7 @@ def test_modes_appends_and_what_is_refused(tmp_path):
     assert tfspark.write_dataset(every_type(10), out, mode="ignore").skipped
     tfspark.write_dataset(every_type(10, start=10), out, mode="append", label_cols=["y"])
     assert read_rows(out)["id"] == list(range(20))
-    assert read_manifest(out).backup["rows"] == 20 and tfspark.verify(out).ok
+    assert read_manifest(out).backup.rows == 20 and tfspark.verify(out).ok
     with pytest.raises(SchemaError, match=r"cannot append .* \(missing: \['b', 'cat'"):
         tfspark.write_dataset(pa.table({"id": [1]}), out, mode="append")
     tfspark.write_dataset(pa.table({"id": [7, 8]}), out, mode="overwrite")

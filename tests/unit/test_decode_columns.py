@@ -220,6 +220,7 @@ def test_bad_ragged_lengths():
     b"\x0b",  # wire type 3 (start group)
     b"\x0a\x03\x0a\x05\x00",  # nested length runs past its parent
     b"\x00\x00",  # field number 0
+    b"\x80\x80\x80\x80\x10\x00",  # a tag over 32 bits (field number 2**29)
     b"\x0a\x0b" + b"\xff" * 11,  # an 11-byte varint
     example(entry(b"f", ld(2, ld(1, b"\x00\x00\x80")))),  # 3 bytes of packed floats
 ])

@@ -128,7 +128,8 @@ class StagedBackup:
         if self.created:  # unless another write's staging is in it meanwhile
             self._target().remove_if_empty()
 
-    def entry(self, spark: Any, write_rows: int, previous: mf.Manifest | None) -> dict:
+    def entry(self, spark: Any, write_rows: int,
+              previous: mf.Manifest | None) -> mf.BackupEntry:
         """The manifest's "backup" entry at the commit: pending until published."""
         if self.kind == "path":
             files = list(self.staged) if self.by_tasks else _data_files(self._staging())
@@ -139,16 +140,14 @@ class StagedBackup:
         complete = True  # the backup holds every row of the data set
         if self.mode == "append":
             old = previous.backup if previous else None
-            if old and old.get("target") == self.target and old.get("rows") is not None:
-                rows, complete = old["rows"] + write_rows, bool(old.get("complete"))
+            if old and old.target == self.target and old.rows is not None:
+                rows, complete = old.rows + write_rows, old.complete
             else:
                 before = _count(spark, self) if _exists(spark, self) else 0
                 rows, complete = before + write_rows, previous is None
-        pending: dict[str, Any] = {"staging": self.staging, "mode": self.mode}
-        if self.mode == "append":
-            pending["rows_before"] = rows - write_rows
-        return {"kind": self.kind, "target": self.target, "rows": rows, "complete": complete,
-                "pending": pending}
+        pending = mf.PendingBackup(self.staging, self.mode, rows_before=rows - write_rows
+                                   if self.mode == "append" else None)
+        return mf.BackupEntry(self.kind, self.target, rows, complete, pending=pending)
 
 def literal(path: str) -> str:
     """A path for Spark's readers that names itself only: Spark expands a path it reads as a
@@ -204,17 +203,17 @@ def _table_publisher(spark: Any) -> stored.PublishTable:
     return lambda target, pending, rows: _publish_table(spark, target, pending, rows)
 
 
-def _publish_table(spark: Any, target: str, pending: dict[str, Any], rows: int) -> str:
-    staging = pending["staging"]
+def _publish_table(spark: Any, target: str, pending: mf.PendingBackup, rows: int) -> str:
+    staging = pending.staging
     if spark.catalog.tableExists(staging):
         exists = spark.catalog.tableExists(target)
-        if pending["mode"] == "append" and exists:
+        if pending.mode == "append" and exists:
             have = spark.table(target).count()
-            if have == pending["rows_before"]:
+            if have == pending.rows_before:
                 spark.sql(f"INSERT INTO {target} SELECT * FROM {staging}")
             elif have != rows:
                 raise TfsparkError(f"backup table {target!r} holds {have} rows, neither the "
-                                   f"{pending['rows_before']} before this write nor the {rows} "
+                                   f"{pending.rows_before} before this write nor the {rows} "
                                    f"after it: it was changed while tfspark appended to it; "
                                    f"rewrite the data set with mode='overwrite'")
             spark.sql(f"DROP TABLE {staging}")

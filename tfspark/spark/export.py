@@ -262,8 +262,8 @@ def _discard_unless_committed(spark: Any, loc: Location, backup: StagedBackup) -
     try:
         manifest = mf.find_manifest(loc)  # (one read: None when there is none)
         if manifest is not None:
-            pending = (manifest.backup or {}).get("pending") or {}
-            if pending.get("staging") == backup.staging:
+            pending = manifest.backup.pending if manifest.backup else None
+            if pending is not None and pending.staging == backup.staging:
                 return
         backup.discard(spark)
     except Exception as e:  # noqa: BLE001 - report the write's own error

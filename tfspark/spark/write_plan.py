@@ -24,6 +24,7 @@ from tfspark.store.commit import (
     new_write_id,
 )
 from tfspark.store.fs import Location, locate
+from tfspark.store.manifest import BackupEntry
 from tfspark.store.options import WriteOptions
 from tfspark.store.placement import check_placement
 from tfspark.store.redaction import redact
@@ -49,7 +50,7 @@ class Workflow:
     split_column: str | None = None
     splits: tuple[str, ...] = ()
     manifest_stats: dict[str, Any] | None = None
-    backup_entry: dict[str, Any] | None = None
+    backup_entry: BackupEntry | None = None
     count_nulls: tuple[str, ...] = ()  # features whose nulls the tasks count (see TaskCommit)
     home: Location | None = None  # the output, on its filesystem (write_tfrecords'
     # filesystem=); None: located from the path

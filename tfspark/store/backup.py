@@ -26,7 +26,6 @@ import re
 import socket
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
 from tfspark.errors import OptionError
 from tfspark.store import manifest as mf
@@ -39,7 +38,7 @@ log = logging.getLogger("tfspark")
 MARKER = mf.BACKUP_MARKER
 STAGING_PREFIX = mf.BACKUP_STAGING
 # A backup table's publication (Spark's part): (target table, pending, rows) -> its location
-PublishTable = Callable[[str, dict[str, Any], int], str]
+PublishTable = Callable[[str, mf.PendingBackup, int], str]
 
 
 def staging_name(write_id: str) -> str:
@@ -104,7 +103,7 @@ def data_files(loc: Location) -> list[str]:
 
 def path_entry(target: Location, staging: Location, files: list[str], mode: str,
                write_rows: int, rows_before: Callable[[], int],
-               previous: mf.Manifest | None) -> dict[str, Any]:
+               previous: mf.Manifest | None) -> mf.BackupEntry:
     """The manifest's "backup" entry of a write staged in a backup directory, at the commit:
     pending until published. mode: "overwrite" (also a new backup) or "append"; files: the
     staged files (relative to `staging`); rows_before: the rows the backup holds now (asked
@@ -112,12 +111,12 @@ def path_entry(target: Location, staging: Location, files: list[str], mode: str,
     rows, complete = write_rows, True  # complete: the backup holds every row of the data set
     if mode == "append":
         old = previous.backup if previous else None
-        if old and old.get("target") == target.uri and old.get("rows") is not None:
-            rows, complete = old["rows"] + write_rows, bool(old.get("complete"))
+        if old and old.target == target.uri and old.rows is not None:
+            rows, complete = old.rows + write_rows, old.complete
         else:
             rows, complete = rows_before() + write_rows, previous is None
-    return {"kind": "path", "target": target.uri, "rows": rows, "complete": complete,
-            "pending": {"staging": staging.uri, "mode": mode, "files": list(files)}}
+    return mf.BackupEntry("path", target.uri, rows, complete,
+                          pending=mf.PendingBackup(staging.uri, mode, tuple(files)))
 
 
 def publish(output: Location, write_id: str,
@@ -127,45 +126,45 @@ def publish(output: Location, write_id: str,
     manifest is read afresh: a write committed since this one keeps its own backup.
     publish_table: how a backup table is published (Spark's), for a "table" entry."""
     manifest = mf.read_manifest(output)
-    entry = manifest.backup or {}
-    pending = entry.get("pending")
-    if not pending or manifest.last_write != write_id:
+    entry = manifest.backup
+    if entry is None or entry.pending is None or manifest.last_write != write_id:
         return
-    if entry["kind"] == "path":  # on the output's filesystem when it names a place there
-        location = _publish_path(output.resolve(entry["target"]),
-                                 output.resolve(pending["staging"]), pending)
+    pending = entry.pending
+    if entry.kind == "path":  # on the output's filesystem when it names a place there
+        location = _publish_path(output.resolve(entry.target),
+                                 output.resolve(pending.staging), pending)
         target = output.resolve(location)
     else:
         if publish_table is None:
             raise mf.ManifestError(f"{output.uri}: the last write's backup is a table in a "
                                    f"Spark catalog, whose publication needs Spark: write to "
                                    f"this data set with write_tfrecords")
-        location = publish_table(entry["target"], pending, entry["rows"])
+        location = publish_table(entry.target, pending, entry.rows or 0)
         target = locate(uri_to_path(location))
-    marker = json.dumps({"write_id": write_id, "rows": entry["rows"],
+    marker = json.dumps({"write_id": write_id, "rows": entry.rows,
                          "data_set": output.uri}).encode()
     target.write_bytes_atomic(MARKER, marker)
-    if entry["kind"] == "path" and pending["mode"] == "append":  # (an overwrite's publish
+    if entry.kind == "path" and pending.mode == "append":  # (an overwrite's publish
         with contextlib.suppress(OSError):  # removed it): where an earlier version kept it
             target.delete(mf.BACKUP_MARKER_BEFORE)
     with commit_lock(output, write_id) as seen:  # as a commit: never over another write's
         manifest = mf.read_manifest(output)
         if manifest.last_write != write_id:
             return
-        done = {k: v for k, v in (manifest.backup or {}).items() if k != "pending"}
+        done = manifest.backup or entry
         # A backup inside the data set is also found by its place there, so a copy of the
         # data set (gsutil cp, aws s3 sync) finds its own copy of the backup.
-        inside = target.base[len(output.base) + 1:] if entry["kind"] == "path" and \
+        inside = target.base[len(output.base) + 1:] if entry.kind == "path" and \
             type(target.fs) is type(output.fs) and \
             target.base.startswith(output.base + "/") else None
-        mf.write_manifest(output, replace(manifest, backup=dict(
-            done, location=location, write_id=write_id, **({"inside": inside} if inside
-                                                            else {}))), seen)
+        mf.write_manifest(output, replace(manifest, backup=replace(
+            done, pending=None, location=location, write_id=write_id,
+            inside=inside or done.inside)), seen)
 
 
-def _publish_path(loc: Location, staging: Location, pending: dict[str, Any]) -> str:
-    files = list(pending.get("files", []))
-    if pending["mode"] == "overwrite":  # the old backup's entries go; others' staging stays
+def _publish_path(loc: Location, staging: Location, pending: mf.PendingBackup) -> str:
+    files = list(pending.files or ())
+    if pending.mode == "overwrite":  # the old backup's entries go; others' staging stays
         keep = set(files) | {MARKER.split("/")[0]}
         old = [(name, is_dir) for name, is_dir in loc.entries()
                if name not in keep and not name.startswith(STAGING_PREFIX)]
@@ -193,7 +192,7 @@ def roll_forward(loc: Location, manifest: mf.Manifest | None,
     """Finish the publication of a committed write's backup that a kill interrupted, given
     the manifest at loc (None: none, or damaged: only an overwrite repairs that, afresh).
     Whether it did (the manifest changed)."""
-    if manifest is None or not (manifest.backup or {}).get("pending") or \
+    if manifest is None or manifest.backup is None or manifest.backup.pending is None or \
             not manifest.last_write:
         return False
     log.warning("tfspark: finishing the backup of the write that committed %s but was "

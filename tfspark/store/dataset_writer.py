@@ -387,9 +387,10 @@ def _write(source: Source, opts: WriteOptions, filesystem: Any) -> WriteResult:
                 spec = check_append(opts, previous, spec) or spec
             entry = copy.path_entry(target, staging, staged, _publish_mode(mode),
                                     facts.rows, lambda: _rows_of(target), previous)
-            manifest = _encode_and_commit(source.schema, staging, staged, opts, spec, facts,
-                                          entry, previous, mode, loc, write_id, started_from,
-                                          replaced_writes(loc, mode, old, created))
+            manifest = _encode_and_commit(
+                source.schema, staging, staged, opts=opts, spec=spec, facts=facts, entry=entry,
+                previous=previous, mode=mode, loc=loc, write_id=write_id,
+                started_from=started_from, replaces=replaced_writes(loc, mode, old, created))
         except BaseException:
             _discard_unless_committed(loc, staging, target, target_existed)
             raise
@@ -488,9 +489,9 @@ def _staged_batches(schema: pa.Schema, staging: Location, files: list[str],
         yield b
 
 
-def _encode_and_commit(schema: pa.Schema, staging: Location, staged: list[str],
+def _encode_and_commit(schema: pa.Schema, staging: Location, staged: list[str], *,
                        opts: WriteOptions, spec: FeatureSpec, facts: Facts,
-                       entry: dict[str, Any], previous: mf.Manifest | None, mode: str,
+                       entry: mf.BackupEntry, previous: mf.Manifest | None, mode: str,
                        loc: Location, write_id: str, started_from: StartedFrom,
                        replaces: list[str]) -> mf.Manifest:
     """The TFRecords of the staged rows, in one task of this process, then the commit."""
@@ -498,7 +499,7 @@ def _encode_and_commit(schema: pa.Schema, staging: Location, staged: list[str],
     written = spark_schema(schema).jsonValue()
     stats = {"rows": {"source": facts.rows, "backup": facts.rows},
              "null_counts": {f.name: facts.nulls.get(f.name, 0) for f in spec.features},
-             "backup": entry["target"], "backup_files": len(staged)}
+             "backup": entry.target, "backup_files": len(staged)}
     if opts.stats and previous is not None:  # an append: its statistics are of its own rows
         stats["features_scope"] = "last write"
     write = DataSetWrite(
@@ -535,8 +536,8 @@ def _discard_unless_committed(loc: Location, staging: Location, target: Location
     try:
         manifest = mf.find_manifest(loc)
         if manifest is not None:
-            pending = (manifest.backup or {}).get("pending") or {}
-            if pending.get("staging") == staging.uri:
+            pending = manifest.backup.pending if manifest.backup else None
+            if pending is not None and pending.staging == staging.uri:
                 return
         staging.delete_all()
         if not existed:  # unless another write's staging is in it meanwhile

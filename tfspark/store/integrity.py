@@ -198,17 +198,18 @@ def is_lone_file(loc: Location) -> bool:
 
 def _check_backup(home: Location, manifest: mf.Manifest, report: VerifyReport) -> None:
     """The backup is the one the last write published, and holds the manifest's rows."""
-    entry = manifest.backup or {}
-    target = entry.get("target")
-    if entry.get("pending"):
+    entry = manifest.backup
+    assert entry is not None
+    target = entry.target
+    if entry.pending is not None:
         report.problems.append(
             f"backup {target}: the last write committed its TFRecords but stopped before its "
-            f"staged backup ({entry['pending'].get('staging')}) was moved into place; run "
+            f"staged backup ({entry.pending.staging}) was moved into place; run "
             f"write_tfrecords to this path again (any mode): it finishes the move first")
         return
     try:
-        loc = home.child(entry["inside"]) if entry.get("inside") else \
-            home.resolve(uri_to_path(str(entry.get("location") or target)))
+        loc = home.child(entry.inside) if entry.inside else \
+            home.resolve(uri_to_path(entry.location or target))
         try:
             marker = json.loads(loc.read_bytes(mf.BACKUP_MARKER))
         except FileNotFoundError:  # written by an earlier version: beside the parquet files
@@ -220,21 +221,21 @@ def _check_backup(home: Location, manifest: mf.Manifest, report: VerifyReport) -
         return
     # The write that published the backup: the last one, unless later writes (through the
     # data source) added records without a backup, which leaves the backup incomplete.
-    write_id = entry.get("write_id")
+    write_id = entry.write_id
     last = manifest.last_write
-    if marker.get("write_id") != write_id or (entry.get("complete") and write_id != last):
+    if marker.get("write_id") != write_id or (entry.complete and write_id != last):
         report.problems.append(f"backup {target}: belongs to write {marker.get('write_id')} but "
                                f"the data set's manifest says {write_id}: the backup was "
                                f"replaced or restored by something else; rewrite the data set")
-    if not entry.get("complete"):
+    if not entry.complete:
         report.notes.append(f"backup {target}: holds the rows of the data set's write_tfrecords "
                             f"writes only; later writes through the data source have none")
-    if rows != entry.get("rows"):
+    if rows != entry.rows:
         report.problems.append(f"backup {target}: holds {rows} rows but the manifest records "
-                               f"{entry.get('rows')} for it; it was changed after the write: "
+                               f"{entry.rows} for it; it was changed after the write: "
                                f"rewrite the data set")
-    if entry.get("complete") and entry.get("rows") != manifest.rows:
-        report.problems.append(f"backup {target}: holds {entry.get('rows')} rows but the "
+    if entry.complete and entry.rows != manifest.rows:
+        report.problems.append(f"backup {target}: holds {entry.rows} rows but the "
                                f"TFRecords hold {manifest.rows}: they disagree; rewrite "
                                f"the data set")
     stale = sorted({r.split("/")[0] for r in loc.list_files()

@@ -109,6 +109,77 @@ class WriteEntry:
 
 
 @dataclass(frozen=True)
+class PendingBackup:
+    """A committed write's backup not yet moved into place: its staging (a directory, or a
+    catalog table), the mode it joins the backup with ("overwrite" or "append"), the staged
+    files (a directory's, relative to the staging) and, for a table's append, the rows the
+    table held before it (so a publish stopped half way can tell whether it inserted)."""
+
+    staging: str
+    mode: str
+    files: tuple[str, ...] | None = None
+    rows_before: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """As the manifest's JSON holds it."""
+        out: dict[str, Any] = {"staging": self.staging, "mode": self.mode}
+        if self.files is not None:
+            out["files"] = list(self.files)
+        if self.rows_before is not None:
+            out["rows_before"] = self.rows_before
+        return out
+
+
+@dataclass(frozen=True)
+class BackupEntry:
+    """The manifest's record of the data set's parquet copy (module docstring): its kind
+    ("path": a directory, "table": a catalog table), target (as the user named it) and
+    location (where it was published), its rows, whether it holds every row of the data set
+    (complete), the write that published it, its place inside the data set when it lies
+    there, and what is still pending between the commit and its move into place."""
+
+    kind: str
+    target: str
+    rows: int | None = None
+    complete: bool = True
+    location: str | None = None
+    write_id: str | None = None
+    inside: str | None = None
+    pending: PendingBackup | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """As the manifest's JSON holds it."""
+        out: dict[str, Any] = {"kind": self.kind, "target": self.target, "rows": self.rows,
+                               "complete": self.complete}
+        for key in ("location", "write_id", "inside"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        if self.pending is not None:
+            out["pending"] = self.pending.to_dict()
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Any, bad: Any) -> BackupEntry:
+        """The entry as the manifest holds it; `bad` says what is wrong with a damaged one."""
+        if not isinstance(d, Mapping) or d.get("kind") not in ("path", "table") or \
+                not isinstance(d.get("target"), str):
+            bad(f"'backup' must be an object with kind 'path' or 'table' and a target, got "
+                f"{d!r:.200}")
+        rows = d.get("rows")
+        if rows is not None and (isinstance(rows, bool) or not isinstance(rows, int)):
+            bad(f"backup rows={rows!r}, not an integer")
+        p = d.get("pending")
+        if p is not None and (not isinstance(p, Mapping) or not isinstance(p.get("staging"), str)
+                              or p.get("mode") not in ("overwrite", "append")):
+            bad(f"backup 'pending' {p!r:.200} is not a staging with a mode")
+        pending = None if p is None else PendingBackup(
+            p["staging"], p["mode"], tuple(p["files"]) if p.get("files") is not None else None,
+            p.get("rows_before"))
+        return cls(d["kind"], d["target"], rows, bool(d.get("complete", True)),
+                   d.get("location"), d.get("write_id"), d.get("inside"), pending)
+
+
+@dataclass(frozen=True)
 class Manifest:
     """A data set's manifest (module docstring). Counts are derived from the files."""
 
@@ -122,7 +193,7 @@ class Manifest:
     rows_per_record: int = 1
     schema: Mapping[str, Any] | None = None
     stats: Mapping[str, Any] = field(default_factory=dict)
-    backup: Mapping[str, Any] | None = None
+    backup: BackupEntry | None = None
     split: str | None = None  # a split directory's manifest: its split
     created_by: str = f"tfspark {__version__}"
     description: str | None = None  # the writer's note on the data set
@@ -234,7 +305,7 @@ class Manifest:
         if self.description is not None:
             out["description"] = self.description
         if self.backup is not None:
-            out["backup"] = dict(self.backup)
+            out["backup"] = self.backup.to_dict()
         if self.split is not None:
             out["split"] = self.split
         return {**self.extra, **out}
@@ -286,7 +357,8 @@ class Manifest:
                 writes=tuple(WriteEntry(w["write_id"], w["records"], w["files"], w.get("rows"))
                              for w in doc.get("writes") or ()),
                 rows_per_record=block, schema=doc.get("schema"), stats=doc.get("stats") or {},
-                backup=doc.get("backup"), split=doc.get("split"),
+                backup=None if doc.get("backup") is None else BackupEntry.from_dict(
+                    doc["backup"], bad), split=doc.get("split"),
                 created_by=doc.get("created_by", ""), description=doc.get("description"),
                 extra={k: v for k, v in doc.items() if k not in _KNOWN})
         except (KeyError, TypeError) as e:

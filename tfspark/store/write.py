@@ -83,7 +83,7 @@ class DataSetWrite:
     split_column: str | None = None  # write_tfrecords: the column naming each row's split
     splits: list[str] = field(default_factory=list)  # declared: a manifest each, rows or not
     manifest_stats: dict[str, Any] | None = None  # write_tfrecords: the manifest's "stats"
-    backup_entry: dict[str, Any] | None = None  # write_tfrecords: the manifest's "backup"
+    backup_entry: mf.BackupEntry | None = None  # the manifest's record of the parquet copy
     # write_tfrecords: features whose null rows the tasks count (their backup's footers did not)
     count_nulls: list[str] = field(default_factory=list)
 
@@ -190,9 +190,9 @@ class DataSetWrite:
         if stats is not None:
             manifest = replace(manifest, stats=dict(stats))
         if self.backup_entry is not None:
-            manifest = replace(manifest, backup=dict(self.backup_entry))
+            manifest = replace(manifest, backup=self.backup_entry)
         elif manifest.backup:  # appended without a backup: it misses rows now
-            manifest = replace(manifest, backup=dict(manifest.backup, complete=False))
+            manifest = replace(manifest, backup=replace(manifest.backup, complete=False))
         return manifest
 
     def _task_stats(self, messages: Sequence[Any],

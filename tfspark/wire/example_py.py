@@ -263,8 +263,9 @@ def _fields(buf: memoryview, pos: int, end: int):
         start = pos
         tag, pos = _varint(buf, pos, end)
         field, wire = tag >> 3, tag & 7
-        if field == 0:
-            raise CorruptRecordError(f"invalid field number 0 at byte {start}", offset=start)
+        if field == 0 or tag > 0xFFFFFFFF:  # (a tag is 32 bits: field numbers end at 2**29 - 1)
+            raise CorruptRecordError(f"invalid field number {field} at byte {start}",
+                                     offset=start)
         if wire == _VARINT:
             _, after = _varint(buf, pos, end)
         elif wire == _I64:
