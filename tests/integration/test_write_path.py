@@ -253,7 +253,7 @@ def test_scalar_facts_from_the_backups_footers_equal_spark_counts(spark, F, tmp_
     backup = [os.path.join(d, n) for d, _, ns in os.walk(os.path.join(out, "_backup"))
               for n in ns if n.endswith(".parquet")]
     facts, unknown = observe.footer_facts(spec, sizing.footers(backup))
-    assert facts["null_counts"] == got["null_counts"] and unknown == []
+    assert facts.null_counts == got["null_counts"] and unknown == []
 
 
 def test_nulls_the_footers_do_not_say_are_counted_by_the_tasks(spark, F, tmp_path):
@@ -300,19 +300,17 @@ def test_facts_the_footers_do_not_say(tmp_path):
 
     from tfspark.spark import observe, sizing
     from tfspark.spec import Feature, FeatureSpec
+    from tfspark.store.write import RowFacts
 
     path = str(tmp_path / "plain.parquet")
     pq.write_table(pa.table({"x": [1, None, 3]}), path, write_statistics=False)
     read = sizing.footers([path])
     assert read is not None and read.rows == 3 and read.nulls == {"x": None}
     spec = FeatureSpec((Feature("x", ("x",), "fixed", "int64", "int", "bigint"),))
-    assert observe.footer_facts(spec, read) == ({"rows": 3, "null_counts": {}, "shapes": {}},
-                                                ["x"])
+    assert observe.footer_facts(spec, read) == (RowFacts(3, {}, {}), ["x"])
     pq.write_table(pa.table({"x": [1, None, 3]}), path)
-    assert observe.footer_facts(spec, sizing.footers([path])) == (
-        {"rows": 3, "null_counts": {"x": 1}, "shapes": {}}, [])
-    assert observe.footer_facts(spec, None) == (
-        {"rows": None, "null_counts": {}, "shapes": {}}, ["x"])
+    assert observe.footer_facts(spec, sizing.footers([path])) == (RowFacts(3, {"x": 1}, {}), [])
+    assert observe.footer_facts(spec, None) == (RowFacts(None, {}, {}), ["x"])
 
 
 @pytest.mark.tf

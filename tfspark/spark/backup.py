@@ -133,9 +133,10 @@ class StagedBackup:
         """The manifest's "backup" entry at the commit: pending until published."""
         if self.kind == "path":
             files = list(self.staged) if self.by_tasks else _data_files(self._staging())
-            return stored.path_entry(self._target(), self._staging(), files, self.mode,
-                                     write_rows, lambda: _count(spark, self)
-                                     if _exists(spark, self) else 0, previous)
+            return stored.path_entry(self._target(), self._staging(), files, mode=self.mode,
+                                     write_rows=write_rows, rows_before=lambda: _count(
+                                         spark, self) if _exists(spark, self) else 0,
+                                     previous=previous)
         rows = write_rows
         complete = True  # the backup holds every row of the data set
         if self.mode == "append":

@@ -15,7 +15,7 @@ import inspect
 import logging
 import math
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pyspark.sql import DataFrame, Observation
@@ -46,7 +46,7 @@ from tfspark.store.options import (
 )
 from tfspark.store.placement import check_placement
 from tfspark.store.redaction import redact, said
-from tfspark.store.write import Before, WriteResult, undo_on_failure, write_result
+from tfspark.store.write import Before, RowFacts, WriteResult, undo_on_failure, write_result
 
 log = logging.getLogger("tfspark")
 REPORTS_BYTES = 128 * 2**20  # the tasks' statistics the driver takes in at most (about)
@@ -169,10 +169,12 @@ def export(df: DataFrame, opts: WriteOptions, filesystem: Any = None) -> WriteRe
 
         started = time.perf_counter()
         try:
-            spec, facts, backup_rows, backup_done, manifest = _stage_and_write(
-                spark, df, opts, base_spec, data_cols, backup, previous,
-                Workflow(str(opts.mode), started_from, write_id, base_spec, home=loc,
-                         created=False if before is not None and before.existed else None))
+            staged = _stage_and_write(
+                spark, df, opts, base_spec=base_spec, data_cols=data_cols, backup=backup,
+                previous=previous, begun=Workflow(
+                    str(opts.mode), started_from, write_id, base_spec, home=loc,
+                    created=False if before is not None and before.existed else None))
+            spec, manifest, backup_rows = staged.spec, staged.manifest, staged.backup_rows
         except BaseException:
             _discard_unless_committed(spark, loc, backup)
             raise
@@ -180,14 +182,16 @@ def export(df: DataFrame, opts: WriteOptions, filesystem: Any = None) -> WriteRe
             publish(spark, loc, write_id)
         except Exception as e:  # the TFRecords are committed: say so, so no one writes twice
             raise TfsparkError(
-                f"write_tfrecords committed this write's {facts['rows']:,} rows to {loc.uri!r}, "
+                f"write_tfrecords committed this write's {backup_rows:,} rows to {loc.uri!r}, "
                 f"but moving its parquet backup into place failed ({e}); the rows are in the "
                 f"data set, do not write them again: the next write_tfrecords to this path "
                 f"(any mode) finishes the move first") from e
-        result = write_result(loc.uri, spec, manifest, write_id, backup.target, facts["rows"],
-                              backup_rows, opts.compression)
-    result = replace(result, seconds={"backup": round(backup_done - started, 2),
-                                      "tfrecords": round(time.perf_counter() - backup_done, 2)})
+        result = write_result(loc.uri, spec, manifest, write_id=write_id, backup=backup.target,
+                              source_rows=staged.facts.rows or 0, backup_rows=backup_rows,
+                              compression=opts.compression)
+    result = replace(result, seconds={
+        "backup": round(staged.backup_done - started, 2),
+        "tfrecords": round(time.perf_counter() - staged.backup_done, 2)})
     log.info("%s", result.summary())
     for line in observe.label_nulls(spec, (manifest.stats or {}).get("null_counts", {}),
                                     backup_rows, opts.defaults):
@@ -203,13 +207,23 @@ def _backup_existed(before: Before | None, opts: WriteOptions) -> bool | None:
     return any(e == "_backup" or e.startswith("_backup/") for e in before.entries)
 
 
-def _stage_and_write(spark: Any, df: DataFrame, opts: WriteOptions, base_spec: FeatureSpec,
+@dataclass(frozen=True)
+class Staged:
+    """A committed write's spec, manifest and row facts, the rows its backup staged and when
+    the backup was done (perf_counter)."""
+
+    spec: FeatureSpec
+    manifest: mf.Manifest
+    facts: RowFacts
+    backup_rows: int
+    backup_done: float
+
+
+def _stage_and_write(spark: Any, df: DataFrame, opts: WriteOptions, *, base_spec: FeatureSpec,
                      data_cols: list[str], backup: StagedBackup,
-                     previous: mf.Manifest | None,
-                     begun: Workflow) -> tuple[FeatureSpec, dict, int, float, mf.Manifest]:
+                     previous: mf.Manifest | None, begun: Workflow) -> Staged:
     """Stage the backup (observing the facts the spec needs), then write the TFRecords from
-    the staged rows; returns (spec, facts, staged rows, when the backup was done, the
-    committed manifest)."""
+    the staged rows, and commit."""
     obs = Observation("tfspark")
     riding = Observed.plan(base_spec, opts)  # the scalars' statistics, while the backup is written
     # scalars only: the facts from the backup's footers, no observed aggregate (observe.py)
@@ -228,32 +242,34 @@ def _stage_and_write(spark: Any, df: DataFrame, opts: WriteOptions, base_spec: F
         else:
             facts = observe.facts(obs.get, base_spec, opts.detect_fixed_lengths)
         backup_rows = read.rows if read is not None else backup_df.count()
-        if facts["rows"] is None:
-            facts["rows"] = backup_rows
+        if facts.rows is None:
+            facts.rows = backup_rows
         done.rows, done.detail = backup_rows, progress.many(len(files), "file")
-    if facts["rows"] != backup_rows:
-        raise CountMismatchError(f"source produced {facts['rows']} rows but the backup "
+    if facts.rows != backup_rows:
+        raise CountMismatchError(f"source produced {facts.rows} rows but the backup "
                                  f"{backup.target} holds {backup_rows}; nothing was exported")
     if previous is not None and previous.spec is not None:
         observe.check_append_rows(redact(opts.path), previous.spec, facts)
     spec = infer_spec(columns.fields(df, data_cols),
                       label_cols=opts.label_cols,
-                      shapes={**facts["shapes"], **dict(opts.shapes or {})},
+                      shapes={**facts.shapes, **dict(opts.shapes or {})},
                       defaults=opts.defaults, decimal_as=opts.decimal_as,
                       record_type=opts.record_type)
     backup_done = time.perf_counter()
     scalar_stats = riding.read(obs.get, spec) if riding else None
-    manifest_stats = {"rows": {"source": facts["rows"], "backup": backup_rows},
-                      "null_counts": facts["null_counts"], "backup": backup.target,
+    manifest_stats = {"rows": {"source": facts.rows, "backup": backup_rows},
+                      "null_counts": facts.null_counts, "backup": backup.target,
                       "backup_files": len(files)}
     if opts.stats and previous:  # an append: its statistics are of its own rows
         manifest_stats["features_scope"] = "last write"
     entry = backup.entry(spark, backup_rows, previous)
-    manifest = _write(spark, backup_df, backup_rows, read, opts, replace(
+    workflow = replace(
         begun, mode="errorifexists" if opts.mode == "ignore" else str(opts.mode), spec=spec,
         manifest_stats=manifest_stats, backup_entry=entry, splits=tuple(opts.split or ()),
-        count_nulls=tuple(unknown)), scalar_stats)
-    return spec, facts, backup_rows, backup_done, manifest
+        count_nulls=tuple(unknown))
+    manifest = _write(spark, backup_df, backup_rows, footers=read, opts=opts, workflow=workflow,
+                      scalar_stats=scalar_stats)
+    return Staged(spec, manifest, facts, backup_rows, backup_done)
 
 
 def _discard_unless_committed(spark: Any, loc: Location, backup: StagedBackup) -> None:
@@ -270,7 +286,7 @@ def _discard_unless_committed(spark: Any, loc: Location, backup: StagedBackup) -
         log.warning("tfspark: could not remove the staged backup %s: %s", backup.staging, said(e))
 
 
-def _write(spark: Any, backup_df: DataFrame, backup_rows: int,
+def _write(spark: Any, backup_df: DataFrame, backup_rows: int, *,
            footers: sizing.Footers | None,
            opts: WriteOptions, workflow: Workflow,
            scalar_stats: dict[str, dict[str, Any]] | None = None) -> mf.Manifest:

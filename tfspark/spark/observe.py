@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 
 from tfspark.spark.sizing import Footers
 from tfspark.spec import FeatureSpec
-from tfspark.store.write import check_append_rows, label_nulls
+from tfspark.store.write import RowFacts, check_append_rows, label_nulls
 
 __all__ = ["check_append_rows", "facts", "footer_facts", "footers_suffice", "label_nulls",
            "metrics"]
@@ -51,9 +51,9 @@ def metrics(spec: FeatureSpec) -> list[Column]:
 
 
 def facts(observed: dict[str, Any], spec: FeatureSpec,
-          detect_fixed_lengths: bool = True) -> dict[str, Any]:
-    """{rows, null_counts, shapes} from what `metrics` observed; a varlen feature whose lengths
-    are all the same n > 0 gets shape [n] when detect_fixed_lengths.
+          detect_fixed_lengths: bool = True) -> RowFacts:
+    """The rows' facts from what `metrics` observed; a varlen feature whose lengths are all
+    the same n > 0 gets shape [n] when detect_fixed_lengths.
     """
     found = observed.get(NAME)
     observed = {**observed, **(as_dict(found) if found is not None else {})}
@@ -64,7 +64,7 @@ def facts(observed: dict[str, Any], spec: FeatureSpec,
         lo, hi = observed.get(f"lo{i}"), observed.get(f"hi{i}")
         if detect_fixed_lengths and lo is not None and lo == hi and lo > 0:
             shapes[f.name] = [int(lo)]
-    return {"rows": int(observed.get("rows") or 0), "null_counts": nulls, "shapes": shapes}
+    return RowFacts(int(observed.get("rows") or 0), nulls, shapes)
 
 
 def as_dict(row: Any) -> dict[str, Any]:
@@ -86,7 +86,7 @@ def footers_suffice(spec: FeatureSpec) -> bool:
                and not any("." in p for p in f.path) for f in spec.features)
 
 
-def footer_facts(spec: FeatureSpec, read: Footers | None) -> tuple[dict[str, Any], list[str]]:
+def footer_facts(spec: FeatureSpec, read: Footers | None) -> tuple[RowFacts, list[str]]:
     """The facts of `facts` from the footers (footers_suffice(spec)), and the features whose
     nulls they do not say (parquet keeps no statistics of a chunk with a value over 4 KB, say):
     the write's tasks count those. rows is None when the footers could not be read."""
@@ -98,5 +98,4 @@ def footer_facts(spec: FeatureSpec, read: Footers | None) -> tuple[dict[str, Any
             unknown.append(f.name)
         else:
             nulls[f.name] = n
-    return {"rows": read.rows if read is not None else None, "null_counts": nulls,
-            "shapes": {}}, unknown
+    return RowFacts(read.rows if read is not None else None, nulls), unknown

@@ -101,7 +101,7 @@ def data_files(loc: Location) -> list[str]:
             if not any(p.startswith(("_", ".")) for p in r.split("/"))]
 
 
-def path_entry(target: Location, staging: Location, files: list[str], mode: str,
+def path_entry(target: Location, staging: Location, files: list[str], *, mode: str,
                write_rows: int, rows_before: Callable[[], int],
                previous: mf.Manifest | None) -> mf.BackupEntry:
     """The manifest's "backup" entry of a write staged in a backup directory, at the commit:

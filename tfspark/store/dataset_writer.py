@@ -48,6 +48,7 @@ from tfspark.store.redaction import redact, said
 from tfspark.store.write import (
     Before,
     DataSetWrite,
+    RowFacts,
     WriteResult,
     check_append,
     check_append_rows,
@@ -224,9 +225,9 @@ class Facts:
         return {name: [lo] for name, lo in self.shortest.items()
                 if lo > 0 and self.longest[name] == lo}
 
-    def as_dict(self) -> dict[str, Any]:
+    def row_facts(self) -> RowFacts:
         """The facts as an append's check of the rows reads them."""
-        return {"rows": self.rows, "null_counts": dict(self.nulls), "shapes": self.shapes()}
+        return RowFacts(self.rows, dict(self.nulls), self.shapes())
 
 
 # ---------------------------------------------------------------- splits
@@ -380,13 +381,14 @@ def _write(source: Source, opts: WriteOptions, filesystem: Any) -> WriteResult:
                 done.rows, done.detail = facts.rows, progress.many(len(staged), "file")
             copied = time.perf_counter()
             if previous is not None and previous.spec is not None:
-                check_append_rows(redact(opts.path), previous.spec, facts.as_dict())
+                check_append_rows(redact(opts.path), previous.spec, facts.row_facts())
             spec = _spec(source.schema, data_cols, opts,
                          facts.shapes() if opts.detect_fixed_lengths else None)
             if previous is not None:
                 spec = check_append(opts, previous, spec) or spec
-            entry = copy.path_entry(target, staging, staged, _publish_mode(mode),
-                                    facts.rows, lambda: _rows_of(target), previous)
+            entry = copy.path_entry(target, staging, staged, mode=_publish_mode(mode),
+                                    write_rows=facts.rows,
+                                    rows_before=lambda: _rows_of(target), previous=previous)
             manifest = _encode_and_commit(
                 source.schema, staging, staged, opts=opts, spec=spec, facts=facts, entry=entry,
                 previous=previous, mode=mode, loc=loc, write_id=write_id,
@@ -403,8 +405,9 @@ def _write(source: Source, opts: WriteOptions, filesystem: Any) -> WriteResult:
                 f"but moving its parquet copy into place failed ({said(e)}); the rows are in "
                 f"the data set, do not write them again: the next write to this path (any "
                 f"mode) finishes the move first") from e
-        result = write_result(loc.uri, spec, manifest, write_id, target.uri, facts.rows,
-                              facts.rows, opts.compression)
+        result = write_result(loc.uri, spec, manifest, write_id=write_id, backup=target.uri,
+                              source_rows=facts.rows, backup_rows=facts.rows,
+                              compression=opts.compression)
     result = replace(result, seconds={"backup": round(copied - started, 2),
                                       "tfrecords": round(encoded - copied, 2)})
     log.info("%s", result.summary())

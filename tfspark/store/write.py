@@ -309,7 +309,7 @@ class WriteResult:
         return "\n".join(lines)
 
 
-def write_result(path: str, spec: FeatureSpec | None, manifest: mf.Manifest, write_id: str,
+def write_result(path: str, spec: FeatureSpec | None, manifest: mf.Manifest, *, write_id: str,
                  backup: str, source_rows: int, backup_rows: int,
                  compression: str | None) -> WriteResult:
     """The WriteResult of write `write_id`, committed as `manifest`; CountMismatchError when
@@ -448,17 +448,28 @@ def _spec_diff(stored: FeatureSpec, new: FeatureSpec, labels: bool, defaults: se
     return "; ".join(parts)
 
 
-def check_append_rows(path: str, stored: FeatureSpec, facts: dict[str, Any]) -> None:
+@dataclass
+class RowFacts:
+    """What a write learns of its rows while it stages them, before the spec is inferred:
+    their number (None: not known yet), the null rows of each feature (those it knows), and
+    the fixed length [n] of each array feature whose every row holds n > 0 values."""
+
+    rows: int | None
+    null_counts: dict[str, int] = field(default_factory=dict)
+    shapes: dict[str, list[int]] = field(default_factory=dict)
+
+
+def check_append_rows(path: str, stored: FeatureSpec, facts: RowFacts) -> None:
     """Before an append is written: the rows fit the stored spec's nullability and fixed
     lengths (what the data source would refuse row by row), else how to proceed."""
     for f in stored.features:
-        nulls = facts["null_counts"].get(f.name, 0)
+        nulls = facts.null_counts.get(f.name, 0)
         if not f.nullable and nulls:
             raise OptionError(f"cannot append to {path!r}: column {f.name!r} has {nulls} null "
                               f"row(s) but the data set stores it as not nullable; fill the "
                               f"nulls (fillna/coalesce), or overwrite the data set")
-        if f.kind == "fixed" and f.shape and nulls < facts["rows"] and \
-                facts["shapes"].get(f.name) != list(f.shape):
+        if f.kind == "fixed" and f.shape and nulls < (facts.rows or 0) and \
+                facts.shapes.get(f.name) != list(f.shape):
             raise OptionError(f"cannot append to {path!r}: column {f.name!r} has {f.shape[0]} "
                               f"values in every row of the data set (found when it was "
                               f"written), but not in every row of this DataFrame; append rows "
