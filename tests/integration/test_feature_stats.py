@@ -63,7 +63,7 @@ def written_exact(spark, tmp_path_factory):
 
 def manifest(path):
     """The manifest as stored, with its statistics files read back into "stats" as tfspark
-    kept them before they moved beside it (stats_files.py)."""
+    kept them before they moved beside it."""
     with open(os.path.join(path, "_tfspark.json")) as f:
         doc = json.load(f)
     side = doc["stats"].pop("side", None)
@@ -138,7 +138,7 @@ def _job_over_the_backup(spark, path):
 
 def test_sketched_statistics_equal_the_job_where_exact_and_near_it_where_estimated(
         spark, written):
-    """The default statistics (the tasks' sketches, stats_partial.py) against the job over the
+    """The default statistics (the tasks' sketches) against the job over the
     backup's rows: the same counts, bounds and top values (this table stays under the exact
     count's cap), moments to rounding, distinct counts exact where the job's are estimates
     (within the job's error), deciles within the recorded rank error of the true ones."""
@@ -171,11 +171,11 @@ def test_sketched_statistics_equal_the_job_where_exact_and_near_it_where_estimat
 
 
 def test_statistics_observed_with_the_backup_equal_the_job_over_it(spark, written_exact):
-    """The scalars' statistics gathered while the backup was written (stats_observed.py: a
+    """The scalars' statistics gathered while the backup was written (Observed: a
     hash split, a narrow table) are those of the aggregation job over the backup's rows: the
     same counts, bounds and distinct estimates, moments to rounding, deciles within the
     recorded rank error."""
-    from tfspark.spark.stats_observed import Observed
+    from tfspark.spark.stats import Observed
     from tfspark.store.options import WriteOptions
 
     written = written_exact

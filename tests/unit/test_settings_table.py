@@ -93,7 +93,7 @@ def test_the_drivers_write_and_read_planning_import_no_kernels():
     """write_tfrecords' driver side (options, plan, commit, statistics' merge) and the read
     planner import neither numba (0.2 s of a first write) nor crc32c: the kernels load in the
     tasks and readers that run them."""
-    code = ("import sys, tfspark.spark.export, tfspark.store.read_plan, tfspark.store.stats_merge;"
+    code = ("import sys, tfspark.spark.export, tfspark.store.read_plan, tfspark.store.stats.sketch;"
             "bad = [m for m in ('numba', 'crc32c', 'tensorflow') if m in sys.modules];"
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

@@ -1,4 +1,4 @@
-"""The write tasks' statistics (stats_partial.py) on Arrow batches, without Spark: what several
+"""The write tasks' statistics (their FeatureSketches) on Arrow batches, without Spark: what several
 tasks gather merges into the statistics of all their rows, exact where the module says so and
 within the recorded error where it estimates (KLL deciles, HLL distinct counts)."""
 
@@ -11,8 +11,7 @@ import pyarrow as pa
 import pytest
 
 from tfspark.spec import Feature, FeatureSpec
-from tfspark.store.stats_merge import merge
-from tfspark.store.stats_partial import PartialStats
+from tfspark.store.stats.sketch import TaskStats, merge
 
 SPEC = FeatureSpec((
     Feature("s", ("s",), "fixed", "string", "bytes", "string"),
@@ -25,7 +24,7 @@ def _tasks(columns_per_task, top_k, splits=None):
     """Each task's result as the commit message carries it (pickled), then merged."""
     parts = []
     for t, cols in enumerate(columns_per_task):
-        st = PartialStats(SPEC, top_k)
+        st = TaskStats(SPEC, top_k)
         for lo in range(0, len(cols["x"]), 10_000):  # batches, as a task sees them
             batch = pa.record_batch({k: pa.array(v[lo:lo + 10_000]) for k, v in cols.items()})
             st.add(splits[t] if splits else None, batch)
@@ -108,7 +107,7 @@ def test_text_longer_than_a_token_is_not_counted_or_carried():
     50 MiB strings once filled the driver's heap); its distinct count is estimated."""
     short = [f"t{i % 40}" for i in range(5000)]
     long = [("x" * 10_000) + str(i) for i in range(1000)]
-    st = PartialStats(SPEC, 100)
+    st = TaskStats(SPEC, 100)
     st.add(None, pa.record_batch({"s": short, "n": [1] * 5000, "x": [0.0] * 5000}))
     st.add(None, pa.record_batch({"s": long, "n": [1] * 1000, "x": [0.0] * 1000}))
     st.add(None, pa.record_batch({"s": short[:10], "n": [1] * 10, "x": [0.0] * 10}))
@@ -124,7 +123,7 @@ def test_without_datasketches_one_line_says_what_to_install(monkeypatch):
     import sys
 
     monkeypatch.setitem(sys.modules, "datasketches", None)  # as if not installed
-    monkeypatch.delitem(sys.modules, "tfspark.store.stats_partial")
+    monkeypatch.delitem(sys.modules, "tfspark.store.stats.sketch")
     with pytest.raises(ImportError, match=r"pip install datasketches \(on a cluster, in every "
                                           r"executor's Python\), or write with stats=False"):
-        importlib.import_module("tfspark.store.stats_partial")
+        importlib.import_module("tfspark.store.stats.sketch")

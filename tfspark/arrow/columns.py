@@ -1,7 +1,7 @@
 """Arrow columns -> the canonical columns the Example kernels write (see
 wire/example_write.py): one per Example key, with its row offsets, present rows and values.
 Shared by the row encoder (encode.py), the block encoder (encode_block.py), the SequenceExample
-encoder (its SequenceExample part) and the task-side statistics (store/stats_partial.py).
+encoder (its SequenceExample part) and the write tasks' statistics sketches.
 """
 
 from __future__ import annotations

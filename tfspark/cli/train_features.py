@@ -24,7 +24,7 @@ from typing import Any
 from tfspark.errors import OptionError, SchemaError
 from tfspark.keras.preprocessing import normalization
 from tfspark.spec import Feature, FeatureSpec
-from tfspark.store import stats_rules as rules
+from tfspark.store.stats import rules
 from tfspark.store.vocabulary import vocabulary
 
 ID_SHARE = 0.5  # a string with more distinct values than this share of its rows is an id

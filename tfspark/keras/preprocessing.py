@@ -30,8 +30,8 @@ from tfspark.errors import SchemaError, scrubbed
 from tfspark.spec.kinds import float_of_json
 from tfspark.spec.model import Feature
 from tfspark.store import manifest as mf
-from tfspark.store import stats_rules as rules
 from tfspark.store.partitions import read_data_set_manifest
+from tfspark.store.stats import rules
 from tfspark.store.vocabulary import vocabulary
 
 

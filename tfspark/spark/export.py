@@ -28,7 +28,7 @@ from tfspark.spark.backup import StagedBackup, publish, roll_forward, sweep_dead
 from tfspark.spark.hadoop_stores import hadoop_store
 from tfspark.spark.meanwhile import Meanwhile
 from tfspark.spark.source import register_meanwhile
-from tfspark.spark.stats_observed import GROUP_COLUMN, Observed
+from tfspark.spark.stats import GROUP_COLUMN, Observed
 from tfspark.spark.tasks import check_sendable, write_through_tasks
 from tfspark.spark.versions import HAS_DATA_SOURCE, check_supported
 from tfspark.spark.write_plan import Workflow, check_append
@@ -130,7 +130,7 @@ def export(df: DataFrame, opts: WriteOptions, filesystem: Any = None) -> WriteRe
     spark = df.sparkSession
     data_cols, base_spec = columns.check_columns(df, opts)
     if opts.stats and not opts.stats_exact:  # the tasks' sketches: missing here, say so now
-        import tfspark.store.stats_partial  # noqa: F401
+        import tfspark.store.stats.sketch  # noqa: F401
     loc = locate(opts.path, filesystem)
     if filesystem is not None:
         check_sendable(loc.fs)
@@ -293,7 +293,7 @@ def _write(spark: Any, backup_df: DataFrame, backup_rows: int, *,
     """The TFRecords from the backup's rows, as the data source writes them: about as many
     tasks as files of the target size (estimated from the backup's footers), each rolling its
     files at that size on disk; the manifest gets the backup's entry and the statistics:
-    sketched by the tasks (stats_partial.py), or with stats_exact from Spark's jobs beside
+    sketched by the tasks (their FeatureSketches), or with stats_exact from Spark's jobs beside
     them (scalar_stats: those observed while the backup was written). Returns the committed
     manifest. (An "ignore" write that got here found the path empty.)"""
     spec = workflow.spec
@@ -332,7 +332,7 @@ def _write(spark: Any, backup_df: DataFrame, backup_rows: int, *,
 def _reports_fit(spec: FeatureSpec, opts: WriteOptions, tasks: int, rows: int) -> bool:
     """Whether the tasks' statistics stay within REPORTS_BYTES in all (they come back through
     the driver); else Spark's jobs gather them, whose cost hardly grows with the tasks."""
-    from tfspark.store.stats_partial import report_bytes
+    from tfspark.store.stats.sketch import report_bytes
 
     groups = max(1, sum(share > 0 for share in dict(opts.split or {}).values()))
     need = tasks * report_bytes(spec, opts.stats_top_k, groups, rows)

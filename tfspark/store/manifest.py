@@ -13,7 +13,7 @@ On disk (the format older tfspark versions read; `Manifest.to_dict` writes it):
      "layout": {"rows_per_record": N},    # block layout only; then "rows" beside each
                                           # "records" (of the manifest, files and writes)
      "writes": [{"write_id": "...", "records": n, "files": k}],   # one per append
-     "stats": {...},               # counts; "side" names the statistics files (stats_files.py)
+     "stats": {...},               # counts; "side" names the statistics files
      "backup": {"kind": "path" | "table", "target": ..., "location": ..., "rows": n,
                 "complete": bool, "write_id": ...}}   # write_tfrecords' parquet copy
 "backup" holds "pending" (the staging, its files) between the commit and the backup's move into
@@ -38,9 +38,9 @@ from tfspark import __version__
 from tfspark.errors import ManifestError, OptionError, SchemaError, store_hint
 from tfspark.spec.kinds import STORED_RECORD_TYPES
 from tfspark.spec.model import FeatureSpec
-from tfspark.store import stats_files
 from tfspark.store.fs import Location, locate
 from tfspark.store.redaction import redact, said
+from tfspark.store.stats import files as stats_files
 
 NAME = "_tfspark.json"
 SUCCESS = "_SUCCESS"
@@ -198,7 +198,7 @@ class Manifest:
     created_by: str = f"tfspark {__version__}"
     description: str | None = None  # the writer's note on the data set
     extra: Mapping[str, Any] = field(default_factory=dict)  # keys this version does not know
-    # where it was read from: its statistics files are found from there (stats_files.py)
+    # where it was read from: its statistics files are found from there
     home: Location | None = field(default=None, compare=False, repr=False)
     _loaded: dict = field(default_factory=dict, compare=False, repr=False)
 
@@ -460,7 +460,7 @@ def manifest_of(loc: Location, raw: bytes) -> Manifest:
 
 
 def write_manifest(loc: Location, manifest: Manifest, seen: set[str] | None = None) -> None:
-    """The statistics files first (stats_files.py), then the split manifests, then the top
+    """The statistics files first, then the split manifests, then the top
     one, then _SUCCESS, each replaced atomically; then the statistics no manifest names go.
     seen: the names at loc's top level before (the commit lock's listing, on a store, whose
     requests are slow): _SUCCESS is written only where it is not there; None: written."""

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import pyarrow as pa
 
@@ -45,6 +45,9 @@ from tfspark.store.lock import commit_lock
 from tfspark.store.options import WriteOptions
 from tfspark.store.redaction import redact, said
 
+if TYPE_CHECKING:
+    from tfspark.store.stats.sketch import Partial
+
 log = logging.getLogger("tfspark")
 
 
@@ -55,7 +58,7 @@ class TaskCommit:
     write_id: str
     task: str
     files: list[dict[str, Any]] = field(default_factory=list)
-    partial_stats: dict[str, Any] | None = None  # featureStats: this task's (stats_partial)
+    partial_stats: Partial | None = None  # the task's statistics (TaskStats.result())
     nulls: dict[str, int] = field(default_factory=dict)  # of the writer's count_nulls features
 
 
@@ -115,9 +118,9 @@ class DataSetWrite:
         guard = TaskGuard(loc, self.write_id, task)
         partial = None
         if self.opts.task_stats and self.spec is not None:
-            from tfspark.store.stats_partial import PartialStats
+            from tfspark.store.stats.sketch import TaskStats
 
-            partial = PartialStats(self.spec, self.opts.stats_top_k)
+            partial = TaskStats(self.spec, self.opts.stats_top_k)
         counting = [f for f in self.spec.features if f.name in self.count_nulls] \
             if self.spec is not None else []
         nulls = dict.fromkeys((f.name for f in counting), 0)
@@ -198,7 +201,7 @@ class DataSetWrite:
     def _task_stats(self, messages: Sequence[Any],
                     appended: bool) -> dict[str, Any]:
         """featureStats: the tasks' statistics merged (of this write's rows only)."""
-        from tfspark.store.stats_merge import merge
+        from tfspark.store.stats.sketch import merge
 
         assert self.spec is not None
         parts = [m.partial_stats for m in messages

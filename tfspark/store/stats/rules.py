@@ -1,6 +1,5 @@
-"""Which statistics each feature gets: the rules shared by the export's Spark aggregation
-(stats.py) and the data source's task-side statistics (stats_partial.py), so both give the same
-features the same statistics. No pyspark here.
+"""Which statistics each feature gets: the rules shared by Spark's aggregation jobs and the
+write tasks' sketches, so both give the same features the same statistics. No pyspark here.
 
 Conventions (Spark describe(), SQL, TFDV): `count` is the number of non-null values; min, max,
 mean, variance and quantiles are over the present, finite values; NaN and infinities of float

@@ -1,0 +1,503 @@
+"""Feature statistics gathered by a write's tasks (write_tfrecords and write_dataset by default;
+the data source with option featureStats=true) and merged on the driver at commit. Each task
+sees only its own Arrow batches, so every statistic here is one that merges.
+
+    exact       rows, nulls, count, NaN and infinities, min, max, mean and variance (of the
+                finite values, merged with Chan's formula), filled (rules.filled), lengths of
+                arrays, the moments of array elements; top values and distinct counts while a
+                task has seen at most CAP_FACTOR * top_k distinct values of a feature (an
+                integer scalar with more is a number, not ids: its counting stops)
+    estimated   deciles, from a KLL sketch per feature and split (rank error recorded);
+                distinct counts past the cap, from an HLL sketch begun with the values counted
+                so far (relative error recorded); top values of a feature past the cap (each
+                count low by at most the recorded top_count_error)
+
+One feature's statistics in one split of one task are a FeatureSketch: `add` folds a column in,
+`frozen` makes it ready for the task's commit message (the sketches as their bytes), `merge`
+joins those of the tasks, and `finish` gives the statistics as the manifest keeps them. The
+sketches are Apache DataSketches' (the `datasketches` package: mergeable and serializable). The
+result has the layout of the statistics Spark's jobs compute (stats["features"],
+stats["splits"]), so keras_preprocessing, `tfspark stats` and `tfspark train` read either,
+with the conventions of the rules. No pyspark here: this runs inside the writer, on Arrow.
+Time and memory of the merge stay linear in the tasks: each feature's count tables are summed
+CHUNK at a time and cut to the cap as a task cuts them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+try:
+    from datasketches import hll_sketch, hll_union, kll_doubles_sketch
+except ImportError as e:  # a dependency of tfspark, but an executor's Python may lack it
+    raise ImportError("tfspark's feature statistics need the datasketches package, which this "
+                      "Python lacks: pip install datasketches (on a cluster, in every "
+                      "executor's Python), or write with stats=False", name="datasketches") from e
+
+from tfspark.arrow.values import column_of, to_int64
+from tfspark.spec import Feature, FeatureSpec
+from tfspark.spec.kinds import json_float
+from tfspark.store.stats import rules
+
+KLL_K = 800  # deciles' sketch: rank error about 0.35%, up to ~19 KB per feature and split
+KLL_K_WIDE = 200  # with more than WIDE numeric features: about 1.3%, ~5 KB (message size)
+WIDE = 64
+HLL_LG_K = 12  # distinct counts past the cap: relative standard error 1.04 / 2**6, 1.6%
+CAP_FACTOR = 2  # distinct values counted exactly per task: CAP_FACTOR * top_k
+CHUNK = 32  # count tables summed at once: a task's unsummed ones, the driver's from the tasks
+
+
+@dataclass
+class Moments:
+    """Count, mean, M2 (the sum of squared deviations from the mean), min and max of finite
+    values, updated and merged with Chan et al.'s parallel formula."""
+
+    n: int = 0
+    mean: float = 0.0
+    m2: float = 0.0
+    lo: float = np.inf
+    hi: float = -np.inf
+
+    def add(self, x: np.ndarray) -> None:
+        """More values."""
+        if not len(x):
+            return
+        mean = float(x.mean())
+        self._join(len(x), mean, float(((x - mean) ** 2).sum()), float(x.min()), float(x.max()))
+
+    def merge(self, other: Moments) -> None:
+        """Another's values too."""
+        if not other.n:
+            return
+        if not self.n:
+            self.n, self.mean, self.m2 = other.n, other.mean, other.m2
+            self.lo, self.hi = other.lo, other.hi
+            return
+        self._join(other.n, other.mean, other.m2, other.lo, other.hi)
+
+    def _join(self, n_b: int, mean_b: float, m2_b: float, lo: float, hi: float) -> None:
+        n_a = self.n
+        n = n_a + n_b
+        delta = mean_b - self.mean
+        self.n, self.mean = n, self.mean + delta * n_b / n
+        self.m2 = self.m2 + m2_b + delta * delta * n_a * n_b / n
+        self.lo, self.hi = min(self.lo, lo), max(self.hi, hi)
+
+
+@dataclass
+class Finite:
+    """Numbers as the statistics count them: the values seen, NaN and infinities apart (of
+    float features), and the moments of the finite ones."""
+
+    count: int = 0
+    nan: int = 0
+    pos_inf: int = 0
+    neg_inf: int = 0
+    moments: Moments = field(default_factory=Moments)
+
+    def add(self, f: Feature, x: np.ndarray) -> np.ndarray:
+        """Count x; returns its finite values (moments taken)."""
+        self.count += len(x)
+        if rules.nonfinite(f):
+            self.nan += int(np.isnan(x).sum())
+            self.pos_inf += int((x == np.inf).sum())
+            self.neg_inf += int((x == -np.inf).sum())
+            x = x[np.isfinite(x)]
+        self.moments.add(x)
+        return x
+
+    def merge(self, other: Finite) -> None:
+        """Another's numbers too."""
+        self.count += other.count
+        self.nan += other.nan
+        self.pos_inf += other.pos_inf
+        self.neg_inf += other.neg_inf
+        self.moments.merge(other.moments)
+
+    def nonfinite(self) -> dict[str, int]:
+        """NaN and infinities as the statistics name them."""
+        return {"nan": self.nan, "pos_inf": self.pos_inf, "neg_inf": self.neg_inf}
+
+
+@dataclass
+class FeatureSketch:
+    """One feature's statistics over some rows (a task's, of one split; or merged)."""
+
+    rows: int = 0
+    nulls: int = 0
+    numbers: Finite | None = None  # scalar numbers: count, NaN and infinities, moments
+    kll: Any = None  # the deciles' sketch of the finite numbers (live, or its bytes)
+    # value counts (strings, integers, booleans, token arrays): a table of value, n
+    counts: pa.Table | None = None
+    more: list[pa.Table] = field(default_factory=list)  # counts not yet summed into `counts`
+    hll: Any = None  # distinct values past the cap (live, or its bytes)
+    pruned: bool = False  # `counts` was cut to the cap: the kept counts may be low by `error`
+    error: int = 0
+    too_many: bool = False  # counting stopped (text, or an integer with too many values)
+    max_chars: int | None = None  # the longest string
+    lists: int = 0  # arrays: rows with a list, their values, shortest and longest
+    lengths: int = 0
+    shortest: int | None = None
+    longest: int | None = None
+    elements: Finite | None = None  # number arrays: their elements
+
+    # ---------------------------------------------------------------- in a task
+
+    def add(self, f: Feature, arr: pa.Array, cap: int, k: int) -> None:
+        """Fold in a column of f's values. cap: values counted exactly; k: the KLL size."""
+        n = len(arr)
+        valid = np.ones(n, bool) if arr.null_count == 0 else \
+            arr.is_valid().to_numpy(zero_copy_only=False)
+        self.rows += n
+        self.nulls += int(n - valid.sum())
+        if rules.numeric(f):
+            values = _numbers(f, arr, valid)
+            self.numbers = self.numbers or Finite()
+            finite = self.numbers.add(f, values)
+            if len(finite):
+                if self.kll is None:
+                    self.kll = kll_doubles_sketch(k)
+                self.kll.update(finite)
+            if rules.categorical(f):  # integers and booleans
+                ints = pa.array(values.astype(np.int64))
+                if self.too_many:
+                    feed(self.hll, pc.unique(ints))
+                else:
+                    self._count(ints, cap)
+                    if self.pruned:  # more distinct ints than the cap: a number, not ids,
+                        self.too_many = True  # so counting stops (as for text, _strings)
+                        self.counts = None
+        elif rules.categorical(f):  # strings
+            self._strings(arr.cast(pa.large_string()), cap)  # decimals as text: their text
+        elif rules.array(f):
+            self._array(f, arr, valid, cap)
+
+    def frozen(self) -> FeatureSketch:
+        """A copy for the task's commit message (pickled): counts summed, sketches as bytes."""
+        self._settle()
+        return dataclasses.replace(
+            self, more=[],
+            kll=self.kll.serialize() if self.kll is not None else None,
+            hll=self.hll.serialize_compact() if self.hll is not None else None)
+
+    def _count(self, values: pa.Array, cap: int) -> None:
+        """Exact counts of values (an Arrow table of value, n: merged in Arrow, not Python);
+        past `cap` distinct ones, the smaller counts are dropped and the largest dropped count
+        is added to the error bound."""
+        values = values.drop_null()
+        if len(values):
+            vc = pc.value_counts(values)
+            if self.hll is not None:  # past the cap: every distinct value goes in the estimate
+                feed(self.hll, vc.field("values"))
+            self.more.append(pa.table({"value": vc.field("values"), "n": vc.field("counts")}))
+            # Summed later while the tables together hold at most `cap` values: then their sum
+            # holds no more, and nothing would have been cut (an Arrow group-by a batch cost
+            # about 1 ms each, most of the statistics of a low-cardinality feature); at most
+            # CHUNK of them wait, so a feature of a few values in a long task keeps few.
+            have = self.counts.num_rows if self.counts is not None else 0
+            if len(self.more) < CHUNK and have + sum(t.num_rows for t in self.more) <= cap:
+                return
+        self._settle()
+        if self.counts is not None and self.counts.num_rows > cap:
+            self._estimate()
+            self._cut(cap)
+
+    def _settle(self) -> None:
+        """The value counts not yet summed summed into `counts`."""
+        more, self.more = self.more, []
+        if more:
+            self.counts = sum_counts(([self.counts] if self.counts is not None else []) + more)
+
+    def _estimate(self) -> None:
+        """Begin the distinct count's HLL sketch (once) with every value counted so far."""
+        self._settle()
+        if self.hll is None:
+            self.hll = hll_sketch(HLL_LG_K)
+            if self.counts is not None:
+                feed(self.hll, self.counts.column("value"))
+
+    def _cut(self, cap: int) -> None:
+        """Keep the cap // 2 largest counts; the largest dropped one bounds what each kept
+        count may lack (added to the error)."""
+        assert self.counts is not None
+        ranked = self.counts.sort_by([("n", "descending")])
+        self.error += ranked.column("n")[cap // 2].as_py()
+        self.counts = ranked.slice(0, cap // 2)
+        self.pruned = True
+
+    def _strings(self, text: pa.Array, cap: int) -> None:
+        """Count string values, until one is longer than MAX_TOKEN_CHARS: the feature is text
+        then, not a vocabulary (no top values), so its counting stops (no value of it kept in
+        memory or in the message) and its distinct count goes on in the HLL sketch."""
+        if len(text):
+            chars = pc.max(pc.utf8_length(text)).as_py() or 0
+            self.max_chars = max(self.max_chars or 0, chars)
+        if (self.max_chars or 0) <= rules.MAX_TOKEN_CHARS:
+            self._count(text, cap)
+            return
+        self._estimate()
+        self.counts = None
+        self.too_many = True
+        feed(self.hll, pc.unique(text.drop_null()))
+
+    def _array(self, f: Feature, arr: pa.Array, valid: np.ndarray, cap: int) -> None:
+        if not isinstance(arr.type, (pa.ListType, pa.LargeListType, pa.FixedSizeListType)):
+            return
+        lengths = pc.list_value_length(arr).to_numpy(zero_copy_only=False)[valid]
+        if len(lengths):
+            self.lengths += int(lengths.sum())
+            self.lists += len(lengths)
+            self.shortest = min(self.shortest if self.shortest is not None else 1 << 62,
+                                int(lengths.min()))
+            self.longest = max(self.longest or 0, int(lengths.max()))
+        elements = pc.list_flatten(arr.filter(pa.array(valid)))
+        if f.kind in ("ragged", "sequence"):
+            elements = pc.list_flatten(elements)
+        elements = elements.drop_null()
+        if rules.number_array(f):
+            self.elements = self.elements or Finite()
+            self.elements.add(f, elements.cast(pa.float64()).to_numpy(zero_copy_only=False))
+        if rules.token_array(f) and f.dtype == "string":
+            self._strings(elements.cast(pa.large_string()), cap)
+        elif rules.token_array(f):
+            self._count(elements.cast(pa.int64()), cap)
+
+    # ---------------------------------------------------------------- on the driver
+
+    @classmethod
+    def merge(cls, parts: list[FeatureSketch], cap: int) -> FeatureSketch:
+        """The tasks' (frozen) sketches of one feature and group as one (sketches live, new
+        objects: two groups never share one)."""
+        out = cls()
+        for b in parts:
+            out._fold(b)
+        out._merge_counts(parts, cap)
+        return out
+
+    def _fold(self, b: FeatureSketch) -> None:
+        """b's counters, bounds, moments and deciles' sketch into this one."""
+        self.rows += b.rows
+        self.nulls += b.nulls
+        self.lengths += b.lengths
+        self.lists += b.lists
+        self.error += b.error
+        for name, pick in (("shortest", min), ("longest", max), ("max_chars", max)):
+            theirs = getattr(b, name)
+            if theirs is not None:
+                ours = getattr(self, name)
+                setattr(self, name, pick(ours, theirs) if ours is not None else theirs)
+        for name in ("numbers", "elements"):
+            theirs = getattr(b, name)
+            if theirs is not None:
+                if getattr(self, name) is None:
+                    setattr(self, name, Finite(moments=Moments()))
+                getattr(self, name).merge(theirs)
+        if b.kll is not None:
+            sketch = kll_doubles_sketch.deserialize(b.kll)
+            if self.kll is not None:
+                self.kll.merge(sketch)
+            else:
+                self.kll = sketch
+
+    def _merge_counts(self, parts: list[FeatureSketch], cap: int) -> None:
+        """The tasks' value counts summed CHUNK tables at a time and cut to the cap as a task
+        cuts them; their distinct values as one HLL sketch once any task or the sum went past
+        the cap (every value counted exactly anywhere goes into it too)."""
+        union: Any = None
+        for b in parts:
+            if b.hll is not None:
+                union = union or hll_union(HLL_LG_K)
+                union.update(hll_sketch.deserialize(b.hll))
+        tables = [b.counts for b in parts if b.counts is not None]
+        if any(b.too_many for b in parts):  # counting stopped in a task: nowhere counted
+            self.too_many = True
+            union = union or hll_union(HLL_LG_K)
+            for t in tables:
+                feed(union, t.column("value"))
+        else:
+            self.pruned = any(b.pruned for b in parts)
+            for i in range(0, len(tables), CHUNK):
+                chunk = tables[i:i + CHUNK]
+                if union is not None:
+                    for t in chunk:
+                        feed(union, t.column("value"))
+                self.counts = sum_counts(([self.counts] if self.counts is not None else [])
+                                         + chunk)
+                if self.counts.num_rows > cap:
+                    if union is None:  # the first cut: every value summed so far goes in
+                        union = hll_union(HLL_LG_K)
+                        feed(union, self.counts.column("value"))
+                    self._cut(cap)
+        if union is not None:
+            self.hll = union.get_result()
+
+    def distinct(self) -> int | None:
+        """Distinct present values: counted while under the cap, else estimated."""
+        known = self.counts.num_rows if self.counts is not None else None
+        if self.hll is not None:  # past the cap somewhere
+            return max(known or 0, round(self.hll.get_estimate()))
+        return known
+
+    def finish(self, f: Feature, top_k: int, ids: bool) -> dict[str, Any]:
+        """The statistics as the manifest keeps them (of a merged sketch). ids: the feature's
+        values are ids (no top values), as the whole column says."""
+        s: dict[str, Any] = {"rows": self.rows, "nulls": self.nulls}
+        if rules.numeric(f):
+            numbers = self.numbers or Finite()
+            s["count"] = numbers.count
+            if rules.nonfinite(f):
+                s.update(numbers.nonfinite())
+            m = numbers.moments
+            mean = variance = None
+            if m.n:
+                mean, variance = m.mean, m.m2 / m.n
+                s.update(min=_num(m.lo), max=_num(m.hi), mean=_num(mean),
+                         variance=_num(variance))
+                s["quantiles"] = {"probabilities": rules.QUANTILES, "values": [
+                    _num(v) for v in self.kll.get_quantiles(rules.QUANTILES)]}
+            model = rules.filled(f, m.n, mean, variance, self.nulls)
+            if model is not None:
+                s["filled"] = {k: _num(v) for k, v in model.items()}
+        if self.lists:
+            s["length"] = {"min": self.shortest, "max": self.longest,
+                           "mean": self.lengths / self.lists}
+        e = self.elements
+        if e is not None and e.count:
+            s["elements"] = {"count": e.count}
+            if rules.nonfinite(f):
+                s["elements"].update(e.nonfinite())
+            if e.moments.n:
+                m = e.moments
+                s["elements"].update(min=_num(m.lo), max=_num(m.hi), mean=_num(m.mean),
+                                     variance=_num(m.m2 / m.n))
+        distinct = self.distinct()
+        if distinct is not None:  # an estimate never above the values there are
+            s["distinct_approx"] = distinct if rules.array(f) else \
+                min(distinct, self.rows - self.nulls)
+        if self.max_chars is not None:
+            s["max_chars"] = self.max_chars
+        if self.counts is not None:
+            counts = dict(zip(self.counts.column("value").to_pylist(),
+                              self.counts.column("n").to_pylist()))
+            text_ok = (self.max_chars or 0) <= rules.MAX_TOKEN_CHARS
+            ints_ok = f.dtype == "string" or rules.array(f) or (
+                not self.pruned and len(counts) <= top_k)
+            if text_ok and ints_ok and not ids:
+                top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:top_k]
+                s["top"] = [[v, c] for v, c in top]
+                if self.error:
+                    s["top_count_error"] = self.error
+        return s
+
+
+# A task's statistics: {split label (rules.ALL without splits): {feature name: sketch}}
+Partial = dict[str, dict[str, FeatureSketch]]
+
+
+class TaskStats:
+    """One task's statistics, per split; `add` each group's batch, `result` for the message."""
+
+    def __init__(self, spec: FeatureSpec, top_k: int):
+        self.spec, self.top_k = spec, top_k
+        self.cap = CAP_FACTOR * top_k
+        self.k = kll_k(spec)
+        self.groups: Partial = {}
+
+    def add(self, split: str | None, batch: pa.RecordBatch) -> None:
+        """Fold a batch of one split's rows in."""
+        group = self.groups.setdefault(split or rules.ALL, {})
+        for f in self.spec.features:
+            sketch = group.get(f.name)
+            if sketch is None:
+                sketch = group[f.name] = FeatureSketch()
+            sketch.add(f, column_of(batch, f.path), self.cap, self.k)
+
+    def result(self) -> Partial:
+        """Data for the task's commit message (pickled: the sketches as their bytes)."""
+        return {label: {name: sketch.frozen() for name, sketch in feats.items()}
+                for label, feats in self.groups.items()}
+
+
+def merge(parts: list[Partial], spec: FeatureSpec, top_k: int,
+          split_column: str | None) -> dict[str, Any]:
+    """The tasks' results as stats["features"] (all rows) and stats["splits"], with what is
+    estimated and how well recorded."""
+    accs: dict[str, dict[str, list[FeatureSketch]]] = {}
+    for part in parts:
+        for label, feats in part.items():
+            for group in ([label, rules.ALL] if label != rules.ALL else [rules.ALL]):
+                into = accs.setdefault(group, {})
+                for name, sketch in feats.items():
+                    into.setdefault(name, []).append(sketch)
+    cap = CAP_FACTOR * top_k
+    merged = {label: {name: FeatureSketch.merge(each, cap) for name, each in feats.items()}
+              for label, feats in accs.items()}
+    kinds = {f.name: f for f in spec.features}
+    # ids (no top values) as the whole column says, in every split alike, as Spark's jobs do
+    ids = {name for name, sketch in merged.get(rules.ALL, {}).items()
+           if not rules.array(kinds[name]) and
+           rules.id_like(sketch.distinct() or 0, sketch.rows - sketch.nulls)}
+    per = {label: {name: sketch.finish(kinds[name], top_k, name in ids)
+                   for name, sketch in feats.items()}
+           for label, feats in merged.items()}
+    out: dict[str, Any] = {"features": per.get(rules.ALL, {}), "top_k": top_k,
+                           "computed_by": "write tasks (sketches)",
+                           "quantile_rank_error": round(
+                               kll_doubles_sketch.get_normalized_rank_error(kll_k(spec), False),
+                               4),
+                           "distinct_relative_sd": round(1.04 / 2 ** (HLL_LG_K / 2), 4)}
+    if split_column:
+        out["splits"] = {k: v for k, v in sorted(per.items()) if k != rules.ALL}
+    return out
+
+
+def kll_k(spec: FeatureSpec) -> int:
+    """The deciles' sketch size: smaller for wide tables, whose messages carry one each."""
+    return KLL_K if sum(rules.numeric(f) for f in spec.features) <= WIDE else KLL_K_WIDE
+
+
+def report_bytes(spec: FeatureSpec, top_k: int, groups: int, rows: int) -> int:
+    """About the most the statistics of a task of `rows` rows in `groups` splits can take in
+    its report: count tables full (at the cap, or a value per row; 24 bytes a value), sketches
+    full. Writes whose tasks would send more than the driver should hold leave the statistics
+    to Spark's jobs."""
+    full = groups * CAP_FACTOR * top_k  # values counted at most (a row holds one of a scalar)
+    values = sum(min(full, rows) for f in spec.features if rules.categorical(f)) + \
+        sum(full for f in spec.features if rules.token_array(f))
+    sketches = sum(24 * kll_k(spec) for f in spec.features if rules.numeric(f)) * groups
+    return 24 * values + sketches + 4096 * groups * len(spec.features)
+
+
+def sum_counts(tables: list[pa.Table]) -> pa.Table:
+    """Value counts added up: one table of value, n."""
+    tables = [t for t in tables if t.num_rows] or tables[:1]
+    if len(tables) == 1:
+        return tables[0]
+    both = pa.concat_tables([t.cast(tables[0].schema) for t in tables])
+    return both.group_by("value").aggregate([("n", "sum")]).rename_columns(["value", "n"])
+
+
+def feed(sketch: Any, values: pa.Array | pa.ChunkedArray) -> None:
+    """Each value into an HLL sketch or union (strings as str, integers as int: one feature's
+    values always go in as the same type, so equal values hash alike in every task)."""
+    for v in values.to_pylist():
+        sketch.update(v)
+
+
+def _numbers(f: Feature, arr: pa.Array, valid: np.ndarray) -> np.ndarray:
+    """The present values of a scalar column as the float64 numbers the Example stores."""
+    if f.encoding in ("float", "decimal"):
+        out = pc.fill_null(arr, 0).cast(pa.float64()).to_numpy(zero_copy_only=False)
+    else:
+        out = to_int64(f, arr).astype(np.float64)
+    return out[valid]
+
+
+def _num(x: float) -> Any:
+    return json_float(float(x))
