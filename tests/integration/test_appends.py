@@ -11,6 +11,7 @@ import pytest
 from faultcheck import messages, spawn  # this directory is on sys.path (conftest.py)
 
 import tfspark
+from tfspark.store.integrity import verify
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -57,3 +58,81 @@ def test_overwrite_then_two_appends_from_three_applications_keep_every_row(
             assert _backup_ids(path, fs) == list(range(hi)), (t["store"], mode)
             report = tfspark.verify(path, filesystem=fs)
             assert report.ok, (t["store"], report.render())
+
+
+@pytest.fixture(scope="module")
+def spark_tf(spark):
+    tfspark.register(spark)
+    return spark
+
+
+@pytest.mark.spark
+@pytest.mark.tf
+def test_append_that_differs_only_in_nullability_works(spark_tf, tmp_path):
+    """A nullable column appended to a non-nullable one (without nulls) and the reverse: the
+    stored spec is kept, and the rows of both writes read back."""
+    out = str(tmp_path / "nulls")
+    strict = spark_tf.createDataFrame([(1, 1.0)], "id long not null, x double not null")
+    loose = spark_tf.createDataFrame([(2, 2.0), (3, None)], "id long, x double")
+    tfspark.write_tfrecords(loose, out)
+    tfspark.write_tfrecords(strict, out, mode="append")  # stored: nullable, kept
+    strict.write.format("tfrecord").mode("append").save(out)  # the data source too
+    back = sorted((r.id, r.x) for r in spark_tf.read.format("tfrecord").load(out).collect())
+    assert back == [(1, 1.0), (1, 1.0), (2, 2.0), (3, None)] and verify(out).ok
+    out2 = str(tmp_path / "nulls2")
+    tfspark.write_tfrecords(strict, out2)
+    tfspark.write_tfrecords(loose.where("x is not null"), out2, mode="append")
+    with pytest.raises(tfspark.OptionError, match=r"column 'x' has 1 null row\(s\) but the data "
+                                                   r"set stores it as not nullable; fill"):
+        tfspark.write_tfrecords(loose, out2, mode="append")
+    assert spark_tf.read.format("tfrecord").load(out2).count() == 2 and verify(out2).ok
+
+
+@pytest.mark.spark
+@pytest.mark.tf
+def test_an_append_of_other_columns_is_refused_before_its_backup(spark_tf, tmp_path):
+    """An append of a DataFrame with other columns said that a column it lacks (a fixed
+    length of the data set) was "not in every row of this DataFrame", after writing its backup
+    (to drop it again). Now its columns are compared first: one line naming the new and the
+    missing ones, and no Spark job runs."""
+    out = str(tmp_path / "other")
+    rows = spark_tf.createDataFrame([(1, [0.5] * 8, 1.0)], "id long, v array<double>, x double")
+    tfspark.write_tfrecords(rows, out)  # v found to be fixed [8]
+    files = sorted(p.relative_to(out) for p in Path(out).rglob("*"))
+    other = spark_tf.createDataFrame([(2, "a")], "id long, y string")
+    tracker = spark_tf.sparkContext.statusTracker()
+    jobs = tracker.getJobIdsForGroup()
+    with pytest.raises(tfspark.SchemaError) as e:
+        tfspark.write_tfrecords(other, out, mode="append")
+    assert str(e.value) == (f"cannot append to {out!r}: its feature spec differs from this "
+                            f"DataFrame's (new: ['y']; missing: ['v', 'x']); cast the columns "
+                            f"to the data set's types, write to a new path or overwrite")
+    assert tracker.getJobIdsForGroup() == jobs  # refused before the backup's job
+    assert sorted(p.relative_to(out) for p in Path(out).rglob("*")) == files
+    with pytest.raises(tfspark.OptionError, match=r"holds the row layout.*rows_per_record=1"):
+        tfspark.write_tfrecords(rows, out, mode="append", rows_per_record=4)
+    assert tracker.getJobIdsForGroup() == jobs and verify(out).ok
+
+
+@pytest.mark.spark
+@pytest.mark.tf
+def test_append_and_detected_fixed_lengths(spark_tf, tmp_path):
+    out = str(tmp_path / "fixed")
+    eight = spark_tf.createDataFrame([(1, [0.5] * 8)], "id long, v array<double>")
+    ragged = spark_tf.createDataFrame([(2, [0.5] * 3), (3, [1.0] * 9)], "id long, v array<double>")
+    tfspark.write_tfrecords(eight, out)  # v found to be fixed [8]
+    assert json.loads((tmp_path / "fixed" / "_tfspark.json").read_text())["spec"][
+        "features"][1]["shape"] == [8]
+    tfspark.write_tfrecords(eight, out, mode="append")
+    eight.write.format("tfrecord").mode("append").save(out)  # variable in its spec: fits
+    with pytest.raises(tfspark.OptionError, match=r"column 'v' has 8 values in every row.*"
+                                                   r"detect_fixed_lengths=False"):
+        tfspark.write_tfrecords(ragged, out, mode="append")
+    assert spark_tf.read.format("tfrecord").load(out).count() == 3 and verify(out).ok
+    # Stored variable-length: rows that happen to be of one length append to it.
+    var = str(tmp_path / "var")
+    tfspark.write_tfrecords(ragged, var)
+    tfspark.write_tfrecords(eight, var, mode="append")
+    assert sorted(len(r.v) for r in spark_tf.read.format("tfrecord").load(var).collect()) == \
+        [3, 8, 9] and verify(var).ok
+

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from pyspark.errors.exceptions.captured import CapturedException
 from pyspark.sql import functions as F
@@ -700,3 +701,40 @@ def test_accepted_edge(case: Edge, spark_tf, tf, good, tmp_path):
     else:
         df.write.format("tfrecord").mode("overwrite").save(out)
     case.check(spark_tf, tf, out, df)
+
+
+@pytest.mark.spark
+def test_wrong_argument_types_are_named(spark, tmp_path):
+    spec = tfspark.infer_spec(spark.range(1).schema)
+    with pytest.raises(OptionError, match=r"needs a Spark DataFrame, got DataFrame; make one "
+                                          r"with spark.createDataFrame"):
+        tfspark.write_tfrecords(pd.DataFrame({"a": [1]}), str(tmp_path / "p"))
+    with pytest.raises(EncodeError, match="needs a pyarrow RecordBatch or Table, got list"):
+        tfspark.arrow.encode_batch([1, 2], spec)
+    with pytest.raises(OptionError, match="register needs a SparkSession .*got NoneType"):
+        tfspark.register(None)
+    out = str(tmp_path / "d")
+    tfspark.write_tfrecords(spark.range(5), out, stats=False)
+    for read in (tfspark.read_batches, tfspark.make_dataset):
+        with pytest.raises(OptionError, match="seed must be an int or None, got 'x'"):
+            read(out, 2, seed="x")
+    assert not (tmp_path / "p").exists()
+
+
+@pytest.mark.spark
+def test_gzip_damage_is_named_at_its_record_by_every_reader(spark, tmp_path, tf):
+    out = str(tmp_path / "d")
+    tfspark.write_tfrecords(spark.range(0, 20_000, numPartitions=1).selectExpr(
+        "id", "concat('value ', id) as s"), out, compression="gzip", stats=False)
+    name = os.path.join(out, next(f for f in os.listdir(out) if f.endswith(".gz")))
+    data = bytearray(open(name, "rb").read())  # damage the compressed stream in the middle
+    data[len(data) // 2] ^= 0xFF
+    open(name, "wb").write(bytes(data))
+    report = tfspark.verify(out)
+    offset = int(re.search(r"byte offset (\d+)", report.problems[0]).group(1))
+    assert offset > 0
+    with pytest.raises(CorruptRecordError, match=f"byte offset {offset}"):
+        list(tfspark.read_batches(out, 1000))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=f"byte offset {offset}"):
+        list(tfspark.make_dataset(out, 1000))
+

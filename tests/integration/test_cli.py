@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+import tfspark
+from tfspark.store.integrity import verify
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -148,3 +152,55 @@ def test_job_entry_point_parses_the_export_flags(tmp_path):
     done = _run([str(ROOT / "jobs" / "export_tfrecords.py"), "--help"], cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "--config" in done.stdout and "--backup-table" in done.stdout
+
+
+@pytest.fixture(scope="module")
+def spark_tf(spark):
+    tfspark.register(spark)
+    return spark
+
+
+@pytest.mark.spark
+@pytest.mark.tf
+def test_inspect_reads_a_gzip_file_whatever_its_name(spark_tf, tmp_path):
+    out = tmp_path / "gz"
+    tfspark.write_tfrecords(spark_tf.range(20), str(out), compression="gzip")
+    part = next(p for p in out.iterdir() if p.name.endswith(".tfrecord.gz"))
+    renamed = tmp_path / "no_suffix.tfrecord"
+    renamed.write_bytes(part.read_bytes())
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-m", "tfspark.cli", "inspect", str(renamed),
+                           "--records", "2"], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0 and "record 1:" in done.stdout, done.stderr
+    assert json.loads((out / "_tfspark.json").read_text())["compression"] == "gzip"
+
+
+@pytest.mark.spark
+@pytest.mark.tf
+@pytest.mark.slow  # the CLI in processes of its own: a JVM each
+def test_export_of_the_sample_outside_the_repo_needs_no_output_and_is_quiet(tmp_path):
+    """Run where there is no conf/: the sample goes to a default path, which is printed; and
+    Spark's own warnings (hidden paths, loopback hostname) do not reach the user."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("SPARK_LOCAL_IP", None)
+    env.pop("SPARK_CONF_DIR", None)
+    done = subprocess.run([sys.executable, "-m", "tfspark.cli", "export", "--sample-rows",
+                           "200", "--master", "local[1]"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    where = tmp_path / "tfspark_sample" / "tfrecords"
+    assert f"the embedded sample goes to {where}" in done.stdout
+    assert verify(str(where)).ok
+    # the JVM's start-up notices (incubator modules, log4j profile) are left out too, and
+    # Spark's stage bar, which only a terminal redraws in place
+    noise = [ln for ln in done.stderr.replace("\r", "\n").splitlines() if ln.strip()]
+    assert not noise, noise
+    # the stages say what they did, with their rows
+    assert re.search(r"^tfspark: TFRecords \(about 1 file and the feature statistics\)",
+                     done.stdout, re.M), done.stdout
+    for stage in ("backup", "TFRecords"):
+        assert re.search(rf"^tfspark: {stage}: 200 rows in [\d.]+ s", done.stdout, re.M), \
+            done.stdout
+    assert re.search(r"^tfspark: commit: [\d.]+ s$", done.stdout, re.M), done.stdout
+

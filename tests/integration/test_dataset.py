@@ -468,3 +468,20 @@ def test_the_autotuner_is_off_on_small_machines_and_a_caller_can_turn_it_on(
     assert again.options().autotune.enabled is True
     assert sorted(_ids(ds)) == sorted(_ids(again)) and \
         len(_ids(ds)) == result.splits["train"].rows
+
+
+@pytest.mark.spark
+def test_keras_inputs_takes_a_spec_or_a_path(spark, tmp_path, tf):
+    out = str(tmp_path / "d")
+    tfspark.write_tfrecords(spark.range(5).selectExpr("id", "id * 1.5 as x"), out,
+                            label_cols=["id"], stats=False)
+    assert list(tfspark.keras_inputs(out)) == ["x"]
+    with pytest.raises(tfspark.ManifestError, match=r"'x' does not exist: check the path"):
+        tfspark.keras_inputs("x")
+    with pytest.raises(SchemaError, match="needs a tfspark.FeatureSpec or a data set's path, "
+                                          "got int"):
+        tfspark.keras_inputs(3)
+    with pytest.raises(SchemaError, match=r"names \['y'\] are not features of the data set; "
+                                          r"its features are \['id', 'x'\]"):
+        tfspark.keras_inputs(out, names=["x", "y"])
+

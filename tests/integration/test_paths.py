@@ -16,6 +16,7 @@ import pyarrow.dataset as pads
 import pytest
 
 import tfspark
+from tfspark.store.integrity import verify
 from tfspark.store.manifest import read_manifest
 
 pytestmark = [pytest.mark.spark, pytest.mark.tf]
@@ -100,3 +101,60 @@ def test_every_writer_and_reader_takes_an_odd_local_directory(spark, tmp_path, n
     marker = json.loads((cli_out / "_backup" / "_tfspark" / "backup.json").read_text())
     assert marker["data_set"] == str(cli_out)
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+ODD = "with space %20 #hash"  # what broke: the backup's files came back as escaped URIs
+
+
+@pytest.fixture(scope="module")
+def spark_tf(spark):
+    tfspark.register(spark)
+    return spark
+
+
+def _count_tf(path: str, split: str | None = None) -> int:
+    ds = tfspark.make_dataset(path, 64, split=split, label_cols=[], shuffle_buffer=0)
+    return sum(int(b["id"].shape[0]) for b in ds)
+
+
+@pytest.mark.spark
+@pytest.mark.tf
+def test_write_tfrecords_takes_any_local_path(spark_tf, tmp_path):
+    from pyspark.sql import functions as F
+
+    out = tmp_path / ODD / "data"
+    df = spark_tf.range(300).select("id", (F.col("id") * 0.5).alias("x"))
+    r = tfspark.write_tfrecords(df, str(out), split={"train": 0.5, "test": 0.5}, split_key="id")
+    assert r.rows == 300 and verify(str(out)).ok
+    assert _count_tf(str(out), "train") + _count_tf(str(out), "test") == 300
+    assert spark_tf.read.format("tfrecord").option("split", "train").load(str(out)).count() \
+        == r.splits["train"].rows
+    assert spark_tf.read.parquet(str(out / "_backup")).count() == 300
+    appended = tfspark.write_tfrecords(df, str(out), mode="append", split={"train": 1.0})
+    assert appended.rows == 300 and verify(str(out)).ok
+
+
+@pytest.mark.spark
+@pytest.mark.tf
+@pytest.mark.slow  # the CLI in processes of its own: a JVM each
+def test_cli_export_takes_any_local_path(tmp_path):
+    out = tmp_path / ODD / "cli"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-m", "tfspark.cli", "export", "--sample-rows", "300",
+                           "--master", "local[1]", "--output", str(out), "--warehouse",
+                           str(tmp_path / ODD / "wh")], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "tfspark wrote 300 rows" in done.stdout and verify(str(out)).ok
+
+
+@pytest.mark.spark
+@pytest.mark.tf
+def test_a_relative_path_after_chdir_lands_where_the_driver_is(spark_tf, tmp_path,
+                                                               monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    tfspark.write_tfrecords(spark_tf.range(5), "rel/data")
+    assert (tmp_path / "rel" / "data" / "_tfspark.json").is_file()
+    assert (tmp_path / "rel" / "data" / "_backup").is_dir()
+    assert verify(str(tmp_path / "rel" / "data")).ok
+

@@ -31,6 +31,7 @@ from tfspark import encode_batch, infer_spec  # noqa: E402
 from tfspark.arrow.encode import encode_records  # noqa: E402
 from tfspark.errors import EncodeError, SchemaError  # noqa: E402
 from tfspark.spec import FeatureSpec  # noqa: E402
+from tfspark.store.integrity import verify  # noqa: E402
 from tfspark.wire.stream import RecordWriter  # noqa: E402
 
 pytestmark = pytest.mark.tf
@@ -726,3 +727,52 @@ def test_sliced_all_types_batch_encodes_like_a_fresh_one():
     sliced = all_types_batch(rows, schema).slice(1, 2)
     assert encode_batch(sliced, spec) == encode_batch(all_types_batch(rows[1:3], schema), spec)
     assert encode_batch(pa.Table.from_batches([sliced]), spec) == encode_batch(sliced, spec)
+
+
+@pytest.fixture(scope="module")
+def spark_tf(spark):
+    tfspark.register(spark)
+    return spark
+
+
+@pytest.mark.spark
+@pytest.mark.tf
+def test_decimals_float32_cannot_hold_are_refused_and_text_is_exact(spark_tf, tmp_path):
+    df = spark_tf.createDataFrame([(1, Decimal("999999999")), (2, Decimal("12"))],
+                                  "id long, d decimal(9,0)")
+    with pytest.raises(EncodeError, match=r"column 'd' value 999999999 at row \d.*"
+                                          r"decimal_as='string'"):
+        tfspark.write_tfrecords(df, str(tmp_path / "f32"))
+    assert not (tmp_path / "f32").exists()  # nothing half-written
+    exact = spark_tf.createDataFrame([(1, Decimal("12345678.91")), (2, None)],
+                                     "id long, d decimal(10,2)")
+    out = str(tmp_path / "text")
+    tfspark.write_tfrecords(exact, out, decimal_as="string")
+    back = spark_tf.read.format("tfrecord").load(out)
+    assert back.schema["d"].dataType.simpleString() == "decimal(10,2)"
+    assert sorted((r.id, r.d) for r in back.collect()) == [(1, Decimal("12345678.91")),
+                                                            (2, None)]
+    batch = next(iter(tfspark.make_dataset(out, 8, label_cols=[], shuffle_buffer=0,
+                                           deterministic=True)))
+    assert sorted(batch["d"].numpy().tolist()) == [b"", b"12345678.91"]
+    # The data source takes the same option, and refuses the same values without it.
+    exact.write.format("tfrecord").option("decimalAs", "string").mode("overwrite") \
+        .save(str(tmp_path / "ds"))
+    assert verify(str(tmp_path / "ds")).ok
+
+
+@pytest.mark.spark
+@pytest.mark.tf
+def test_a_struct_of_null_fields_is_not_a_null_struct(spark_tf, tmp_path):
+    from pyspark.sql import functions as F
+
+    df = spark_tf.range(3).select("id", F.struct(
+        F.when(F.col("id") > 0, F.col("id")).alias("a"),
+        F.when(F.col("id") > 1, F.lit("x")).alias("b")).alias("s"))
+    assert not df.schema["s"].nullable  # what F.struct makes: never a null struct
+    out = str(tmp_path / "structs")
+    tfspark.write_tfrecords(df, out)
+    back = {r.id: r.s for r in spark_tf.read.format("tfrecord").load(out).collect()}
+    assert back[0] is not None and (back[0].a, back[0].b) == (None, None)
+    assert (back[2].a, back[2].b) == (2, "x")
+

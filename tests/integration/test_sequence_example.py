@@ -409,3 +409,29 @@ def test_a_step_that_does_not_fit_names_its_record(tf):
     with pytest.raises(SchemaError, match=rf"holds a bytes list but the spec says int64.*"
                                           rf"record at byte offset {offsets[2]}\)"):
         decode_records(buf, offsets, spec)
+
+
+@pytest.mark.spark
+@pytest.mark.tf
+def test_sequence_examples_are_not_read_as_their_context_alone(spark_tf, tf, tmp_path):
+    """TensorFlow's SequenceExample read as an Example silently lost its feature_lists."""
+    ex = tf.train.SequenceExample()
+    ex.context.feature["user"].int64_list.value.append(7)
+    steps = ex.feature_lists.feature_list["clicks"].feature
+    steps.add().int64_list.value.extend([1, 2])
+    path = tmp_path / "seq.tfrecord"
+    with tf.io.TFRecordWriter(str(path)) as w:
+        w.write(ex.SerializeToString())
+    with pytest.raises(Exception, match="SequenceExample"):
+        spark_tf.read.format("tfrecord").load(str(path)).collect()
+    spec = tfspark.infer_spec(spark_tf.createDataFrame([(1,)], "user long").schema)
+    with pytest.raises(Exception, match="SequenceExample"):
+        spark_tf.read.format("tfrecord").schema("user long").load(str(path)).collect()
+    import numpy as np
+
+    from tfspark.arrow.decode import decode_records
+    from tfspark.wire.tfrecord import frame_offsets
+    buf = np.frombuffer(path.read_bytes(), np.uint8)
+    with pytest.raises(tfspark.SchemaError, match="SequenceExample"):
+        decode_records(buf, frame_offsets(buf), spec, framed=True)
+

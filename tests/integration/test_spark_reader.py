@@ -9,6 +9,7 @@ import decimal
 import json
 import os
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -311,3 +312,71 @@ def test_inference_samples_several_files(read, tmp_path):
 def test_unknown_option_lists_the_allowed_ones(read, tmp_path):
     with pytest.raises(Exception, match="unknown tfrecord read option.*'bogus'.*schemasample"):
         read(tmp_path, bogus="1")
+
+
+@pytest.fixture(scope="module")
+def spark_tf(spark):
+    tfspark.register(spark)
+    return spark
+
+
+def _tf_file(tf, path: Path, rows: list[dict]) -> None:
+    with tf.io.TFRecordWriter(str(path)) as w:
+        for row in rows:
+            feats = {k: tf.train.Feature(int64_list=tf.train.Int64List(value=v))
+                     if isinstance(v[0], int) else
+                     tf.train.Feature(float_list=tf.train.FloatList(value=v))
+                     for k, v in row.items()}
+            w.write(tf.train.Example(features=tf.train.Features(feature=feats))
+                    .SerializeToString())
+
+
+@pytest.mark.spark
+@pytest.mark.tf
+def test_inference_covers_every_file_and_refuses_keys_it_missed(spark_tf, tf, tmp_path):
+    """Keys first seen in the 20th file (the sample used to be 16 files), and a key first seen
+    after the sampled records of its file: the first is in the schema, the second fails the
+    read naming itself instead of vanishing."""
+    data = tmp_path / "foreign"
+    data.mkdir()
+    for k in range(20):
+        rows = [{"id": [k * 10 + i]} for i in range(10)]
+        if k == 19:
+            rows[3]["late_file"] = [1.5]
+        _tf_file(tf, data / f"f{k:02d}.tfrecord", rows)
+    schema = spark_tf.read.format("tfrecord").load(str(data)).schema
+    assert sorted(schema.names) == ["id", "late_file"]
+    late = tmp_path / "late"
+    late.mkdir()
+    _tf_file(tf, late / "a.tfrecord", [{"id": [i]} for i in range(50)] + [{"id": [50],
+                                                                            "late_key": [7]}])
+    reader = spark_tf.read.format("tfrecord").option("schemaSampleRecords", "20")
+    with pytest.raises(Exception, match=r"feature 'late_key' is not in the schema; the schema "
+                                        r"was inferred from a sample that missed it"):
+        reader.load(str(late)).collect()
+    assert spark_tf.read.format("tfrecord").load(str(late)).count() == 51  # sample covers it
+    # A schema given by the user picks columns: other keys are skipped, as always.
+    assert spark_tf.read.format("tfrecord").schema("id long").load(str(late)).count() == 51
+
+
+@pytest.mark.spark
+def test_write_tfrecords_registers_the_source(spark, tmp_path):
+    fresh = spark.newSession()  # a session nothing registered the source in
+    out = str(tmp_path / "d")
+    tfspark.write_tfrecords(fresh.range(7), out, stats=False)
+    assert fresh.read.format("tfrecord").load(out).count() == 7
+
+
+@pytest.mark.spark
+def test_data_source_errors_show_tfsparks_line_first(spark, tmp_path):
+    """conf/spark-defaults.conf (and the CLI's session) hide the Python traceback Spark puts
+    before a data source's error: the user reads tfspark's own line."""
+    tfspark.register(spark)
+    with pytest.raises(Exception) as info:
+        spark.range(3).write.format("tfrecord").mode("overwrite").option("bogus", "1") \
+            .save(str(tmp_path / "x"))
+    text = str(info.value)
+    assert "Traceback" not in text
+    assert "Python data source writer: tfspark.errors.OptionError: unknown tfrecord " \
+           "option(s) ['bogus']" in text
+

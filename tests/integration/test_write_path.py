@@ -525,3 +525,73 @@ def test_a_backup_table_in_a_database_that_does_not_exist_yet(spark, tmp_path):
                                      backup_table=f"{db}.copy")
     assert result.backup_rows == 50 and spark.table(f"{db}.copy").count() == 50
     assert tfspark.verify(str(tmp_path / "ds")).ok
+
+
+@pytest.fixture(scope="module")
+def spark_tf(spark):
+    tfspark.register(spark)
+    return spark
+
+
+@pytest.mark.spark
+@pytest.mark.tf
+def test_encode_errors_name_the_row_of_the_task_not_of_the_arrow_batch(spark_tf, tmp_path):
+    from pyspark.sql import functions as F
+
+    # One partition, Arrow batches of 500 rows: the bad row (id 777) is in the second batch.
+    df = spark_tf.range(0, 1000, numPartitions=1).select(
+        "id", F.when(F.col("id") == 777, F.lit(1e39)).otherwise(F.lit(1.0)).alias("x"))
+    with pytest.raises(Exception, match=r"value 1e\+39 at row 777 is out of float32 range.*"
+                                        r"Spark partition 0"):
+        spark_tf.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "500")
+        try:
+            df.write.format("tfrecord").mode("overwrite").save(str(tmp_path / "rows"))
+        finally:
+            spark_tf.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+
+
+@pytest.mark.spark
+def test_a_split_without_rows_is_a_split(spark, tmp_path, tf):
+    out = str(tmp_path / "ds")
+    r = tfspark.write_tfrecords(spark.range(50), out, split={"train": 1.0, "test": 0.0},
+                                split_key="id")
+    assert (r.splits["test"].rows, r.splits["test"].files, r.splits["test"].bytes) == (0, 0, 0)
+    assert r.splits["train"].rows == 50
+    assert tfspark.read_manifest(out).splits == ("test", "train")
+    reader = tfspark.read_batches(out, 8, split="test")
+    assert len(reader) == 0 and list(reader) == []
+    assert list(tfspark.make_dataset(out, 8, split="test", label_cols=[])) == []
+    assert spark.read.format("tfrecord").option("split", "test").load(out).count() == 0
+    report = tfspark.verify(out)
+    assert report.ok, report.render()
+
+
+@pytest.mark.spark
+def test_a_label_cannot_be_a_partition_column(spark, tmp_path):
+    df = spark.range(10).selectExpr("id", "id % 2 as y")
+    with pytest.raises(OptionError, match=r"\['y'\] are both labels and partition columns"):
+        tfspark.write_tfrecords(df, str(tmp_path / "a"), label_cols=["y"], partition_by=["y"])
+    tfspark.register(spark)
+    with pytest.raises(Exception, match=r"\['y'\] are both labels and partition columns"):
+        df.write.format("tfrecord").mode("overwrite").option("labelCols", "y") \
+            .option("partitionBy", "y").save(str(tmp_path / "b"))
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+@pytest.mark.spark
+def test_a_description_is_kept_and_shown(spark, tmp_path):
+    """The setting added as one table entry (issue 23): kept by both engines, kept by an
+    append that gives none, shown by tfspark inspect."""
+    from tfspark.cli.inspect import describe
+
+    out = str(tmp_path / "d")
+    df = spark.range(10)
+    tfspark.write_tfrecords(df, out, description="ids, first cut", stats=False)
+    df.write.format("tfrecord").mode("append").save(out)
+    assert tfspark.read_manifest(out).description == "ids, first cut"
+    assert "description: ids, first cut" in describe(out)
+    other = str(tmp_path / "e")
+    df.write.format("tfrecord").option("description", "via the source").mode("append") \
+        .save(other)
+    assert tfspark.read_manifest(other).description == "via the source"
+
