@@ -1,4 +1,4 @@
-"""Block layout benchmark (issue #11): rows_per_record=N against the row layout and parquet,
+"""Block layout benchmark: rows_per_record=N against the row layout and parquet,
 side by side in one run, on the standard 10-column table (5 double, 3 long, 2 short strings).
 
   tf.data    make_dataset(dir, 1024) on row files vs block files (N rows per Example), no
@@ -10,7 +10,7 @@ side by side in one run, on the standard 10-column table (5 double, 3 long, 2 sh
              df.write.format("tfrecord").option("rowsPerRecord", N) (and the row layout), then
              spark.read.parquet vs spark.read.format("tfrecord") of each, into the noop sink
 
-Targets (issue #11): make_dataset blocks >= 5x rows and >= 1M examples/s; block files <= 1/3
+Targets: make_dataset blocks >= 5x rows and >= 1M examples/s; block files <= 1/3
 of the row layout's bytes, gzip'd blocks <= 0.8x parquet; block write >= 1.2x parquet's rows/s;
 block read >= 0.75x parquet's rows/s.
 

@@ -1,4 +1,4 @@
-"""Examples/s into each framework from block files (issue 25, item 7): the reader alone, the
+"""Examples/s into each framework from block files: the reader alone, the
 reader feeding a small MLP's training steps, and the same steps fed from in-memory arrays, side
 by side in one run.
 

@@ -1,4 +1,4 @@
-"""Into a model training on a GPU (issue 25, item 7): examples/s of the training steps fed by
+"""Into a model training on a GPU: examples/s of the training steps fed by
 read_batches from block files and from row files, against the same steps fed the same batches
 held in memory, side by side in one run. Runs where there is no GPU too (on the CPU), to check it.
 

@@ -1,4 +1,4 @@
-"""NumPy reader benchmark (issue #12): tfspark.read_batches with 1 and 2 threads against
+"""NumPy reader benchmark: tfspark.read_batches with 1 and 2 threads against
 make_dataset (TensorFlow) on the same files, row and block layout, side by side in one run.
 
 The standard 10-column table (5 double, 3 long, 2 short strings) is written once per layout
@@ -10,7 +10,7 @@ epoch at batch 1024 without shuffling of:
   read_batches x2      the same with num_threads=2
   bytes x1, bytes x2   the same with strings="bytes" (no Python object per string value)
 
-Targets (issue #12, this machine): read_batches x2 >= 1.7x x1, and >= 5x make_dataset on the
+Targets (this machine): read_batches x2 >= 1.7x x1, and >= 5x make_dataset on the
 row files.
 
     python bench/bench_numpy_read.py --rows 1000000 --json bench/results/numpy_read.json

@@ -1,4 +1,4 @@
-"""Object-store reads (issue 24): the same data sets read from local disk and from a GCS
+"""Object-store reads: the same data sets read from local disk and from a GCS
 emulator (fake-gcs-server on loopback) with 0, 20, 50 and 100 ms added to every request by a
 TCP proxy (tests/integration/stores.py: this kernel has no netem), side by side in one run;
 and the local files read through the store's code path (local-as-store: a pyarrow

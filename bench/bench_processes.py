@@ -9,7 +9,7 @@ Two consumers:
 - "host loop": each batch costs the loop --step-ms of Python holding the GIL, as a GPU
   training loop's device_put and step dispatch do (about 1 ms per batch of 8,192 on the H200,
   docs/benchmarks.md). "memory" is the same loop over batches held in memory: its rate is the
-  ceiling, and fed / memory is the ratio issue 25 asks to be >= 0.9 on a GPU.
+  ceiling, and fed / memory is the ratio whose goal on a GPU is >= 0.9.
 
 CPU-s of the reading processes (psutil) are reported beside the training process's. The
 worker processes of PyTorch's DataLoader (torch_dataset, fork) and of Grain's mp_prefetch

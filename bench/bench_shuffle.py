@@ -1,4 +1,4 @@
-"""The global shuffle against the window shuffle (issue 25): what each costs and how well it
+"""The global shuffle against the window shuffle: what each costs and how well it
 mixes, side by side in one run, on local disk.
 
 The standard 10-column table, --rows rows, written in order into 8 files per layout (rows;

@@ -1,4 +1,4 @@
-"""A probe for make_dataset on remote block files (issue 24): could TensorFlow's native reader
+"""A probe for make_dataset on remote block files: could TensorFlow's native reader
 on local copies beat tfspark's own reader on the store? Times, side by side on the same files:
 copying every file of the data set from fake-gcs-server behind the 50 ms latency proxy to local
 disk (pyarrow.fs.copy_files, threads), make_dataset on the local files (TensorFlow's reader),

@@ -1,4 +1,4 @@
-"""Feature statistics (issue #14): what write_tfrecords' statistics cost in the export, against
+"""Feature statistics: what write_tfrecords' statistics cost in the export, against
 reading the data set and running Keras's adapt() for the same layers, and how long
 keras_preprocessing takes to build them from the manifest.
 

@@ -1,4 +1,4 @@
-"""Writes to object stores (issue 24): one DataFrame written by write_tfrecords to local disk,
+"""Writes to object stores: one DataFrame written by write_tfrecords to local disk,
 to moto's S3 server and to a GCS emulator (fake-gcs-server), each store with 0 and 50 ms added
 to every request by a TCP proxy (tests/integration/stores.py), side by side in one run, on
 local[2]. On S3 twice: with the filesystem= a user makes by default, and with

@@ -1,4 +1,4 @@
-"""The data source's featureStats option (issue #14): what gathering statistics in the write
+"""The data source's featureStats option: what gathering statistics in the write
 tasks costs, side by side with the same write without it, on local[2].
 
 The standard 10-column table (5 double, 3 long with ~2M distinct values, 2 short strings) is

@@ -1,4 +1,4 @@
-"""Two writers on one path at once, from two threads of one driver (issue 22, defects 1-3).
+"""Two writers on one path at once, from two threads of one driver.
 
 Each pair starts at a barrier and runs write_tfrecords (or the data source) with real Spark
 jobs; the writes overlap by seconds. Whatever the order, the invariant is the same: every write

@@ -365,7 +365,7 @@ def test_train_job_end_to_end(data, tmp_path):
     x = next(iter(make_dataset(data[0], 8, split="test", label_cols=[])))
     assert model.predict({k: x[k] for k in model.input}, verbose=0).shape == (8, 1)
     assert "x1" in result["numeric"] and result["categorical"] == ["cat"]
-    # Arrays are pooled since issue 14 (from the export's statistics); text and binary are not.
+    # Arrays are pooled (from the export's statistics); text and binary are not.
     assert {"arr", "rag"} <= set(result["arrays"]) and result["preprocessing"] == "statistics"
     assert {"txt", "bin"} <= set(result["ignored"])
     assert "val_loss" in result["final"] and result["train_examples_per_s"] > 0

@@ -1,4 +1,4 @@
-"""Driver death and concurrent writers, with real processes (issue 5).
+"""Driver death and concurrent writers, with real processes.
 
 (a) A Spark driver in a process of its own (fault_driver.py: the Python driver and the JVM it
     starts, local[4]) writes a slowed source four times at once: through the data source and

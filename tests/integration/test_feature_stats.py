@@ -391,7 +391,7 @@ def test_data_source_opt_in_matches_the_workflow(spark, tmp_path):
 
 
 def test_nan_infinity_and_nulls_follow_describe_and_sql(spark, tmp_path):
-    """Issue 22 (defects 5-7): a double column with NaN, +-inf and nulls, an integer column
+    """A double column with NaN, +-inf and nulls, an integer column
     with nulls. Both statistics paths give count = non-null values, NaN and infinities counted
     apart, moments and monotonic deciles of the finite values (as SQL AVG / VAR_POP on them),
     `filled` for what the model sees; the layers built from them are finite."""

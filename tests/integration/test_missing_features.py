@@ -1,4 +1,4 @@
-"""Records that lack what a given spec asks for (issue 22, defect 4): read_batches and
+"""Records that lack what a given spec asks for: read_batches and
 make_dataset agree. A required feature (not nullable, no default) missing from a record fails
 naming the feature and the file, in both; a default fills it in, in both; a spec whose keys are
 in none of the records fails before reading. Files are written by TensorFlow's own writer."""

@@ -240,7 +240,7 @@ def test_torch_dataset_shards_over_workers(tmp_path):
 
 
 def test_torch_workers_yield_every_row_once_on_uneven_block_files(tmp_path):
-    """Issue 22, defect 8: DataLoader workers of one process split its rows; even_shards
+    """DataLoader workers of one process split its rows; even_shards
     (the default) must not cut them as if they were training ranks."""
     torch = pytest.importorskip("torch")
     from tfspark.numpy.frameworks import torch_dataset

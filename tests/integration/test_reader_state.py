@@ -1,4 +1,4 @@
-"""read_batches resumes exactly (issue 25, item 4): a reader stopped after any batch, its
+"""read_batches resumes exactly: a reader stopped after any batch, its
 state_dict() saved as JSON and given to a new reader, yields exactly the batches the
 uninterrupted iteration would have yielded, in both layouts, gzip or not, shuffled or not,
 over epochs, shards, even shards and DataLoader-style worker parts; chunks small enough that

@@ -1,4 +1,4 @@
-"""resumable_fit (issue 25, items 4 and 5): a Keras fit from read_batches stopped at any step,
+"""resumable_fit: a Keras fit from read_batches stopped at any step,
 mid-epoch included, and started again in a new model and a new reader, ends with exactly the
 weights of the run that was never stopped (the same batches, weights and optimizer state), every
 epoch in the history once. In one process on this venv's Keras backend; the loopback cluster's

@@ -243,7 +243,7 @@ CASES = [
          defaults={"c": -0.0}, check=signbits("c", [True])),
     Case("double custom -inf default", T.DoubleType(), [None, 2.0], [-math.inf, 2.0],
          defaults={"c": -math.inf}),
-    # Decimals are float32 only when they come back exactly (issue 16): else refused, or kept
+    # Decimals are float32 only when they come back exactly: else refused, or kept
     # exactly as text with decimal_as="string".
     Case("decimal", T.DecimalType(10, 2),
          [Decimal("1.50"), Decimal("-1234.99"), Decimal("0.00"), Decimal("0.01"), None],

@@ -1,4 +1,4 @@
-"""Exactly-once on an object store under faults (issue 5): the data source writes to an
+"""Exactly-once on an object store under faults: the data source writes to an
 S3-compatible server on loopback (moto) from a local Spark driver in a process of its own
 (fault_driver.py `s3`: local[2,4], so a failed task is tried up to 4 times).
 

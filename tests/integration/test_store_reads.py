@@ -1,4 +1,4 @@
-"""Reading data sets where they live (issue 24): the same data set, written once locally and
+"""Reading data sets where they live: the same data set, written once locally and
 copied to a GCS emulator, an S3-compatible server and Azurite, read back by every reader with
 `filesystem=` and with a URI's query options; the rows equal the local read's. make_dataset
 reads them without TensorFlow's own file systems (stock TensorFlow has no s3 or abfs)."""

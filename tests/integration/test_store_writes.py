@@ -1,4 +1,4 @@
-"""Writing data sets where they live (issue 24): write_tfrecords with `filesystem=` to a GCS
+"""Writing data sets where they live: write_tfrecords with `filesystem=` to a GCS
 emulator, moto's S3 server and Azurite (tests/integration/stores.py): the TFRecords, the
 manifest and the parquet backup (written and read back by tfspark's tasks through pyarrow, as
 Spark's writer cannot reach these stores), appends, overwrites, refusals, and a failed

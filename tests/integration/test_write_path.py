@@ -580,7 +580,7 @@ def test_a_label_cannot_be_a_partition_column(spark, tmp_path):
 
 @pytest.mark.spark
 def test_a_description_is_kept_and_shown(spark, tmp_path):
-    """The setting added as one table entry (issue 23): kept by both engines, kept by an
+    """The setting added as one table entry: kept by both engines, kept by an
     append that gives none, shown by tfspark inspect."""
     from tfspark.cli.inspect import describe
 
