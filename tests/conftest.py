@@ -14,7 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# Before any SparkSession starts: Spark's Python workers run PYSPARK_PYTHON (default `python3`
+# PriorState any SparkSession starts: Spark's Python workers run PYSPARK_PYTHON (default `python3`
 # on PATH, which may lack pyarrow/numba/tfspark), so pin them to the interpreter running pytest.
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable

@@ -79,7 +79,7 @@ def test_write_append_overwrite_on_every_store(spark, store):
 
 
 def test_an_s3_write_leaves_its_objects_and_no_directory_markers(spark, s3):
-    """Before each file a directory was made, which on S3 is an empty object ("ds/",
+    """PriorState each file a directory was made, which on S3 is an empty object ("ds/",
     "ds/y=1/", ...: a request more per file, and empty "folders" left in the bucket)."""
     import boto3
 

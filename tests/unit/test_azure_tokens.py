@@ -20,16 +20,16 @@ OPTIONS = dict(blob_storage_authority="127.0.0.1:9", dfs_storage_authority="127.
 CALLS = f"""
 import pyarrow.fs as pafs, tfspark
 fs = pafs.AzureFileSystem("acct", **{OPTIONS!r})
-def said(call):
+def error_line(call):
     try:
         call()
     except Exception as e:
         print(type(e).__name__, str(e).split("); ")[-1])
-said(lambda: tfspark.read_batches("data/ds", 10, filesystem=fs))
-said(lambda: tfspark.keras_preprocessing("data/ds", filesystem=fs))
-said(lambda: tfspark.verify("data/ds", filesystem=fs))  # no store to reach: an error
+error_line(lambda: tfspark.read_batches("data/ds", 10, filesystem=fs))
+error_line(lambda: tfspark.keras_preprocessing("data/ds", filesystem=fs))
+error_line(lambda: tfspark.verify("data/ds", filesystem=fs))  # no store to reach: an error
 spec = tfspark.FeatureSpec([tfspark.Feature("x", ("x",), "fixed", "int64", "int64", "bigint")])
-said(lambda: list(tfspark.read_batches(["data/ds/part-0.tfrecord"], 10, filesystem=fs,
+error_line(lambda: list(tfspark.read_batches(["data/ds/part-0.tfrecord"], 10, filesystem=fs,
                                        spec=spec)))
 print("alive")
 """

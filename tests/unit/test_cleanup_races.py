@@ -17,7 +17,7 @@ import time
 import pytest
 
 from tfspark.store.fs import locate
-from tfspark.store.write import Before
+from tfspark.store.write import PriorState
 
 ROUNDS = 300
 
@@ -66,7 +66,7 @@ def test_a_failed_writes_clean_up_keeps_another_writes_new_files(tmp_path):
     the path empty when it began) removes the directories it found empty: A's files all stay."""
     out = tmp_path / "ds"
     out.mkdir()
-    before = Before.take(str(out))
+    before = PriorState.take(str(out))
     assert before is not None
     lost: list[str] = []
     done = threading.Event()

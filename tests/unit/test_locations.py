@@ -212,22 +212,23 @@ def test_a_gcs_error_is_said_without_its_metadata_and_with_what_to_do():
     """GCS's errors end in error_info={...metadata={...original-message=<the message again>}}:
     left out, so the line stays readable; no credentials is said so, not "no server"."""
     from tfspark.errors import store_hint
-    from tfspark.store.redaction import said
+    from tfspark.store.redaction import error_line
 
     words = ("Could not create a OAuth2 access token to authenticate the request. The "
              "underlying error message was: PerformWork() - CURL error [7]=Could not connect")
     error = OSError(f"google::cloud::Status(UNAVAILABLE: Retry policy exhausted, with a last "
                     f"message of {words} error_info={{reason=, domain=, metadata={{gcloud-cpp."
                     f"retry.function=ReadObject, gcloud-cpp.retry.original-message={words}}}}})")
-    assert said(error) == ("google::cloud::Status(UNAVAILABLE: Retry policy exhausted, with a "
-                           f"last message of {words})")
+    assert error_line(error) == ("google::cloud::Status(UNAVAILABLE: Retry policy exhausted, "
+                                 f"with a last message of {words})")
     assert store_hint(error).startswith("Cloud Storage got no access token")  # type: ignore
     assert store_hint(OSError("Could not connect to server")).startswith("no server answered")
-    assert said(OSError("no error_info={ closed")) == "no"  # (an unclosed one: cut off)
+    assert error_line(OSError("no error_info={ closed")) == "no"  # (an unclosed one: cut off)
     # Azure's client names C++ classes mangled
-    assert said(OSError("failed: N5Azure4Core11Credentials23AuthenticationExceptionE: Failed")) \
-        == "failed: Azure::Core::Credentials::AuthenticationException: Failed"
-    assert said(OSError("N5E N3abE AN2abE")) == "N5E N3abE AN2abE"  # not one: as it was
+    mangled = "failed: N5Azure4Core11Credentials23AuthenticationExceptionE: Failed"
+    assert error_line(OSError(mangled)) == \
+        "failed: Azure::Core::Credentials::AuthenticationException: Failed"
+    assert error_line(OSError("N5E N3abE AN2abE")) == "N5E N3abE AN2abE"  # not one: as it was
 
 
 def test_a_uri_pyarrow_refuses_is_named_without_its_secret():

@@ -45,8 +45,8 @@ from tfspark.store.options import (
     write_settings,
 )
 from tfspark.store.placement import check_placement
-from tfspark.store.redaction import redact, said
-from tfspark.store.write import Before, RowFacts, WriteResult, undo_on_failure, write_result
+from tfspark.store.redaction import error_line, redact
+from tfspark.store.write import PriorState, RowFacts, WriteResult, undo_on_failure, write_result
 
 log = logging.getLogger("tfspark")
 REPORTS_BYTES = 128 * 2**20  # the tasks' statistics the driver takes in at most (about)
@@ -146,7 +146,7 @@ def export(df: DataFrame, opts: WriteOptions, filesystem: Any = None) -> WriteRe
             raise OptionError(f"output path {loc.uri!r} already exists; use mode='overwrite' "
                               f"to replace it, mode='append' to add to it, or another path")
         return WriteResult(loc.uri, None, 0, 0, 0, skipped=True)
-    before = Before.take(loc)  # what undo keeps, and what later steps need not ask again
+    before = PriorState.take(loc)  # what undo keeps, and what later steps need not ask again
     write_id = new_write_id()
     with undo_on_failure(loc, write_id, before):
         loc.check_writable()
@@ -199,7 +199,7 @@ def export(df: DataFrame, opts: WriteOptions, filesystem: Any = None) -> WriteRe
     return result
 
 
-def _backup_existed(before: Before | None, opts: WriteOptions) -> bool | None:
+def _backup_existed(before: PriorState | None, opts: WriteOptions) -> bool | None:
     """Whether the backup's directory existed, when the output's listing says: the default
     backup is <path>/_backup; None: ask."""
     if before is None or opts.backup_path:
@@ -225,19 +225,22 @@ def _stage_and_write(spark: Any, df: DataFrame, opts: WriteOptions, *, base_spec
     """Stage the backup (observing the facts the spec needs), then write the TFRecords from
     the staged rows, and commit."""
     obs = Observation("tfspark")
-    riding = Observed.plan(base_spec, opts)  # the scalars' statistics, while the backup is written
-    # scalars only: the facts from the backup's footers, no observed aggregate (observe.py)
-    footed = riding is None and not opts.partition_by and observe.footers_suffice(base_spec)
-    watched = df if footed else (riding.keyed(df) if riding else df).observe(
-        obs, *observe.metrics(base_spec), *(riding.metrics() if riding else []))
-    if riding is not None and riding.split is not None:
+    # the scalars' statistics, observed while the backup is written
+    observed_stats = Observed.plan(base_spec, opts)
+    # scalars only: the facts from the backup's footers, no observed aggregate
+    from_footers = observed_stats is None and not opts.partition_by and \
+        observe.footers_suffice(base_spec)
+    watched = df if from_footers else (
+        observed_stats.keyed(df) if observed_stats else df).observe(
+        obs, *observe.metrics(base_spec), *(observed_stats.metrics() if observed_stats else []))
+    if observed_stats is not None and observed_stats.split is not None:
         watched = watched.drop(GROUP_COLUMN)
     with progress.stage("backup", f"parquet, to {redact(backup.target)}") as done:
         backup_df = backup.stage(spark, watched)
         files = backup.staged_files(spark)
         read = sizing.footers(files)  # the staged rows and their width, without a Spark job
         unknown: list[str] = []  # features whose nulls the TFRecord tasks count
-        if footed:
+        if from_footers:
             facts, unknown = observe.footer_facts(base_spec, read)
         else:
             facts = observe.facts(obs.get, base_spec, opts.detect_fixed_lengths)
@@ -256,7 +259,7 @@ def _stage_and_write(spark: Any, df: DataFrame, opts: WriteOptions, *, base_spec
                       defaults=opts.defaults, decimal_as=opts.decimal_as,
                       record_type=opts.record_type)
     backup_done = time.perf_counter()
-    scalar_stats = riding.read(obs.get, spec) if riding else None
+    scalar_stats = observed_stats.read(obs.get, spec) if observed_stats else None
     manifest_stats = {"rows": {"source": facts.rows, "backup": backup_rows},
                       "null_counts": facts.null_counts, "backup": backup.target,
                       "backup_files": len(files)}
@@ -283,7 +286,8 @@ def _discard_unless_committed(spark: Any, loc: Location, backup: StagedBackup) -
                 return
         backup.discard(spark)
     except Exception as e:  # noqa: BLE001 - report the write's own error
-        log.warning("tfspark: could not remove the staged backup %s: %s", backup.staging, said(e))
+        log.warning("tfspark: could not remove the staged backup %s: %s", backup.staging,
+                    error_line(e))
 
 
 def _write(spark: Any, backup_df: DataFrame, backup_rows: int, *,

@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 
 from tfspark.spec import FeatureSpec
 from tfspark.store.fs import Location, locate
-from tfspark.store.redaction import said
+from tfspark.store.redaction import error_line
 
 log = logging.getLogger("tfspark")
 SPLIT_COLUMN = "__tfspark_split__"
@@ -71,7 +71,7 @@ def footers(files: Sequence[str | Location]) -> Footers | None:
                     nulls[key] = before + stats.null_count if known and before is not None \
                         else None
     except Exception as e:  # noqa: BLE001 - the caller counts with Spark instead
-        log.info("tfspark: could not read the backup's footers (%s)", said(e))
+        log.info("tfspark: could not read the backup's footers (%s)", error_line(e))
         return None
     return Footers(rows, worst or None, total, nulls)
 

@@ -25,7 +25,7 @@ from tfspark.spark.meanwhile import Meanwhile
 from tfspark.spark.write_plan import Workflow, plan_write
 from tfspark.store.manifest import FileEntry, Manifest
 from tfspark.store.options import WriteOptions
-from tfspark.store.redaction import said
+from tfspark.store.redaction import error_line
 
 log = logging.getLogger("tfspark")
 
@@ -77,7 +77,7 @@ def write_through_tasks(df: DataFrame, opts: WriteOptions, workflow: Workflow,
             writer.abort_write()
         except Exception as e:  # noqa: BLE001 - the write's own error is the one to raise
             log.warning("tfspark: could not remove this failed write's files at %s: %s",
-                        writer.home.uri, said(e))
+                        writer.home.uri, error_line(e))
         raise
     with progress.stage("commit"):
         manifest = writer.commit_manifest(messages)

@@ -44,10 +44,10 @@ from tfspark.store.options import (
     write_settings,
 )
 from tfspark.store.placement import check_placement
-from tfspark.store.redaction import redact, said
+from tfspark.store.redaction import error_line, redact
 from tfspark.store.write import (
-    Before,
     DataSetWrite,
+    PriorState,
     RowFacts,
     WriteResult,
     check_append,
@@ -359,7 +359,7 @@ def _write(source: Source, opts: WriteOptions, filesystem: Any) -> WriteResult:
         for _ in source.batches:  # (read, as a skipped Spark write reads its rows)
             pass
         return WriteResult(loc.uri, None, 0, 0, 0, skipped=True)
-    before = Before.take(loc)
+    before = PriorState.take(loc)
     write_id = new_write_id()
     started = time.perf_counter()
     with undo_on_failure(loc, write_id, before):
@@ -402,7 +402,7 @@ def _write(source: Source, opts: WriteOptions, filesystem: Any) -> WriteResult:
         except Exception as e:  # the TFRecords are committed: say so, so no one writes twice
             raise TfsparkError(
                 f"write_dataset committed this write's {facts.rows:,} rows to {loc.uri!r}, "
-                f"but moving its parquet copy into place failed ({said(e)}); the rows are in "
+                f"but moving its parquet copy into place failed ({error_line(e)}); the rows are in "
                 f"the data set, do not write them again: the next write to this path (any "
                 f"mode) finishes the move first") from e
         result = write_result(loc.uri, spec, manifest, write_id=write_id, backup=target.uri,
@@ -547,4 +547,4 @@ def _discard_unless_committed(loc: Location, staging: Location, target: Location
             target.remove_if_empty()
     except Exception as e:  # noqa: BLE001 - report the write's own error
         log.warning("tfspark: could not remove the staged parquet copy %s: %s", staging.uri,
-                    said(e))
+                    error_line(e))

@@ -26,7 +26,7 @@ from tfspark.store.fetch import Fetcher
 from tfspark.store.fs import Location, locate
 from tfspark.store.local_paths import uri_to_path
 from tfspark.store.partitions import read_data_set_manifest
-from tfspark.store.redaction import redact, said
+from tfspark.store.redaction import error_line, redact
 from tfspark.wire.compression import sniff_gzip
 from tfspark.wire.stream import read_records
 
@@ -183,7 +183,7 @@ def _check_lone(loc: Location, report: VerifyReport) -> VerifyReport:
     except CorruptRecordError as e:
         report.problems.append(str(e))
     except OSError as e:
-        report.problems.append(f"cannot read {loc.uri}: {said(e)}")
+        report.problems.append(f"cannot read {loc.uri}: {error_line(e)}")
     return report
 
 
@@ -216,7 +216,7 @@ def _check_backup(home: Location, manifest: mf.Manifest, report: VerifyReport) -
             marker = json.loads(loc.read_bytes(mf.BACKUP_MARKER_BEFORE))
         rows = _parquet_rows(loc)
     except (OSError, ValueError, TfsparkError) as e:
-        report.problems.append(f"backup {target}: cannot read it ({said(e)}); restore it, or "
+        report.problems.append(f"backup {target}: cannot read it ({error_line(e)}); restore it, or "
                                f"rewrite the data set with mode='overwrite'")
         return
     # The write that published the backup: the last one, unless later writes (through the

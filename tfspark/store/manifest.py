@@ -39,7 +39,7 @@ from tfspark.errors import ManifestError, OptionError, SchemaError, store_hint
 from tfspark.spec.kinds import STORED_RECORD_TYPES
 from tfspark.spec.model import FeatureSpec
 from tfspark.store.fs import Location, locate
-from tfspark.store.redaction import redact, said
+from tfspark.store.redaction import error_line, redact
 from tfspark.store.stats import files as stats_files
 
 NAME = "_tfspark.json"
@@ -446,7 +446,7 @@ def unreadable(loc: Location, error: OSError) -> ManifestError:
     """The error of a manifest in loc that is there but cannot be read."""
     what = store_hint(error) or "check that it is a file you may read (permissions, " \
         "credentials)" + ("" if loc.is_local else f"; {SPARK_CREDENTIALS_HINT}")
-    return ManifestError(f"cannot read {loc.child(NAME).uri} ({said(error)}); {what}")
+    return ManifestError(f"cannot read {loc.child(NAME).uri} ({error_line(error)}); {what}")
 
 
 def manifest_of(loc: Location, raw: bytes) -> Manifest:

@@ -10,10 +10,10 @@ import re
 from tfspark.errors import store_hint
 from tfspark.paths import redact, redact_text
 
-__all__ = ["failed_request", "redact", "redact_text", "said"]
+__all__ = ["error_line", "failed_request", "redact", "redact_text"]
 
 
-def said(error: BaseException) -> str:
+def error_line(error: BaseException) -> str:
     """A store client's error as it may be shown: on one line (Azure's ends in a blank line and
     a request id), every URI in it redacted (Azure's name the request's URL, whose query holds a
     SAS token's signature)."""
@@ -53,6 +53,6 @@ def _without_error_info(text: str) -> str:
 
 
 def failed_request(error: BaseException, otherwise: str) -> str:
-    """A store request's error for a message: the client's words (said), then what to check
+    """A store request's error for a message: the client's words (error_line), then what to check
     (`otherwise` unless no server answered)."""
-    return f"{said(error).rstrip('.')}; {store_hint(error) or otherwise}"
+    return f"{error_line(error).rstrip('.')}; {store_hint(error) or otherwise}"

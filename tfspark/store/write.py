@@ -43,7 +43,7 @@ from tfspark.store.commit import (
 from tfspark.store.fs import Location, locate
 from tfspark.store.lock import commit_lock
 from tfspark.store.options import WriteOptions
-from tfspark.store.redaction import redact, said
+from tfspark.store.redaction import error_line, redact
 
 if TYPE_CHECKING:
     from tfspark.store.stats.sketch import Partial
@@ -463,7 +463,7 @@ class RowFacts:
 
 
 def check_append_rows(path: str, stored: FeatureSpec, facts: RowFacts) -> None:
-    """Before an append is written: the rows fit the stored spec's nullability and fixed
+    """PriorState an append is written: the rows fit the stored spec's nullability and fixed
     lengths (what the data source would refuse row by row), else how to proceed."""
     for f in stored.features:
         nulls = facts.null_counts.get(f.name, 0)
@@ -512,7 +512,7 @@ def unwrapped(e: BaseException) -> BaseException:
 
 
 @dataclass
-class Before:
+class PriorState:
     """A path as it was before write_tfrecords: whether it existed, and its entries (every
     file below it; directories too, where the filesystem lists them)."""
 
@@ -521,7 +521,7 @@ class Before:
     entries: set[str]
 
     @classmethod
-    def take(cls, path: str | Location) -> Before | None:
+    def take(cls, path: str | Location) -> PriorState | None:
         """None when the path is unusable, or a file (the write itself will say so)."""
         try:
             loc = locate(path)
@@ -558,11 +558,11 @@ def _committed(loc: Location, write_id: str) -> bool:
 
 @contextmanager
 def undo_on_failure(path: str | Location, write_id: str,
-                    before: Before | None = None) -> Iterator[None]:
+                    before: PriorState | None = None) -> Iterator[None]:
     """Around write `write_id` to `path`: on failure, remove what it added there (module
     docstring) and raise a tfspark error that came back from a Spark task as its own class.
-    before: the path as it is now, if taken already (Before.take)."""
-    before = before if before is not None else Before.take(path)
+    before: the path as it is now, if taken already (PriorState.take)."""
+    before = before if before is not None else PriorState.take(path)
     try:
         yield
     except BaseException as e:
@@ -571,7 +571,7 @@ def undo_on_failure(path: str | Location, write_id: str,
                 before.put_back(write_id)
         except Exception as cleanup:  # noqa: BLE001 - report the write's own error
             log.warning("tfspark: could not remove what the failed write left at %s: %s",
-                        locate(path).uri, said(cleanup))
+                        locate(path).uri, error_line(cleanup))
         err = unwrapped(e)
         if err is e:
             raise
