@@ -1,7 +1,7 @@
-"""Arrow columns -> the canonical columns the Example kernels write (see
-wire/example_write.py): one per Example key, with its row offsets, present rows and values.
-Shared by the row encoder (encode.py), the block encoder (encode_block.py), the SequenceExample
-encoder (its SequenceExample part) and the write tasks' statistics sketches.
+"""Arrow columns -> the canonical columns the Example kernels write (see wire.example_write):
+one per Example key, with its row offsets, present rows and values. Shared by the row encoder
+(arrow.encode, its SequenceExample part too), the block encoder (arrow.encode_block) and the
+write tasks' statistics sketches.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ BLOCK_ROWS = 4096
 
 @dataclass
 class Column:
-    """One Example key's values in canonical form (see wire/example_write.py)."""
+    """One Example key's values in canonical form (see wire.example_write)."""
 
     key: str
-    kind: int  # INT | FLOAT | BYTES (wire/protobuf.py)
+    kind: int  # INT | FLOAT | BYTES (wire.protobuf)
     rows: np.ndarray  # int64, n+1 element offsets per row
     present: np.ndarray  # bool, n
     values: np.ndarray  # int64 | float32 | uint8 data (bytes)

@@ -1,10 +1,10 @@
 """Serialized tf.train.Example -> Arrow columns, whole buffers at a time: the mirror of
-encode.py, for the Spark reader and `verify`. No protobuf objects, no TensorFlow.
+arrow.encode, for the Spark reader and `verify`. No protobuf objects, no TensorFlow.
 
 decode_records(buf, offsets, spec) finds every record's Feature for each spec key once
-(wire/example_index.py: any key order, unknown keys skipped), then reads each key's values with
-a count pass and a fill pass (wire/example_read.py) into one canonical Arrow column per feature.
-The one-record pure-Python decoder is wire/example_py.py.
+(wire.example_index: any key order, unknown keys skipped), then reads each key's values with
+a count pass and a fill pass (wire.example_read) into one canonical Arrow column per feature.
+The one-record pure-Python decoder is wire.example_py.
 """
 
 from __future__ import annotations

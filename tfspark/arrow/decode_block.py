@@ -1,7 +1,7 @@
-"""Block records (rows_per_record > 1) -> the rows' canonical Arrow columns, as decode.py gives
-for the row layout: the mirror of encode_block.py.
+"""Block records (rows_per_record > 1) -> the rows' canonical Arrow columns, as arrow.decode gives
+for the row layout: the mirror of arrow.encode_block.
 
-Every block key is read as a plain list with decode.py's Decoder (one "row" per block); the
+Every block key is read as a plain list with arrow.decode's Decoder (one "row" per block); the
 rows are then cut out of those lists with the lengths, and null rows restored from `c/nulls`.
 Every count is checked, so a damaged or hand-made block fails naming its file and offset.
 """

@@ -150,7 +150,7 @@ class BatchEncoder:
 
 @dataclass
 class _Steps:
-    """One feature list column: rows -> steps -> elements (see wire/sequence_write.py)."""
+    """One feature list column: rows -> steps -> elements (see wire.sequence_write)."""
 
     key: str
     row_steps: np.ndarray  # int64, n+1 step offsets per row

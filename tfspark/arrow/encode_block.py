@@ -1,9 +1,9 @@
 """Arrow RecordBatch -> block records: up to N consecutive rows per tf.train.Example, column by
-column (spec/layout.py has the keys; design.md, "Block layout").
+column (spec.layout has the keys; design.md, "Block layout").
 
-Each feature's canonical per-row columns (encode.py) are regrouped per block: the values of a
+Each feature's canonical per-row columns (arrow.encode) are regrouped per block: the values of a
 block's rows become one list, null rows of fixed features are filled with the spec's default,
-and the lengths and null positions go under their own keys. The serialization is encode.py's:
+and the lengths and null positions go under their own keys. The serialization is arrow.encode's:
 one "row" of its kernels is one block here.
 """
 

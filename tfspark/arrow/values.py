@@ -1,6 +1,6 @@
 """Arrow values -> what an Example stores: int64, float32 or bytes, checked on the way.
 
-The conversions of encode.py (which lays the stored values out per row): booleans, dates and
+The conversions of arrow.encode (which lays the stored values out per row): booleans, dates and
 timestamps to int64, doubles and decimals to float32 (refusing what float32 cannot hold),
 strings and binary as bytes buffers, ml Vectors densified. A value that cannot be stored
 raises BadRow, which names the row in the batch; BatchEncoder renames it in its caller's

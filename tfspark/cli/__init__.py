@@ -1,2 +1,2 @@
-"""The command line (`tfspark ...`, main.py) and the jobs' settings (config.py): the top tier,
+"""The command line (`tfspark ...`, cli.main) and the jobs' settings (cli.config): the top tier,
 which may import every other."""

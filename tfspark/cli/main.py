@@ -2,8 +2,8 @@
 (`tfspark`, or `python -m tfspark.cli`).
 
 Argument parsing and the commands that read a data set; export, demo and spec (the commands
-that run Spark) are in cli/spark_commands.py; errors are rendered by cli/errors.py, inspect by
-cli/inspect.py, the local Spark session and the export source by cli/session.py.
+that run Spark) are in cli.spark_commands; errors are rendered by cli.errors, inspect by
+cli.inspect, the local Spark session and the export source by cli.session.
 
 export and demo run a local Spark session whose catalog persists in a Derby metastore under the
 warehouse directory, so the backup table is still there for the next session. inspect and verify

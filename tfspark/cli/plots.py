@@ -38,7 +38,7 @@ _KINDS = {"values": "rows per value", "histogram": "histogram of the deciles",
 
 
 def add_command(command: Any) -> None:
-    """Register `stats` with the CLI (command: main.py's subcommand parser factory)."""
+    """Register `stats` with the CLI (command: cli.main's subcommand parser factory)."""
     p = command("stats", "print a data set's feature statistics; --plot writes PNG charts",
                 "Print the feature statistics write_tfrecords stored in the manifest (per "
                 "split with --split); --plot DIR writes one PNG per feature: histograms of "

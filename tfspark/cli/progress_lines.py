@@ -1,4 +1,4 @@
-"""The command line's view of tfspark.progress (tfspark/progress.py): stage lines on stdout
+"""The command line's view of tfspark.progress (progress): stage lines on stdout
 as they come; the steps of many (verify's files) as one bar that redraws itself on a terminal,
 and elsewhere (a log file, a pipe, CI) as lines: the first step's, one every EVERY_S seconds
 and the last's, so that a data set of thousands of files does not fill a job's log."""

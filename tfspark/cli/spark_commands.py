@@ -1,4 +1,4 @@
-"""`tfspark export|demo|spec`: the commands that run Spark (a local session, cli/session.py),
+"""`tfspark export|demo|spec`: the commands that run Spark (a local session, cli.session),
 and the export flags they share with jobs/export_tfrecords.py."""
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """Train a small Keras model on a data set exported by tfspark: the `tfspark train` job.
 
 What goes into the model comes from the export's statistics of the train split
-(train_features.py: numbers normalized, categories looked up, arrays pooled, row ids and free
+(cli.train_features: numbers normalized, categories looked up, arrays pooled, row ids and free
 text left out with a line saying so) or, for data without statistics, is adapted on a sample of
-batches (train_sample.py). The label decides the head (train_features.head). On the TensorFlow
-backend make_dataset feeds it; on JAX, read_batches (train_feed.py). With a worker context, it is
-one of train_on_spark's workers (train_cluster.py): read_batches feeds its training through
+batches (cli.train_sample). The label decides the head (train_features.head). On the TensorFlow
+backend make_dataset feeds it; on JAX, read_batches (cli.train_feed). With a worker context, it is
+one of train_on_spark's workers (cli.train_cluster): read_batches feeds its training through
 ctx.fit on either backend, so a retried stage resumes exactly (mid-epoch with
 checkpoint_every). Keras, TensorFlow and JAX are imported inside the functions.
 """

@@ -1,5 +1,5 @@
 """What `tfspark train` does with each feature, decided from the statistics write_tfrecords
-stored (tfspark/spark/stats.py), and the Keras layers that do it: no adapt() pass, no sample.
+stored (spark.stats), and the Keras layers that do it: no adapt() pass, no sample.
 
     numbers (int, float, bool, date...)      Normalization(mean, variance) of the split
     strings, and the ints in `categorical`   lookup of the top values (at most max_vocab, the

@@ -5,7 +5,7 @@ make_dataset: string features arrive as ids of the statistics' vocabularies (Voc
 place of StringLookup, which needs TensorFlow). What needs TensorFlow's lookups is left out with
 its reason: integer features named in `categorical` (IntegerLookup), arrays of strings or ids
 (their pooled lookups) and variable-length arrays (pooled as ragged tensors); fixed-length
-number arrays stay. Its feeds from read_batches are train_feed.py's.
+number arrays stay. Its feeds from read_batches are cli.train_feed's.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ exactly where the last checkpoint was taken, mid-epoch included, on any backend.
 
 Keras's fit cannot start inside an epoch (its own BackupAndRestore saves the step but
 restarts the epoch), and a reader restarted by hand gives other batches. So each checkpoint
-(resume.py: weights and optimizer state, the epochs' history) also holds every worker's
+(keras.resume: weights and optimizer state, the epochs' history) also holds every worker's
 reader state after the last batch trained, and a resumed run is two fit calls: the rest of the
 interrupted epoch (steps_per_epoch = the steps left), then the epochs after it. The batches
 are those an uninterrupted run trains on, in the same order; the interrupted epoch's metrics
@@ -126,7 +126,7 @@ def resumable_fit(model: Any, batches: Any, epochs: int, checkpoint_dir: str | N
     worker, is_chief, differs, every_worker_saves, log: a worker's place in a multi-worker
       run (train_on_spark's ctx.fit passes them; see resume.epoch_checkpoint).
     source: what a fit call reads, made of the Feed (default: its batches; TensorFlow's
-      multi-worker strategy needs them as a dataset it does not shard: tf/worker.py).
+      multi-worker strategy needs them as a dataset it does not shard: tf.worker).
     Other keyword arguments (validation_data, verbose, ...) go to model.fit.
     """
     import keras

@@ -1,5 +1,5 @@
 """Keras 3 preprocessing layers built from the statistics write_tfrecords stores in the manifest
-(tfspark/spark/stats.py): no adapt() pass over the data.
+(spark.stats): no adapt() pass over the data.
 
     numbers      keras.layers.Normalization(mean=, variance=)
     strings      keras.layers.StringLookup(vocabulary=top values, most frequent first), or

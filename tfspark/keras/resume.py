@@ -12,7 +12,7 @@ How the workers compare epochs, and whether saving is collective, is the backend
 passes `differs` and `every_worker_saves` (JAX's multi-process weights are saved by every process
 at once, so the others save to a scratch file).
 
-The same directories serve resumable_fit (fitting.py), whose checkpoints are also taken
+The same directories serve resumable_fit (keras.fitting), whose checkpoints are also taken
 mid-epoch (`epoch-00003-step-0000120/`) and hold each worker's reader state (`readers/`,
 staged by every worker before the chief renames the checkpoint into place).
 """

@@ -90,7 +90,7 @@ class WorkerContext:
                              **fit_kwargs)
 
     def _saving(self) -> dict[str, Any]:
-        """How this worker takes part in saving and restoring checkpoints (resume.py)."""
+        """How this worker takes part in saving and restoring checkpoints (keras.resume)."""
         return {"is_chief": self.is_chief,
                 "differs": self.differs if self.num_workers > 1 else None,
                 "every_worker_saves": self.backend == "jax", "log": self.log}

@@ -1,15 +1,15 @@
-"""The BatchReader read_batches() returns (read.py): tfspark output -> batches of NumPy arrays,
+"""The BatchReader read_batches() returns (numpy.read): tfspark output -> batches of NumPy arrays,
 for JAX, PyTorch and every Keras 3 backend. Needs neither TensorFlow nor pyspark.
 
-    plan (read_plan.py, as make_dataset) -> per epoch: the shard's files, shuffled -> turns
+    plan (store.read_plan, as make_dataset) -> per epoch: the shard's files, shuffled -> turns
     over `num_threads` slots, each a thread streaming its files (CRCs checked) and decoding
-    chunks of records with the compiled kernels, which release the GIL (interleave.py) ->
+    chunks of records with the compiled kernels, which release the GIL (numpy.interleave) ->
     windows of shuffle_buffer rows, each joined and permuted by up to MIX_THREADS threads ->
     batches (with a shuffle, cut a window ahead of the consumer by a thread of their own:
-    prefetch.py)
+    numpy.prefetch)
 
 The batches are a function of the data, the arguments and the seed alone (not of thread
-timing), so a reader says where it is (state_dict(), state.py) and a new one given that
+timing), so a reader says where it is (state_dict(), numpy.state) and a new one given that
 state (read_batches(..., state=...)) yields exactly the batches that were still to come.
 Memory is bounded: at most `QUEUED` decoded pieces wait per slot, plus at most four shuffle
 windows (one being filled, one cut and waiting to be queued, one queued, one handed out).

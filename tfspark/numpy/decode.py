@@ -1,4 +1,4 @@
-"""Framed records -> NumPy columns (columns.py), for the row and the block layout, with what
+"""Framed records -> NumPy columns (numpy.columns), for the row and the block layout, with what
 make_dataset gives: fixed features dense with the spec's default where a row is null,
 variable-length ones ragged (empty where null).
 
@@ -6,7 +6,7 @@ The compiled kernels of wire/ (which release the GIL) index the records and fill
 arrays; numeric columns never pass through Arrow. Strings become object arrays of bytes
 (strings="object", which needs the GIL for every value), or with strings="bytes" a Ragged of
 their uint8 bytes one level below the feature's own shape (no Python object per value), or
-with strings="ids" int64 ids of a vocabulary (store/vocabulary.py: 0 out of vocabulary),
+with strings="ids" int64 ids of a vocabulary (store.vocabulary: 0 out of vocabulary),
 looked up by Arrow's hash kernel over the bytes (no Python object per value either).
 """
 

@@ -11,7 +11,7 @@ is used, so the NumPy reader keeps needing none of them.
   Grain                   grain_dataset(path, batch_size, ...): a grain.IterDataset of batches
                           whose iterators checkpoint (get_state/set_state), for Grain
                           pipelines, orbax checkpoints and Keras 3's fit.
-Each adapter resumes exactly where its reader's state says (state.py).
+Each adapter resumes exactly where its reader's state says (numpy.state).
 """
 
 from __future__ import annotations

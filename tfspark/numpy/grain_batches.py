@@ -1,5 +1,5 @@
 """grain_dataset's IterDataset and iterator, in a module of its own because it imports grain
-(frameworks.py imports it only when grain_dataset is called) and because Grain's multiprocess
+(numpy.frameworks imports it only when grain_dataset is called) and because Grain's multiprocess
 prefetch (`mp_prefetch`) pickles the dataset into its worker processes and gives each a slice:
 classes defined inside a function cannot be pickled, and a source without `set_slice` cannot be
 split ("Cannot slice IterDataset source").

@@ -71,7 +71,7 @@ class Mixer:
     def mix(self, pieces: list[Table], rows: np.ndarray | None,
             stacks: Sequence[Stack] = ()) -> Table:
         """The pieces' rows one after another, then in the order `rows` (None: as they are);
-        each stack's columns written side by side into one array (stacking.py)."""
+        each stack's columns written side by side into one array (numpy.stacking)."""
         inside = {c for s in stacks for c in s.columns}
         names = [n for n in pieces[0] if n not in inside]
 

@@ -1,8 +1,8 @@
 """A reading process of read_batches(..., processes=N): `python -m
-tfspark.numpy.process_worker FD`, FD its end of a socket to the training process (processes.py).
+tfspark.numpy.process_worker FD`, FD its end of a socket to the training process (numpy.processes).
 
 It reads its part of the reader (BatchReader.for_worker) and hands each batch over through
-shared memory (shared.py), at most `depth` batches ahead of what the training process took.
+shared memory (numpy.shared), at most `depth` batches ahead of what the training process took.
 Messages in: ("setup", path_or_files, batch_size, kwargs, processes, index), then per
 iteration ("run", state, depth, slots still held there), ("took", [slots freed]) per batch
 taken, ("stop",) to end it (early or not), ("quit",). Out: ("ready",), ("segment", slot,

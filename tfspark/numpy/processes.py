@@ -1,5 +1,5 @@
 """read_batches(..., processes=N): the reader's part split among N reading processes, their
-batches handed to this (the training) process through shared memory (shared.py).
+batches handed to this (the training) process through shared memory (numpy.shared).
 
 One process's reading threads share one interpreter lock, which bounded the reader at 5-6M
 rows/s on a 16-core GPU machine (docs/benchmarks.md); N processes decode N times as much, and

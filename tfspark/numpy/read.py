@@ -1,6 +1,6 @@
 """read_batches(): the NumPy reader's entry point: its arguments checked, the read planned
-(store/read_plan.py, as make_dataset), and the BatchReader (batches.py) that yields the
-batches, or the reading processes (processes.py) that feed it. Needs neither TensorFlow nor
+(store.read_plan, as make_dataset), and the BatchReader (numpy.batches) that yields the
+batches, or the reading processes (numpy.processes) that feed it. Needs neither TensorFlow nor
 pyspark."""
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
     opts = ReadOptions.checked(READ_BATCHES, **{k: v for k, v in given.items()
                                                  if k not in ("path_or_files", "batch_size")})
     cache_dir, shard = opts.cache_dir, opts.shard
-    keep_freed_memory()  # (fewer page faults: store/memory.py)
+    keep_freed_memory()  # (fewer page faults: store.memory)
     plan = plan_read(path_or_files, split=split, spec=spec, label_cols=label_cols,
                      compression=compression, filesystem=filesystem, columns=columns)
     widths = pad_lengths(plan.example_spec, tuple(plan.labels), plan.manifest, strings,

@@ -3,7 +3,7 @@ it with its checkpoint and, given it back, gets exactly the batches it had not y
 
 The batches of an iteration are a function of the data set, the reader's settings and one
 seed: each epoch's file order is drawn from (seed, epoch), the files are read in turns
-(interleave.py), and window w of an epoch is permuted by a generator drawn from
+(numpy.interleave), and window w of an epoch is permuted by a generator drawn from
 (seed, epoch, w). So a place in the iteration is (epoch, window, rows of it already handed on)
 plus where the turns stood when that window began; resuming rebuilds that one window and goes
 on from there. The settings that shape the batches are kept too, and a state is refused by a

@@ -2,8 +2,8 @@
 checked at every step.
 
 Stages: validate (arguments into WriteOptions, the schema into a spec, the paths) -> backup +
-observe (backup.py, observe.py: the rows staged, with row count, nulls and fixed lengths seen
-while they are written, no second pass) -> size (sizing.py) -> write (the data source, from the
+observe (spark.backup, spark.observe: the rows staged, with row count, nulls and fixed lengths seen
+while they are written, no second pass) -> size (spark.sizing) -> write (the data source, from the
 staged rows; its manifest commit is the commit of the whole write) -> publish the staged backup
 -> result (counts of source, backup and TFRecords must agree).
 """
@@ -126,7 +126,7 @@ write_tfrecords.__signature__ = workflow_signature(  # type: ignore[attr-defined
 def export(df: DataFrame, opts: WriteOptions, filesystem: Any = None) -> WriteResult:
     """The stages of write_tfrecords for checked options (see the module docstring). The write
     commits against the version of the path it found when it began, or fails with
-    WriteConflictError; what a failure leaves of this write is removed (undo.py)."""
+    WriteConflictError; what a failure leaves of this write is removed (undo_on_failure)."""
     spark = df.sparkSession
     data_cols, base_spec = columns.check_columns(df, opts)
     if opts.stats and not opts.stats_exact:  # the tasks' sketches: missing here, say so now

@@ -4,7 +4,7 @@ other tools).
 Every file (up to `schemaSampleFiles`, default 1024, spread evenly over the sorted file list)
 contributes its first `schemaSampleRecords` records (default 1000), CRCs checked; never the whole
 data. A compiled scan lists each record's entries (key, list kind, length, UTF-8 or not:
-wire/example_scan.py), so covering every file is cheap. Rules, per Example key:
+wire.example_scan), so covering every file is cheap. Rules, per Example key:
 
   * int64 lists -> LongType; float lists -> FloatType (float32 is what is stored); a key holding
     int64 lists in some records and float lists in others -> FloatType (ints are converted).

@@ -2,10 +2,10 @@
 
 The driver finds the files (the manifest's, or for a directory without one every file whose
 name contains ".tfrecord", skipping names that start with "_" or "."), works out the schema
-(the manifest's, a user's `.schema(...)`, or one inferred from a sample: infer.py), and plans
+(the manifest's, a user's `.schema(...)`, or one inferred from a sample: spark.infer), and plans
 one partition per file. Each task streams its file in chunks with bounded memory, checks both
-CRCs, decodes up to 10,000 records at a time with the numba decoder (arrow/decode.py), turns
-the canonical columns into the Spark schema's Arrow types (to_spark.py) and yields Arrow batches.
+CRCs, decodes up to 10,000 records at a time with the numba decoder (arrow.decode), turns
+the canonical columns into the Spark schema's Arrow types (spark.to_spark) and yields Arrow batches.
 
 Options: see tfspark.store.options.SPARK_READ_OPTIONS (checked into a SparkReadOptions there).
 """
@@ -59,7 +59,7 @@ class Source:
 
 def discover(opts: SparkReadOptions) -> Source:
     """The files, record type, spec and schema at opts.path, as the one read planner
-    (store/read_plan.py) plans a table read: from its manifest when there is one, else from a
+    (store.read_plan) plans a table read: from its manifest when there is one, else from a
     listing of the TFRecord files (a directory) or the path itself (a file).
 
     Raises OptionError when the path does not exist, the options do not fit what is there, or

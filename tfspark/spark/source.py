@@ -1,8 +1,8 @@
 """The Spark Python Data Source "tfrecord" (also registered as "tfspark"): the thin adapter.
 
-Options in, writer or reader out: write.py plans and commits writes, read.py reads. Spark itself
-accepts only append and overwrite for Python sources; `.option("mode", ...)` adds errorifexists
-and ignore.
+Options in, writer or reader out: the data source's writer plans and commits writes, its
+reader reads. Spark itself accepts only append and overwrite for Python sources;
+`.option("mode", ...)` adds errorifexists and ignore.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """write_tfrecords' TFRecord stage without Spark's data-source machinery: the data source's own
-plan, task writer and commit (write.py), driven from the driver.
+plan, task writer and commit (spark.write), driven from the driver.
 
 Spark runs a Python data source's planning and its commit in Python processes of their own, a
 fresh one of each per session: over two seconds on the first write. Here the plan and the

@@ -1,7 +1,7 @@
 """Decoded canonical columns -> the Arrow types Spark expects for a schema.
 
-The mirror of arrow/encode.py's conversions: encode.py turns booleans, dates, timestamps,
-decimals and vectors into int64 / float32 / bytes; arrow/decode.py reads those back as canonical
+The mirror of arrow.encode's conversions: arrow.encode turns booleans, dates, timestamps,
+decimals and vectors into int64 / float32 / bytes; arrow.decode reads those back as canonical
 columns (int64, float32, large_binary; lists; lists of lists); this module turns them into what the
 target Spark type needs (`to_arrow_schema(schema, timezone="UTC")`, the exact types a Python
 data source must yield):

@@ -1,6 +1,6 @@
 """The data source's writer: the write of a data set (tfspark.store.write) run by Spark.
 
-Planned on the driver (write_plan.py), pickled to the executors, whose tasks stream their Arrow
+Planned on the driver (spark.write_plan), pickled to the executors, whose tasks stream their Arrow
 batches into their own part files; Spark calls commit() on the driver when every task
 succeeded, abort() when the job failed.
 """

@@ -1,7 +1,7 @@
 """The plan of a write through the data source, on the driver: everything checked before a
 task runs (mode and the version of the path it starts from, placement, partition and split
 columns, the spec, and for an append that the rows fit the data set), into the TfrecordWriter
-that tasks pickle (write.py).
+that tasks pickle (spark.write).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Arrow schema -> the Spark types the same columns have in Spark, so that one mapping (Spark's
-types -> features, from_spark.py) serves data sets written with Spark and without it.
+types -> features, spec.from_spark) serves data sets written with Spark and without it.
 
 Arrow types are read as Spark reads them from Arrow (pandas and Arrow frames given to
 `spark.createDataFrame`): int8/16/32/64 -> byte/short/integer/long, unsigned ints one size up

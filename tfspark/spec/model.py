@@ -1,7 +1,7 @@
 """Feature and FeatureSpec: what each column becomes in a tf.train.Example, and its JSON form.
 
-Pure data: no pyspark, no TensorFlow. The Spark type mapping is in from_spark.py, the JSON
-checks in validate.py; the tf.io parsing spec of a spec is built on the TensorFlow side
+Pure data: no pyspark, no TensorFlow. The Spark type mapping is in spec.from_spark, the JSON
+checks in spec.validate; the tf.io parsing spec of a spec is built on the TensorFlow side
 (tfspark.tf.parsing: tfspark.tf.parsing_spec(spec)).
 """
 

@@ -1,6 +1,6 @@
 """A spec's JSON document, checked field by field (mirrors schemas/feature_spec.schema.json).
 
-Returns plain values for spec/model.py to build Feature and FeatureSpec from, so this module
+Returns plain values for spec.model to build Feature and FeatureSpec from, so this module
 needs nothing of the model (no import cycle). Every problem is a SchemaError naming the feature
 and the field.
 """

@@ -1,4 +1,4 @@
-"""The commit of a write, on the driver (its lock: lock.py): the write ids in part-file
+"""The commit of a write, on the driver (its lock: store.lock): the write ids in part-file
 names, and the conflict messages.
 
 A part file is named part-<partition>-<task attempt>-<write id>-<seq>.tfrecord[.gz]; the write

@@ -1,6 +1,6 @@
 """How far the reading threads run ahead: their default number (the cores this process may
 use), how many files each opens before it needs them (a share of the requests in flight), and
-those opened files themselves. Both readers (numpy/interleave.py, tf/records.py) use these."""
+those opened files themselves. Both readers (numpy.interleave, tf.records) use these."""
 
 from __future__ import annotations
 

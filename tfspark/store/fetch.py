@@ -10,7 +10,7 @@ ahead * (HEADROOM + range_bytes) per open file; ranges read whole are kept for t
 file's size comes from the manifest when it knows it, so opening a file costs no request of
 its own.
 
-With a FileCache (cache.py), a remote file read to its end (every byte, checked by the reader)
+With a FileCache (store.cache), a remote file read to its end (every byte, checked by the reader)
 is kept in a local directory; later reads of the same file of the same write come from there.
 """
 

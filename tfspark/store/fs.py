@@ -261,7 +261,7 @@ class Location:
         """Create base/rel holding `data` only if no such file exists; True if this call did.
         Local filesystems only: O_CREAT | O_EXCL, atomic (two processes, or two hosts on one
         POSIX mount, never both win). pyarrow has no conditional put on a store: the commit
-        lock there is store/lock.py's."""
+        lock there is store.lock's."""
         if not self.is_local:
             raise NotImplementedError(f"no exclusive create on {self.fs.type_name}")
         target = self.join(rel)

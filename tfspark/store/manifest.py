@@ -235,7 +235,7 @@ class Manifest:
         return sum(f.row_count for f in self.files_of(split=split))
 
     def feature_stats(self, split: str | None = None) -> dict[str, Any] | None:
-        """{feature: statistics} the write stored (spark/stats.py): of one split, or of all
+        """{feature: statistics} the write stored (spark.stats): of one split, or of all
         rows when split is None; None when there are none."""
         side = self.stats.get("side")
         if side is None:  # written by a tfspark that kept them inside the manifest

@@ -46,7 +46,7 @@ class ReadPlan:
     records: tuple[int, ...] | None = None  # per file, from the manifest; None: unknown
     compressions: tuple[str | None, ...] | None = None  # per file, when they differ (SNIFF:
     #                                                     found when the file is opened)
-    rows_per_record: int = 1  # the layout: > 1 for blocks of rows (spec/layout.py)
+    rows_per_record: int = 1  # the layout: > 1 for blocks of rows (spec.layout)
     rows: tuple[int, ...] | None = None  # per file, block layout: rows (records are blocks)
     spec_given: bool = False  # spec= came from the caller, not from the data set's manifest
     root: str = ""  # the directory read (a split's own with split=); "" for explicit files

@@ -1,4 +1,4 @@
-"""What a setting is, and the value checks and parsers the tables of settings (options.py:
+"""What a setting is, and the value checks and parsers the tables of settings (store.options:
 WriteOptions, the writers'; ReadOptions, the readers') are written with. No pyspark, no
 TensorFlow.
 

@@ -64,9 +64,9 @@ def store_filesystem(path: str, options: Mapping[str, Any] | None,
     if name == "AzureFileSystem" and isinstance(kwargs.get("sas_token"), str) and \
             kwargs["sas_token"]:
         kwargs["sas_token"] = sas_query(kwargs["sas_token"])
-    if name == "S3FileSystem":  # a small file in one request, not three (uris.py)
+    if name == "S3FileSystem":  # a small file in one request, not three (store.uris)
         kwargs.setdefault("allow_delayed_open", True)
-    if name == "GcsFileSystem":  # seconds (TOML has no durations); not 15 minutes (uris.py)
+    if name == "GcsFileSystem":  # seconds (TOML has no durations); not 15 minutes (store.uris)
         limit = kwargs.setdefault("retry_time_limit", GCS_RETRY)
         if isinstance(limit, (int, float)) and not isinstance(limit, bool) and limit > 0:
             kwargs["retry_time_limit"] = datetime.timedelta(seconds=limit)

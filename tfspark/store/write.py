@@ -245,7 +245,7 @@ class DataSetWrite:
         splits = set(manifest.splits)
         overwrite = self.mode == "overwrite"
         gone = []
-        for rel in loc.list_files():  # one listing; the deletes many at once (many.py)
+        for rel in loc.list_files():  # one listing; the deletes at once on a store
             top = rel.split("/")[0]
             if rel == top:  # tasks killed without deregistering
                 wid = marker_write_id(rel)

@@ -9,8 +9,8 @@ parsed (block_parsing_spec), their rows permuted, then rebatched to batch_size r
 
 Parsing whole batches (one parse_example call per batch) and moving blocks of records instead
 of single records are what make it fast: tf.data's cost per element dominates otherwise.
-What to read is planned without TensorFlow (tfspark/read_plan.py); Keras inputs are in
-tfspark/keras/inputs.py. TensorFlow is imported inside the functions, so importing this is cheap.
+What to read is planned without TensorFlow (the read plan); Keras inputs are in
+keras.inputs. TensorFlow is imported inside the functions, so importing this is cheap.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def make_dataset(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
     opts = ReadOptions.checked(MAKE_DATASET, **{k: v for k, v in given.items()
                                                  if k not in ("path_or_files", "batch_size")})
     cache_dir, shard = opts.cache_dir, opts.shard
-    keep_freed_memory()  # (fewer page faults: store/memory.py)
+    keep_freed_memory()  # (fewer page faults: store.memory)
     plan = plan_read(path_or_files, split=split, spec=spec, label_cols=label_cols,
                      compression=compression, filesystem=filesystem, columns=columns)
     FileCache.swept(cache_dir, plan.locations, plan.versions)  # (None: no cache)
@@ -206,7 +206,7 @@ def _records(part: Shard, batch_size: int, shuffle_files: bool, seed: int | None
 
     Local files of the block layout are read by TensorFlow's TFRecordDataset; every other
     file, and any with a cache directory (io: io_threads, cache_dir), by tfspark's own reader
-    (tf/records.py)."""
+    (tf.records)."""
     quiet_import("tensorflow")
     import tensorflow as tf
 

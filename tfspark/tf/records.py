@@ -1,7 +1,7 @@
 """Serialized records of a shard's files for tf.data, read through tfspark's own reader instead
 of TensorFlow's file systems: any store pyarrow reaches (S3, GCS, ADLS, HDFS, fsspec; stock
 TensorFlow has no s3, az or hdfs), with both CRCs of every record checked, remote files read
-ahead in concurrent ranges (store/fetch.py) and optionally kept in a local cache.
+ahead in concurrent ranges (store.fetch) and optionally kept in a local cache.
 
 make_dataset keeps TensorFlow's native TFRecordDataset for local files of the block layout,
 which it reads faster; this is what it reads every other file with, local files of the row

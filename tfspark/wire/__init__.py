@@ -1,3 +1,4 @@
-"""Bytes on disk: TFRecord framing (tfrecord.py, stream.py) and the tf.train.Example protobuf
-wire (example_write.py, example_index.py, example_read.py, and the pure-Python example_py.py).
+"""Bytes on disk: TFRecord framing (wire.tfrecord, wire.stream) and the tf.train.Example
+protobuf wire (wire.example_write, wire.example_index, wire.example_read, and the pure-Python
+wire.example_py).
 numpy, numba and crc32c only."""

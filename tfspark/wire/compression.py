@@ -1,5 +1,5 @@
 """TFRecord compression: its names and the sniffing of gzip, apart from the framing kernels
-(tfrecord.py), so write options and read plans on the driver use them without importing numba
+(wire.tfrecord), so write options and read plans on the driver use them without importing numba
 (about 0.2 s of a first write)."""
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """CRC-32C (Castagnoli), which TFRecord framing checks twice per record, and its mask.
 
 Slicing-by-8 tables, compiled (about 1.7 GB/s on one core): the framing kernels' CRC where the
-CPU has no crc32 instruction (crc_hw.py has the instruction and the choice). In a module of
+CPU has no crc32 instruction (wire.crc_hw has the instruction and the choice). In a module of
 its own, apart from the framing kernels that call it: measured with bench/bench_sequence.py,
-the same code compiled in tfrecord.py made the SequenceExample encoder ~15% slower (24.5x vs
+the same code compiled in wire.tfrecord made the SequenceExample encoder ~15% slower (24.5x vs
 29.3x the per-row protos).
 """
 

@@ -1,6 +1,6 @@
 """CRC-32C in the framing kernels (the scan that reads records back, and the framing of records
 written): the x86 crc32 instruction (SSE4.2) through llvmlite intrinsics where the CPU has it,
-else crc.py's tables (tfrecord.scan_frames then checks records of BIG_RECORD bytes or more with
+else wire.crc's tables (tfrecord.scan_frames then checks records of BIG_RECORD bytes or more with
 the crc32c package after the scan).
 
 With the instruction, the scan checks every record's data CRC itself, with the GIL released,

@@ -1,6 +1,6 @@
 """Compiled kernels that index tf.train.Example bytes: for every record and every spec key,
-where that key's list is. The mirror of example_write.py; example_read.py then reads each key's
-lists into a column, and arrow/decode.py drives both.
+where that key's list is. The mirror of wire.example_write; wire.example_read then reads each key's
+lists into a column, and arrow.decode drives both.
 
 Wire format read (any field order, unknown fields skipped, a later entry for a key wins)::
 

@@ -2,9 +2,9 @@
 pure Python.
 
 The reference decoder: for inspecting records (`tfspark inspect`), schema inference
-(spark/infer.py), and as the oracle the compiled decoder (arrow/decode.py) is fuzzed against. It
+(spark.infer), and as the oracle the compiled decoder (arrow.decode) is fuzzed against. It
 is written independently of the kernels on purpose (its own varint and field walking), so the
-two can check each other. No protobuf, no TensorFlow. Wire format: see example_index.py;
+two can check each other. No protobuf, no TensorFlow. Wire format: see wire.example_index;
 unknown fields are skipped, as protobuf parsers do, and a later entry for the same key wins.
 """
 
@@ -96,7 +96,7 @@ def decode_with_spec(data: bytes | bytearray | memoryview, spec: FeatureSpec, *,
     feature lists -> a list of lists.
     An absent feature (a null) is None, or the spec's default for a nullable fixed feature when
     fill_defaults is true (what tf.io.parse_example fills in). As the compiled decoder
-    (arrow/decode.py) reads them: an empty list for a fixed scalar is absent too, and int64
+    (arrow.decode) reads them: an empty list for a fixed scalar is absent too, and int64
     lists are read as float32 where the spec has floats and float32 holds their values
     exactly (refused otherwise). Strings from string columns come
     back as str, binary as bytes, booleans as bool; dates and timestamps stay ints (days and

@@ -4,7 +4,7 @@ keys in advance: for schema inference on files without a manifest.
 
 For each entry of each record: the record, the key's byte range, the list's kind, its number
 of values, and (for bytes lists) whether every value is valid UTF-8. Lengths are checked as in
-example_index.py; a malformed record stops the scan with its index.
+wire.example_index; a malformed record stops the scan with its index.
 """
 
 from __future__ import annotations

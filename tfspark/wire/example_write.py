@@ -1,5 +1,5 @@
 """Compiled kernels that write tf.train.Example protobuf bytes for whole columns at once: the
-mirror of example_index.py / example_read.py (which read them). arrow/encode.py drives them.
+mirror of wire.example_index / wire.example_read (which read them). arrow.encode drives them.
 
 Wire format written (protobuf, deterministic: map entries in bytewise key order, as C++
 protobuf's deterministic serialization; Python's upb protobuf puts "floats" before "float", so

@@ -18,7 +18,7 @@ NONE, BYTES, FLOAT, INT = 0, 1, 2, 3
 KIND_NAMES = {BYTES: "bytes", FLOAT: "float", INT: "int64"}
 KIND_OF_DTYPE = {"int64": INT, "float32": FLOAT, "string": BYTES}
 LEN = 2  # wire type of length-delimited fields
-# Error codes of the reading kernels (0 = fine); arrow/decode.py turns them into messages.
+# Error codes of the reading kernels (0 = fine); arrow.decode turns them into messages.
 # FEATURE_LISTS: a record with field 2 at the top, a SequenceExample's feature_lists.
 # INEXACT: an Int64List value read where float32 is wanted that float32 cannot hold exactly.
 OK, MALFORMED, WRONG_TYPE, BAD_FLOATS, TOO_MANY, FEATURE_LISTS, INEXACT = 0, 1, 2, 3, 4, 5, 6

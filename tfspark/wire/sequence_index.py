@@ -1,7 +1,7 @@
 """Compiled kernels that index the feature_lists of tf.train.SequenceExample records: for each
 record and feature-list key, where its FeatureList is, and then where each step's list is. The
 context is indexed by example_index.index_records (sequence=True); a step's list is read by
-example_read.py's kernels as if each step were a record, so values are read one way only.
+wire.example_read's kernels as if each step were a record, so values are read one way only.
 
 Wire format read (any field order, unknown fields skipped, a later entry for a key wins)::
 
@@ -10,7 +10,7 @@ Wire format read (any field order, unknown fields skipped, a later entry for a k
     Entry           = field 1 (len) key, field 2 (len) FeatureList
     FeatureList     = repeated field 1 (len) Feature     # a step; an empty Feature is []
 
-Every length is checked against its enclosing message, as in example_index.py.
+Every length is checked against its enclosing message, as in wire.example_index.
 """
 
 from __future__ import annotations

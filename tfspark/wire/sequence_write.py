@@ -1,8 +1,8 @@
 """Compiled kernels that write tf.train.SequenceExample bytes for whole columns at once: the
 record layout and the feature lists. The context is a Features map like an Example's, written
-by example_write.py's kernels at the context cursors; the encoder drives both.
+by wire.example_write's kernels at the context cursors; the encoder drives both.
 
-Wire format written (keys of each map in bytewise order, as example_write.py):
+Wire format written (keys of each map in bytewise order, as wire.example_write):
 
     SequenceExample = 0x0A len Features (context)  0x12 len FeatureLists
     FeatureLists    = repeated (0x0A len Entry)           # map<string, FeatureList>

@@ -1,7 +1,7 @@
 """TFRecord streams: write framed records to any binary file object (gzip optional), and read
 them back, either record by record (read_records) or in big chunks walked by the compiled
 scanner (stream_framed). Both readers check both CRCs and name the file and byte offset of a
-bad record. The framing itself is in tfrecord.py.
+bad record. The framing itself is in wire.tfrecord.
 """
 
 from __future__ import annotations

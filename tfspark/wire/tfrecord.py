@@ -8,10 +8,10 @@ masked_crc(x) = ((c >> 15) | (c << 17)) + 0xa282ead8 mod 2**32 where c is the CR
 record. A GZIP file is the whole framed stream gzip-compressed, which is what
 ``tf.data.TFRecordDataset(path, compression_type="GZIP")`` reads.
 
-This module defines the sizes and the CRC once (the compression names: compression.py, free of
+This module defines the sizes and the CRC once (the compression names: wire.compression, free of
 numba, which the driver's planning imports); the kernels frame whole
 buffers of records (writing) and walk them checking both CRCs (reading). Streams are in
-stream.py.
+wire.stream.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ HEADER_BYTES = 12  # uint64 length + uint32 masked crc of the length
 TRAILER_BYTES = 4  # uint32 masked crc of the data
 OVERHEAD = HEADER_BYTES + TRAILER_BYTES
 MAX_RECORD = 1 << 31  # protobuf messages are < 2 GiB; a bigger length is corruption
-# Where the scan cannot use the CPU's crc32 instruction (crc_hw.py), data CRCs of records this
+# Where the scan cannot use the CPU's crc32 instruction (wire.crc_hw), data CRCs of records this
 # long or longer are checked by the crc32c package after it, not by its tables (1.7 GB/s): a
 # Python call per record costs about what 4 KB of the compiled CRC does.
 BIG_RECORD = 16384
@@ -49,7 +49,7 @@ _STOPS = {LENGTH_CRC: "length CRC mismatch (length field reads {n})",
           PARTIAL: "truncated record: the data ends inside it"}
 
 
-# ---------------------------------------------------------------- CRC-32C (crc.py)
+# ---------------------------------------------------------------- CRC-32C (wire.crc)
 
 @njit
 def _u32(buf, p):
