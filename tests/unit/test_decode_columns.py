@@ -181,8 +181,10 @@ def test_ints_read_as_floats_only_where_float32_holds_them_exactly(ints):
     and the value, in every reader's decoder (lists and scalars) and the reference's."""
     scalar = infer_spec(_schema(x=T.FloatType()))
     for spec, key in ((SPEC, b"f"), (scalar, b"x")):
-        fine = example(entry(key, ints(2**24) if key == b"x" else ints(-(2**24), 2**30, 3)))
-        assert decode_and_compare([fine], spec)
+        # (-2**63 and 2**62 are powers of two: float32 holds them; the ends of int64's range)
+        for fine in ([ints(2**24)], [ints(-(2**63))], [ints(2**62)]) if key == b"x" else \
+                ([ints(-(2**24), 2**30, 3, -(2**63), 2**62)],):
+            assert decode_and_compare([example(entry(key, *fine))], spec)
         for bad in (2**24 + 1, -(2**53) - 1, 2**63 - 1):
             rec = example(entry(key, ints(bad)))
             name = key.decode()

@@ -132,7 +132,9 @@ def _put_ints_exactly(buf, a, b, out, j):
                 v, r = get_varint(buf, r, q)
                 out[j] = v
                 x = out[j]
-                if not (-9.2e18 < x < 9.2e18) or np.int64(x) != v:
+                # (int64's range as floats: -2**63 is exact, 2**63 is past the end)
+                if not (-9223372036854775808.0 <= x < 9223372036854775808.0) or \
+                        np.int64(x) != v:
                     return j, v
                 j += 1
                 if w == 0:
