@@ -1,8 +1,8 @@
 """torch_dataset's IterableDataset, in a module of its own because it imports torch
 (numpy.frameworks imports it only when torch_dataset is called) and because a DataLoader whose
-workers start by spawn or forkserver pickles the dataset: a class defined inside a function cannot be pickled
-(macOS and Windows start workers by spawn; forkserver is the safe choice in a process whose
-Spark, TensorFlow or reader threads a fork would copy mid-way).
+workers start by spawn or forkserver pickles the dataset: a class defined inside a function
+cannot be pickled (macOS and Windows start workers by spawn; forkserver is the safe choice in a
+process whose Spark, TensorFlow or reader threads a fork would copy mid-way).
 """
 
 from __future__ import annotations
