@@ -118,3 +118,12 @@ def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     store = Azurite(binary, tmp_path_factory.mktemp("azurite"))
     yield store
     store.close()
+
+
+@pytest.fixture(scope="session")
+def spark_tf(spark: SparkSession) -> SparkSession:
+    """The session with tfspark's data source registered (spark.read.format("tfrecord"))."""
+    import tfspark
+
+    tfspark.register(spark)
+    return spark

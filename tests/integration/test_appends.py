@@ -60,11 +60,6 @@ def test_overwrite_then_two_appends_from_three_applications_keep_every_row(
             assert report.ok, (t["store"], report.render())
 
 
-@pytest.fixture(scope="module")
-def spark_tf(spark):
-    tfspark.register(spark)
-    return spark
-
 
 @pytest.mark.spark
 @pytest.mark.tf

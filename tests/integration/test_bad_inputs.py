@@ -49,11 +49,6 @@ class VerifyFailed(Exception):
     """`verify` collects problems instead of raising; the harness raises this with its report."""
 
 
-@pytest.fixture(scope="module")
-def spark_tf(spark):
-    tfspark.register(spark)
-    return spark
-
 
 @pytest.fixture(scope="module")
 def good(spark_tf, tmp_path_factory) -> Path:

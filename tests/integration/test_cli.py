@@ -154,11 +154,6 @@ def test_job_entry_point_parses_the_export_flags(tmp_path):
     assert "--config" in done.stdout and "--backup-table" in done.stdout
 
 
-@pytest.fixture(scope="module")
-def spark_tf(spark):
-    tfspark.register(spark)
-    return spark
-
 
 @pytest.mark.spark
 @pytest.mark.tf

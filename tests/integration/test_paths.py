@@ -106,11 +106,6 @@ def test_every_writer_and_reader_takes_an_odd_local_directory(spark, tmp_path, n
 ODD = "with space %20 #hash"  # what broke: the backup's files came back as escaped URIs
 
 
-@pytest.fixture(scope="module")
-def spark_tf(spark):
-    tfspark.register(spark)
-    return spark
-
 
 def _count_tf(path: str, split: str | None = None) -> int:
     ds = tfspark.make_dataset(path, 64, split=split, label_cols=[], shuffle_buffer=0)

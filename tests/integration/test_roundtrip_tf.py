@@ -729,11 +729,6 @@ def test_sliced_all_types_batch_encodes_like_a_fresh_one():
     assert encode_batch(pa.Table.from_batches([sliced]), spec) == encode_batch(sliced, spec)
 
 
-@pytest.fixture(scope="module")
-def spark_tf(spark):
-    tfspark.register(spark)
-    return spark
-
 
 @pytest.mark.spark
 @pytest.mark.tf

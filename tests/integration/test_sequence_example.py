@@ -69,11 +69,6 @@ D5_ROWS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def spark_tf(spark):
-    tfspark.register(spark)
-    return spark
-
 
 def _f32(x: Any) -> Any:
     if isinstance(x, list):

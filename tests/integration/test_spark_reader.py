@@ -314,11 +314,6 @@ def test_unknown_option_lists_the_allowed_ones(read, tmp_path):
         read(tmp_path, bogus="1")
 
 
-@pytest.fixture(scope="module")
-def spark_tf(spark):
-    tfspark.register(spark)
-    return spark
-
 
 def _tf_file(tf, path: Path, rows: list[dict]) -> None:
     with tf.io.TFRecordWriter(str(path)) as w:

@@ -527,11 +527,6 @@ def test_a_backup_table_in_a_database_that_does_not_exist_yet(spark, tmp_path):
     assert tfspark.verify(str(tmp_path / "ds")).ok
 
 
-@pytest.fixture(scope="module")
-def spark_tf(spark):
-    tfspark.register(spark)
-    return spark
-
 
 @pytest.mark.spark
 @pytest.mark.tf

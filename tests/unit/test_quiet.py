@@ -173,3 +173,17 @@ def test_a_notebook_importing_tensorflow_through_tfspark_sees_no_start_up_notice
     assert run.stdout.strip() == "2" and "mine" in run.stderr
     noisy = "oneDNN custom operations" in run.stderr or "cpu_feature_guard" in run.stderr
     assert noisy == verbose, run.stderr
+
+
+def test_the_command_line_called_from_python_leaves_the_loggers_as_they_were(tmp_path, capsys):
+    """main() sets up its own output for its run only: a program (or test) that calls it and
+    then writes a data set gets its progress where it chose, not on main's handlers."""
+    from tfspark.cli.main import main
+
+    names = ("tfspark", "tfspark.progress", "")
+    before = [(list(logging.getLogger(n).handlers), logging.getLogger(n).level,
+               logging.getLogger(n).propagate) for n in names]
+    assert main(["verify", str(tmp_path / "nothing here")]) == 2
+    assert "error: " in capsys.readouterr().err
+    assert [(list(logging.getLogger(n).handlers), logging.getLogger(n).level,
+             logging.getLogger(n).propagate) for n in names] == before

@@ -17,9 +17,11 @@ first message line. `--debug` prints the full traceback as well.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
 import traceback
+from collections.abc import Iterator
 from typing import Any, NoReturn
 
 from tfspark import __version__
@@ -55,8 +57,12 @@ def main(argv: list[str] | None = None) -> int:
     """
     args = build_parser().parse_args(argv)
     debug = getattr(args, "debug", False)
-    _logging(debug)
     quiet_tensorflow(getattr(args, "verbose", False))
+    with _logging(debug):
+        return _run(args, debug)
+
+
+def _run(args: argparse.Namespace, debug: bool) -> int:
     try:
         return args.run(args)
     except KeyboardInterrupt:
@@ -86,10 +92,26 @@ def _print_traceback() -> None:
     print(redact_text(traceback.format_exc()), end="", file=sys.stderr)
 
 
-def _logging(debug: bool) -> None:
+@contextlib.contextmanager
+def _logging(debug: bool) -> Iterator[None]:
     """tfspark's own warnings go to stderr. Other libraries' log records (py4j logs its broken
     calls through the root logger, with tracebacks, when Ctrl-C interrupts one) only with
-    --debug: a root handler keeps Python from printing them by itself."""
+    --debug: a root handler keeps Python from printing them by itself. The loggers are as
+    they were after the block (main called from Python leaves nothing behind)."""
+    loggers = [logging.getLogger(name) for name in ("tfspark", "tfspark.progress", "")]
+    saved = [(lg, list(lg.handlers), lg.level, lg.propagate) for lg in loggers]
+    _set_up(debug)
+    try:
+        yield
+    finally:
+        for lg, handlers, level, propagate in saved:
+            for h in [h for h in lg.handlers if h not in handlers]:
+                lg.removeHandler(h)
+            lg.setLevel(level)
+            lg.propagate = propagate
+
+
+def _set_up(debug: bool) -> None:
     ours = logging.getLogger("tfspark")
     if not ours.handlers:
         handler = logging.StreamHandler(sys.stderr)

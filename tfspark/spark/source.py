@@ -98,8 +98,10 @@ def register(spark: Any) -> list[str]:
     Examples:
         >>> tfspark.register(spark)
         ['tfspark', 'tfrecord']
-        >>> spark.range(3).write.format("tfrecord").mode("overwrite").save("ids")
-        >>> spark.read.format("tfrecord").load("ids").count()
+        >>> import os
+        >>> path = os.path.abspath("ids")  # (a relative one: from where Spark started)
+        >>> spark.range(3).write.format("tfrecord").mode("overwrite").save(path)
+        >>> spark.read.format("tfrecord").load(path).count()
         3
     """
     if not hasattr(spark, "sparkContext") and not hasattr(spark, "dataSource"):
