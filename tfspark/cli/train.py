@@ -61,7 +61,8 @@ def train(config: TrainConfig | Mapping[str, Any],
         echo(f"worker {worker.index} of {n}: shard {worker.index} of the "
              f"{data.train_split or 'data'} at {data.batch} examples per step (global batch "
              f"{cfg.batch_size}), {steps} steps per epoch")
-    return _fit(cfg, data, chosen, model, train_ds, val_ds, echo, worker)
+    return _fit(cfg, data, chosen, model, train_ds=train_ds, val_ds=val_ds, echo=echo,
+                worker=worker)
 
 
 def check(cfg: TrainConfig, workers: int) -> str:
@@ -241,14 +242,15 @@ def _model(cfg: TrainConfig, data: _Data, chosen: _Chosen) -> Any:
                                     chosen.task, chosen.sample_x, cfg)
 
 
-def _fit(cfg: TrainConfig, data: _Data, chosen: _Chosen, model: Any, train_ds: Any,
+def _fit(cfg: TrainConfig, data: _Data, chosen: _Chosen, model: Any, *, train_ds: Any,
          val_ds: Any, echo: Callable[[str], None], worker: Any) -> dict[str, Any]:
     """Fit (resuming from this run's checkpoints on the cluster), report and save."""
     input_rate = _input_rate(train_ds, cfg.bench_batches)
     if input_rate is not None:  # (bench_batches = 0: not measured)
         echo(f"input pipeline alone: {input_rate:,.0f} examples/s")
     timer = _epoch_timer()
-    hist, resumed_from = _run_fit(cfg, data, model, train_ds, val_ds, timer, worker)
+    hist, resumed_from = _run_fit(cfg, data, model, train_ds=train_ds, val_ds=val_ds,
+                                  timer=timer, worker=worker)
     examples = _epoch_examples(cfg, data.top, data.train_split)
     train_rate = examples / min(timer.seconds) if timer.seconds else None
     if train_rate is None:
@@ -274,7 +276,7 @@ def _fit(cfg: TrainConfig, data: _Data, chosen: _Chosen, model: Any, train_ds: A
             "history": {k: [float(x) for x in v] for k, v in hist.items()}}
 
 
-def _run_fit(cfg: TrainConfig, data: _Data, model: Any, train_ds: Any, val_ds: Any,
+def _run_fit(cfg: TrainConfig, data: _Data, model: Any, *, train_ds: Any, val_ds: Any,
              timer: Any, worker: Any) -> tuple[dict[str, list[float]], int]:
     """model.fit; its history over every epoch (also those before a restart) and the epochs
     restored from a checkpoint. Workers resume exactly, at the last epoch's end or, with

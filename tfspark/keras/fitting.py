@@ -173,8 +173,9 @@ def resumable_fit(model: Any, batches: Any, epochs: int, checkpoint_dir: str | N
             if log is not None:
                 log(f"resumed from the checkpoint of epoch {epoch}"
                     + (f", step {step}" if step else "") + f" ({found[2]})")
-    saver = _saver(keras, feed, done, checkpoint_dir, steps, every, worker, is_chief, differs,
-                   every_worker_saves)
+    saver = _saver(keras, feed, done, directory=checkpoint_dir, steps=steps, every=every,
+                   worker=worker, is_chief=is_chief, differs=differs,
+                   every_worker_saves=every_worker_saves)
     own = [saver, *(callbacks or []), *_progress(keras, epochs, callbacks, fit_kwargs)]
     if step and epoch < epochs:  # the rest of the interrupted epoch
         saver.offset = step
@@ -207,7 +208,7 @@ def _progress(keras: Any, epochs: int, callbacks: list[Any] | None,
     return [Progress()]
 
 
-def _saver(keras: Any, feed: Feed, done: Resumed, directory: str | None, steps: int,
+def _saver(keras: Any, feed: Feed, done: Resumed, *, directory: str | None, steps: int,
            every: int | None, worker: int, is_chief: bool,
            differs: Callable[[int], bool] | None, every_worker_saves: bool) -> Any:
     """The callback that tells the feed which batches were trained on and saves the

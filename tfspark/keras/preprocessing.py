@@ -131,8 +131,8 @@ def keras_preprocessing(path_or_manifest: str | os.PathLike | mf.Manifest | dict
         s = per.get(f.name)
         if f.label or f.name in skip or s is None:
             continue
-        made = _layer(f, s, f.name in bucketize, f.name in categorical, max_tokens, arrays,
-                      impute, strings)
+        made = _layer(f, s, bucketize=f.name in bucketize, categorical=f.name in categorical,
+                      max_tokens=max_tokens, arrays=arrays, impute=impute, strings=strings)
         if isinstance(made, str):
             left_out[f.name] = made
         elif made is not None:
@@ -144,7 +144,7 @@ def keras_preprocessing(path_or_manifest: str | os.PathLike | mf.Manifest | dict
     return layers
 
 
-def _layer(f: Feature, s: dict[str, Any], bucketize: bool, categorical: bool,
+def _layer(f: Feature, s: dict[str, Any], *, bucketize: bool, categorical: bool,
            max_tokens: int | None, arrays: str, impute: bool, strings: str = "object") -> Any:
     """The layer for one feature, None when its kind gets none, or why it cannot be built."""
     import keras

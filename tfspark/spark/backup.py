@@ -53,7 +53,7 @@ class StagedBackup:
     write_id: str = field(default="", compare=False)  # the write's id: in its files' names
 
     @classmethod
-    def plan(cls, spark: Any, table: str | None, path: Location, mode: str,
+    def plan(cls, spark: Any, table: str | None, path: Location, *, mode: str,
              write_id: str, by_tasks: bool = False,
              existed: bool | None = None) -> StagedBackup:
         """The staging of write `write_id` to the backup `table` or, when None, directory

@@ -157,8 +157,9 @@ def export(df: DataFrame, opts: WriteOptions, filesystem: Any = None) -> WriteRe
         previous = old if opts.mode == "append" else None
         if previous is not None:  # columns and options that cannot append: before the backup
             check_append(opts, previous, base_spec)
-        backup = StagedBackup.plan(spark, opts.backup_table, backup_loc, str(opts.mode),
-                                   write_id, by_tasks, _backup_existed(before, opts))
+        backup = StagedBackup.plan(spark, opts.backup_table, backup_loc, mode=str(opts.mode),
+                                   write_id=write_id, by_tasks=by_tasks,
+                                   existed=_backup_existed(before, opts))
         if opts.backup_table and opts.mode == "errorifexists" and \
                 spark.catalog.tableExists(opts.backup_table):
             raise OptionError(f"backup table {opts.backup_table!r} already exists; use "

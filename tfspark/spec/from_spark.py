@@ -103,8 +103,9 @@ def infer_spec(schema: StructType, label_cols: Iterable[str] = (),
         else SCALARS
     features: list[Feature] = []
     for sf in schema.fields:
-        features.extend(_features_of(sf.dataType, (sf.name,), sf.nullable, fixed, defaults,
-                                     scalars, record_type == "SequenceExample"))
+        features.extend(_features_of(sf.dataType, (sf.name,), sf.nullable, shapes=fixed,
+                                     defaults=defaults, scalars=scalars,
+                                     steps=record_type == "SequenceExample"))
     names = {f.name for f in features}
     given_names: tuple[tuple[str, Mapping[str, Any]], ...] = (("shapes", fixed),
                                                               ("defaults", defaults))
@@ -130,7 +131,7 @@ def is_vector(dt: Any) -> bool:
     return type(dt).__name__ == "VectorUDT"
 
 
-def _features_of(dt: DataType, path: tuple[str, ...], nullable: bool,
+def _features_of(dt: DataType, path: tuple[str, ...], nullable: bool, *,
                  shapes: Mapping[str, tuple[int, ...]], defaults: Mapping[str, Any],
                  scalars: Mapping[str, tuple[str, str]], steps: bool = False) -> list[Feature]:
     name = ".".join(path)
@@ -143,12 +144,14 @@ def _features_of(dt: DataType, path: tuple[str, ...], nullable: bool,
         for sf in dt.fields:  # type: ignore[attr-defined]
             # A null struct makes every leaf absent, so leaves under a nullable struct are nullable.
             out.extend(_features_of(sf.dataType, path + (sf.name,), nullable or sf.nullable,
-                                    shapes, defaults, scalars, steps))
+                                    shapes=shapes, defaults=defaults, scalars=scalars,
+                                    steps=steps))
         if not out:
             raise SchemaError(f"column {name!r} is an empty struct; drop it")
         return out
     if is_vector(dt):
-        return [_make(name, path, "vector", "float32", dt, nullable, shapes.get(name), defaults)]
+        return [_make(name, path, "vector", "float32", dt, nullable=nullable,
+                      shape=shapes.get(name), defaults=defaults)]
     if kind == "array":
         inner = dt.elementType  # type: ignore[attr-defined]
         if _type(inner) == "array":
@@ -164,15 +167,16 @@ def _features_of(dt: DataType, path: tuple[str, ...], nullable: bool,
             return [Feature(name, path, two_d, dtype, enc,  # type: ignore[arg-type]
                             dt.simpleString(), nullable=nullable)]
         enc, dtype = _scalar(inner, name, dt, scalars)
-        return [_make(name, path, enc, dtype, dt, nullable, shapes.get(name), defaults)]
+        return [_make(name, path, enc, dtype, dt, nullable=nullable, shape=shapes.get(name),
+                      defaults=defaults)]
     enc, dtype = _scalar(dt, name, dt, scalars)
     if name in shapes:
         raise SchemaError(f"column {name!r} is a scalar ({dt.simpleString()}); shapes are "
                           f"only for array and vector columns")
-    return [_make(name, path, enc, dtype, dt, nullable, None, defaults)]
+    return [_make(name, path, enc, dtype, dt, nullable=nullable, shape=None, defaults=defaults)]
 
 
-def _make(name: str, path: tuple[str, ...], enc: str, dtype: str, dt: DataType,
+def _make(name: str, path: tuple[str, ...], enc: str, dtype: str, dt: DataType, *,
           nullable: bool, shape: tuple[int, ...] | None,
           defaults: Mapping[str, Any]) -> Feature:
     is_list = _type(dt) == "array" or enc == "vector"

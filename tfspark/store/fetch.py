@@ -83,8 +83,9 @@ class Fetcher:
                 raise refused(loc.uri, e) from e
             raise
         stream = RangeStream(loc, size if end is None else end, self._executor(),
-                             min(self.range_bytes, size if end is None else end - start),
-                             self.ahead, start, self._spares)
+                             range_bytes=min(self.range_bytes,
+                                             size if end is None else end - start),
+                             ahead=self.ahead, start=start, spares=self._spares)
         if self.cache is not None and key is not None and not start and end is None:
             return self.cache.filling(stream, loc, key, size)
         return stream
@@ -154,7 +155,7 @@ class RangeStream:
     a time and with two requests each, where streams of many files run in parallel (measured:
     8 files of 2 MB behind 50 ms took 0.58 s by read_at and 0.10 s by streams)."""
 
-    def __init__(self, loc: Location, size: int, pool: ThreadPoolExecutor, range_bytes: int,
+    def __init__(self, loc: Location, size: int, pool: ThreadPoolExecutor, *, range_bytes: int,
                  ahead: int, start: int, spares: Spares):
         self.loc, self.size, self._pool, self._start = loc, size - start, pool, start
         self._range, self._ahead = max(1, range_bytes), max(1, ahead)

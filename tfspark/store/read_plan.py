@@ -103,7 +103,8 @@ def plan_read(path_or_files: Any, *, split: str | None = None,
     """
     if whole:
         return _plan_table(locate(path_or_files, filesystem), split, compression, record_type)
-    plan = _plan(path_or_files, split, spec, label_cols, compression, check_files, filesystem)
+    plan = _plan(path_or_files, split, spec=spec, label_cols=label_cols, compression=compression,
+                 check_files=check_files, filesystem=filesystem)
     if spec is not None and check_files:
         check_spec_keys(plan)
     if columns is not None:
@@ -125,7 +126,7 @@ def _pick_columns(plan: ReadPlan, columns: Iterable[str] | str) -> ReadPlan:
         f for f in spec.features if f.name in keep)))
 
 
-def _plan(path_or_files: Any, split: str | None, spec: Any, label_cols: Any,
+def _plan(path_or_files: Any, split: str | None, *, spec: Any, label_cols: Any,
           compression: str | None, check_files: bool, filesystem: Any) -> ReadPlan:
     if isinstance(path_or_files, (str, os.PathLike, Location)):
         loc = locate(path_or_files, filesystem)
@@ -146,8 +147,9 @@ def _plan(path_or_files: Any, split: str | None, spec: Any, label_cols: Any,
                     one_file = False
                 if not one_file:
                     raise
-                return _plan([loc], split, spec, label_cols, compression, check_files,
-                             filesystem)
+                return _plan([loc], split, spec=spec, label_cols=label_cols,
+                             compression=compression, check_files=check_files,
+                             filesystem=filesystem)
             root, manifest = _resolve_split(inside[0], split, whole=False,
                                             top=inside[1] if split is None else None)
             levels, missing = inside[2], e

@@ -139,8 +139,9 @@ def build_pipeline(plan: ReadPlan, batch_size: int, *, shuffle_buffer: int | Non
     # checked for them, so the error names the file and record (the manifest's spec fits).
     spec = plan.example_spec
     required = [f for f in spec.features if f.required] if plan.spec_given else []
-    ds = _records(part, per_read, shuffle_files, seed, num_parallel_reads, deterministic,
-                  required_check(spec, required, per_read), block, io)
+    ds = _records(part, per_read, shuffle_files=shuffle_files, seed=seed,
+                  num_parallel_reads=num_parallel_reads, deterministic=deterministic,
+                  check=required_check(spec, required, per_read), block=block, io=io)
     if cache is True:
         ds = ds.cache()
     elif isinstance(cache, str):
@@ -197,7 +198,7 @@ def _steps(records: int | None, batch_size: int, drop_remainder: bool) -> int | 
     return records // batch_size if drop_remainder else -(-records // batch_size)
 
 
-def _records(part: Shard, batch_size: int, shuffle_files: bool, seed: int | None,
+def _records(part: Shard, batch_size: int, *, shuffle_files: bool, seed: int | None,
              num_parallel_reads: int, deterministic: bool, check: Any = None,
              block: int = 1, io: tuple[int, str | None] = (IO_THREADS, None)) -> Any:
     """Blocks of up to batch_size serialized records, files read in parallel, each file's
