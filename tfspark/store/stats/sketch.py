@@ -296,7 +296,7 @@ class FeatureSketch:
             theirs = getattr(b, name)
             if theirs is not None:
                 if getattr(self, name) is None:
-                    setattr(self, name, Finite(moments=Moments()))
+                    setattr(self, name, Finite())
                 getattr(self, name).merge(theirs)
         if b.kll is not None:
             sketch = kll_doubles_sketch.deserialize(b.kll)
