@@ -175,7 +175,7 @@ def chart_encode(r: dict, path: str) -> str:
 
 WRITE_LABELS = {"parquet": "df.write.parquet", "tfrecord": 'df.write.format("tfrecord")',
                 "tfrecord.gz": '"tfrecord", gzip level 6',
-                "workflow": "write_tfrecords:\nits TFRecord stage"}
+                "workflow": "write_tfrecords,\nwhole"}
 
 
 def chart_write(r: dict, path: str) -> str:

@@ -28,17 +28,22 @@ sys.path.insert(0, HERE)
 
 import charts  # noqa: E402  (plain Python; matplotlib only inside charts.render_charts)
 
-ORDER = ("encode", "write", "first_write", "read", "spark_read", "block")
-SCRIPTS = {"encode": "bench_encode.py", "write": "bench_write.py", "read": "bench_read.py",
+ORDER = ("encode", "write", "export", "first_write", "read", "vs_parquet", "spark_read",
+         "block")
+SCRIPTS = {"encode": "bench_encode.py", "write": "bench_write.py",
+           "export": "bench_export.py", "read": "bench_read.py",
            "spark_read": "bench_spark_read.py", "first_write": "bench_first_write.py",
-           "block": "bench_block.py"}
-SHORT = {"encode": "encode", "write": "Spark write", "read": "tf.data read",
-         "spark_read": "Spark read", "first_write": "first write", "block": "block layout"}
+           "block": "bench_block.py", "vs_parquet": "bench_vs_parquet.py"}
+SHORT = {"encode": "encode", "write": "Spark write", "export": "export", "read": "tf.data read",
+         "spark_read": "Spark read", "first_write": "first write", "block": "block layout",
+         "vs_parquet": "read_batches vs the parquet copy"}
 TITLES = {"encode": "Encoder: encode_batch + framing, one core",
           "write": "Spark write on local[2]", "read": "tf.data read",
+          "export": "The export against parquet: write_tfrecords on local[2]",
           "spark_read": "Spark read on local[2]",
           "first_write": "First write in a fresh local session",
-          "block": "Block layout (rows_per_record)"}
+          "block": "Block layout (rows_per_record)",
+          "vs_parquet": "read_batches against the parquet copy read by pyarrow"}
 BEGIN = "<!-- BEGIN generated: {name} (bench/report.py rewrites this block) -->"
 END = "<!-- END generated: {name} -->"
 BLOCK = re.compile(r"<!-- BEGIN generated: (\w+)[^>]*-->\n.*?<!-- END generated: \1 -->",
@@ -112,8 +117,7 @@ def _encode(r: dict, img_rel: str | None) -> list[str]:
 
 WRITE_LABELS = {"parquet": "`df.write.parquet`", "tfrecord": "`df.write.format(\"tfrecord\")`",
                 "tfrecord.gz": "the same, gzip (level 6)",
-                "workflow": "`write_tfrecords`: its TFRecord stage (sizing sample + write + "
-                            "manifest)"}
+                "workflow": "`write_tfrecords`, whole (TFRecords, parquet copy, statistics)"}
 
 
 def _write(r: dict, img_rel: str | None) -> list[str]:
@@ -135,6 +139,84 @@ def _write(r: dict, img_rel: str | None) -> list[str]:
         rows += ["", f"Target: TFRecord writing >= {target}x parquet: "
                      f"{ratio:.2f}x, {'met' if ratio >= target else 'missed'}."]
     return rows + ["", *_img(img_rel, "write", "Spark write: rows/s and bytes per row")]
+
+
+EXPORT_LABELS = {"parquet": "`df.write.parquet`",
+                 "floor_transfer": "floor: the rows through Python (`mapInArrow`, no output)",
+                 "floor_pyarrow": "floor: `mapInArrow` + pyarrow's parquet writer",
+                 "row": "`write_tfrecords`, defaults (row layout)",
+                 "block": "`write_tfrecords`, `rows_per_record=1024`",
+                 "row_no_stats": "`write_tfrecords`, `stats=False` (row layout)"}
+EXPORT_TARGET = 1.5  # write_tfrecords' time at most this many times parquet's
+EXPORT_FLOOR_FACTOR = 1.15  # or this many times the floor's, where the floor is above it
+
+
+def _export(r: dict, img_rel: str | None) -> list[str]:
+    runs = r["runs"]
+    sizes = " and ".join(f"{x['rows']:,}" for x in runs)
+    out = [f"## {TITLES['export']}", "",
+           _intro("export", r, f"{sizes} rows x 10 columns: 5 double, 3 long, 2 short strings, "
+                  f"read from parquet; each writer's best of {r['repeat']}, alternating",
+                  _load(r)), "",
+           "| writer | " + " | ".join(f"{x['rows']:,} rows: s | vs parquet" for x in runs)
+           + " |", "|---|" + "---:|---:|" * len(runs)]
+    for k, label in EXPORT_LABELS.items():
+        out.append(f"| {label} | " + " | ".join(
+            f"{x['seconds'][k]:.2f} | {x['vs_parquet'][k]:.2f}x" for x in runs) + " |")
+    verdicts = []
+    for x in runs:
+        vs = x["vs_parquet"]
+        # above 1.5x, the floor (the rows through Python and pyarrow's writer) sets the bar
+        limit = EXPORT_TARGET if vs["floor_pyarrow"] <= EXPORT_TARGET else \
+            EXPORT_FLOOR_FACTOR * vs["floor_pyarrow"]
+        said = ", ".join(f"{layout} {vs[layout]:.2f}x "
+                         f"({'met' if vs[layout] <= limit else 'missed'})"
+                         for layout in ("row", "block"))
+        verdicts.append(f"{x['rows']:,} rows, at most {limit:.2f}x: {said}")
+    passes = {p for x in runs for p in x["passes"].values()}
+    out += ["", f"Target: `write_tfrecords` at most {EXPORT_TARGET}x parquet's time, or "
+                f"{EXPORT_FLOOR_FACTOR}x the floor with pyarrow's writer where that floor is "
+                f"above {EXPORT_TARGET}x: {'; '.join(verdicts)}. Passes over the rows: "
+                f"{', '.join(str(p) for p in sorted(passes, key=str))}.", ""]
+    phased = next((x for x in runs if x.get("phases")), None)
+    if phased:
+        cpu = phased["phases"]["cpu_s"]
+        stages = phased["stages"]["row"] or {}
+        out += [f"Where the time goes ({phased['rows']:,} rows): the CPU seconds of each part "
+                f"of the tasks' work on one core, over the same rows, and the wall seconds of "
+                f"the stages the write itself times (row layout).", "",
+                "| phase | seconds |", "|---|---:|"]
+        out += [f"| {k} (CPU) | {v:.2f} |" for k, v in cpu.items()]
+        out += [f"| the rows into Python, nothing written (wall, the transfer floor) | "
+                f"{phased['seconds']['floor_transfer']:.2f} |"]
+        out += [f"| stage `{k}` (wall) | {v:.2f} |" for k, v in stages.items()]
+        out.append("")
+    return out
+
+
+VS_PARQUET_TARGETS = {"row layout": 1.0, "block layout": 3.0}  # times the parquet copy's rate
+
+
+def _vs_parquet(r: dict, img_rel: str | None) -> list[str]:
+    out = [f"## {TITLES['vs_parquet']}", "",
+           _intro("vs_parquet", r, f"{r['rows']:,} rows x 11 columns: 5 double, 3 long, 2 short "
+                  f"strings, an id; batches of {r['batch']}, one epoch, no shuffle; each "
+                  f"reader's best of {r['repeat']}, alternating; every reader's rows checked "
+                  f"against the table", _load(r)), "",
+           "| reader | rows/s | vs the parquet copy | target |", "|---|---:|---:|---|"]
+    for k, rate in r["rows_per_s"].items():
+        t = VS_PARQUET_TARGETS.get(k)
+        verdict = "" if t is None else \
+            f">= {t:g}x: {'met' if r['vs_parquet'][k] >= t else 'missed'}"
+        label = "pyarrow on the parquet copy" if k == "parquet copy" else f"`read_batches`, {k}"
+        out.append(f"| {label} | {rate / 1e6:.2f}M | {r['vs_parquet'][k]:.2f}x | {verdict} |")
+    out += ["", f"Two reading threads against one (row layout): {r['threads_2_vs_1']:.2f}x "
+                f"(target >= 1.8x).", "",
+            "The row layout's stages, CPU seconds on one core over all its files:", "",
+            "| stage | CPU s |", "|---|---:|"]
+    out += [f"| {k} | {v:.2f} |" for k, v in r["stages_cpu_s"].items()]
+    out.append("")
+    return out
 
 
 READ_LABELS = {"make_dataset": "`make_dataset` (no shuffle)",
@@ -270,8 +352,9 @@ def _block(r: dict, img_rel: str | None) -> list[str]:
         f"rows/s | {verdict('spark_read_vs_parquet', '>= 0.75x')} |", ""]
 
 
-SECTIONS = {"encode": _encode, "write": _write, "read": _read, "spark_read": _spark_read,
-            "first_write": _first_write, "block": _block}
+SECTIONS = {"encode": _encode, "write": _write, "export": _export, "read": _read,
+            "spark_read": _spark_read, "first_write": _first_write, "block": _block,
+            "vs_parquet": _vs_parquet}
 
 
 def blocks(results: dict, img_rel: str | None = "img") -> dict[str, str]:

@@ -26,7 +26,7 @@ from tfspark.errors import OptionError, scrubbed
 from tfspark.progress import log as progress_log
 from tfspark.store.fs import Location, locate
 from tfspark.store.manifest import read_manifest
-from tfspark.store.redaction import redact
+from tfspark.store.uris import redact
 
 # Where converters write when make_converter gets no location (a Spark conf, as Petastorm's
 # petastorm.spark.converter.parentCacheDirUrl): every executor must reach it.

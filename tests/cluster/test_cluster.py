@@ -122,6 +122,7 @@ def workflow_output(cluster_spark, tmp_path_factory, timings) -> tuple[Path, Any
     timings.update({"workflow_200k_s": round(took, 1),
                     "workflow_backup_s": result.seconds.get("backup"),
                     "workflow_tfrecords_s": result.seconds.get("tfrecords"),
+                    "workflow_one_pass_s": result.seconds.get("one pass"),
                     "workflow_files": result.files})
     return out, result, took
 

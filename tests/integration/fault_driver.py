@@ -9,6 +9,13 @@ in the middle of a write, race two of them on one path, or let it inject a fault
         write_tfrecords(mode="overwrite") of a fast source over the committed data set at P,
         its TFRecord stage slowed (Arrow batches of one row); prints WRITING; the test kills it
         once TFRecord part files appear
+    python fault_driver.py kill-commit --work DIR --path P --rows N [--backup-table T --metastore D]
+        write_tfrecords(mode="overwrite") over the committed data set at P, held at its commit
+        (prints COMMITTING); the test kills it
+    python fault_driver.py table --work DIR --path P --backup-table T --metastore D
+            [--mode M --start A --end B]
+        write_tfrecords of ids [A, B) with its backup in table T of a Hive catalog under D;
+        prints TABLES: the tables of T's database and T's ids
     python fault_driver.py race --work DIR --role NAME --peers A,B --plan PLAN.json --sync DIR
         the rounds of PLAN.json, each started at a barrier (a file per peer in --sync), one
         JSON line per round on stdout: {"round", "role", "ok", "error", "error_type"}
@@ -145,18 +152,82 @@ def kill_target(args: argparse.Namespace) -> int:
 
 
 def kill_tfrecords(args: argparse.Namespace) -> int:
-    """An overwrite whose backup stage is quick and whose TFRecord stage is slow: the data
-    source gets Arrow batches of one row (the backup, written by Spark's parquet writer, does
-    not), so the test can kill this driver between the two stages' commits."""
-    spark = session(Path(args.work), "local[2]", 1)
+    """A slow overwrite: its tasks get Arrow batches of one row, so the test can kill this
+    driver while they write TFRecords and the staged parquet copy, before the commit."""
+    return _overwrite(args, batch_rows=1, hold=False)
+
+
+def kill_commit(args: argparse.Namespace) -> int:
+    """An overwrite held at the start of its commit: every task has written its TFRecords and
+    its file of the staged parquet copy, and the driver is about to write the manifest. The
+    write's own progress line of the commit stage says COMMITTING and waits, so the test can
+    kill this driver between the pass over the rows and the commit."""
+    return _overwrite(args, batch_rows=args.batch_rows, hold=True)
+
+
+def _overwrite(args: argparse.Namespace, *, batch_rows: int, hold: bool) -> int:
+    """write_tfrecords(mode="overwrite") of args.rows rows to args.path (its backup in
+    args.backup_table when given), saying WRITING first and DONE after (the tests kill this
+    driver before DONE); hold: wait at the commit."""
+    import logging
+
+    import tfspark
+
+    table = getattr(args, "backup_table", None)
+    spark = session(Path(args.work), "local[2]", batch_rows,
+                    hive(Path(args.metastore)) if table else None)
     from pyspark.sql import functions as F
 
+    class Hold(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.getMessage().startswith("tfspark: commit ..."):
+                say("COMMITTING", pid=os.getpid(), t=time.time())
+                time.sleep(600)  # killed here
+
+    if hold:
+        log = logging.getLogger("tfspark.progress")
+        log.setLevel(logging.INFO)
+        log.addHandler(Hold())
     df = spark.range(0, args.rows, numPartitions=2).select(
         "id", (F.col("id") * 3).alias("v"), F.concat(F.lit("s"), F.col("id").cast("string"))
         .alias("s"))
     say("WRITING", pid=os.getpid(), t=time.time())
-    write(df, "workflow", args.path, "overwrite")
+    if table:
+        tfspark.write_tfrecords(df, args.path, mode="overwrite", backup_table=table)
+    else:
+        write(df, "workflow", args.path, "overwrite")
     say("DONE", out=args.path, t=time.time())  # the test kills this driver before this
+    spark.stop()
+    return 0
+
+
+def hive(metastore: Path) -> dict[str, str]:
+    """A Hive catalog (Derby) and warehouse under `metastore`, shared by the drivers of one
+    test one after another: a backup table outlives the driver that wrote it."""
+    url = f"jdbc:derby:;databaseName={metastore / 'metastore_db'};create=true"
+    return {"spark.sql.catalogImplementation": "hive",
+            "spark.hadoop.javax.jdo.option.ConnectionURL": url,
+            "spark.sql.warehouse.dir": str(metastore / "warehouse")}
+
+
+def table(args: argparse.Namespace) -> int:
+    """write_tfrecords of ids [args.start, args.end) to args.path in args.mode with its backup
+    in args.backup_table (a Hive catalog under args.metastore); then one TABLES line: the
+    tables of the backup's database and the backup's ids (sorted)."""
+    import tfspark
+
+    spark = session(Path(args.work), "local[2]", args.batch_rows, hive(Path(args.metastore)))
+    from pyspark.sql import functions as F
+
+    if args.end > args.start:
+        df = spark.range(args.start, args.end, numPartitions=2).select(
+            "id", (F.col("id") * 3).alias("v"),
+            F.concat(F.lit("s"), F.col("id").cast("string")).alias("s"))
+        tfspark.write_tfrecords(df, args.path, mode=args.mode, backup_table=args.backup_table)
+    db = args.backup_table.rpartition(".")[0]
+    tables = sorted(t.name for t in spark.catalog.listTables(db))
+    ids = sorted(r[0] for r in spark.table(args.backup_table).select("id").collect())
+    say("TABLES", tables=tables, ids=ids)
     spark.stop()
     return 0
 
@@ -374,6 +445,18 @@ def main(argv: list[str] | None = None) -> int:
     t = sub.add_parser("kill-tfrecords")
     t.add_argument("--path", required=True, help="a committed data set: overwritten")
     t.add_argument("--rows", type=int, default=200_000)
+    c = sub.add_parser("kill-commit")
+    c.add_argument("--path", required=True, help="a committed data set: overwritten")
+    c.add_argument("--rows", type=int, default=50_000)
+    c.add_argument("--backup-table", help="the backup in this table (a Hive catalog)")
+    c.add_argument("--metastore", help="the Hive catalog's directory (with --backup-table)")
+    b = sub.add_parser("table")
+    b.add_argument("--path", required=True)
+    b.add_argument("--backup-table", required=True)
+    b.add_argument("--metastore", required=True)
+    b.add_argument("--mode", default="overwrite")
+    b.add_argument("--start", type=int, default=0)
+    b.add_argument("--end", type=int, default=0, help="no write when not above --start")
     r = sub.add_parser("race")
     r.add_argument("--role", required=True)
     r.add_argument("--peers", required=True)
@@ -387,12 +470,13 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--records-per-file", type=int, default=1000)
     w = sub.add_parser("writes")
     w.add_argument("--plan", required=True)
-    for q in (k, t, r, s, w):
+    for q in (k, t, c, b, r, s, w):
         q.add_argument("--work", required=True, help="scratch directory of this driver")
         q.add_argument("--batch-rows", type=int, default=500)
     args = p.parse_args(argv)
     try:
-        return {"kill-target": kill_target, "kill-tfrecords": kill_tfrecords, "race": race,
+        return {"kill-target": kill_target, "kill-tfrecords": kill_tfrecords,
+                "kill-commit": kill_commit, "table": table, "race": race,
                 "s3": s3, "writes": writes}[args.cmd](args)
     except Exception:
         traceback.print_exc()

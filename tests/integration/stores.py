@@ -155,7 +155,9 @@ def _shut(s: socket.socket) -> None:
 def store_table(store: Any) -> str:
     """The CLI's [store] table (TOML) of an emulator: its store_options()."""
     def value(v: Any) -> str:
-        return str(v).lower() if isinstance(v, bool) else f'"{v}"'
+        if isinstance(v, bool):
+            return str(v).lower()
+        return str(v) if isinstance(v, (int, float)) else f'"{v}"'
     return "[store]\n" + "".join(f"{k} = {value(v)}\n" for k, v in store.store_options().items())
 
 
@@ -237,17 +239,23 @@ class S3Server(Proxied):
         self.filesystem().create_dir(name)
         return name
 
+    # The AWS SDK gives up on a request that sends or receives nothing for request_timeout
+    # (3 s by default, 3 tries): moto under a full suite on 2 cores stalls that long.
+    TIMEOUTS = {"request_timeout": 30, "connect_timeout": 10}
+
     def filesystem(self, delay: float = 0.0) -> pafs.FileSystem:
         return pafs.S3FileSystem(access_key="testing", secret_key="testing",
                                  endpoint_override=self.endpoint(delay), scheme="http",
-                                 region="us-east-1", allow_bucket_creation=True)
+                                 region="us-east-1", allow_bucket_creation=True,
+                                 **self.TIMEOUTS)
 
     scheme = "s3"
 
     def store_options(self) -> dict[str, Any]:
         """The CLI's [store] table for this server (S3FileSystem's arguments)."""
         return {"access_key": "testing", "secret_key": "S3CR3T-for-moto",
-                "endpoint_override": self.endpoint(), "scheme": "http", "region": "us-east-1"}
+                "endpoint_override": self.endpoint(), "scheme": "http", "region": "us-east-1",
+                **self.TIMEOUTS}
 
     def uri(self, path: str, delay: float = 0.0) -> str:
         return (f"s3://{path}?endpoint_override={self.endpoint(delay)}&scheme=http"

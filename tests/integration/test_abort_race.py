@@ -13,8 +13,7 @@ import time
 import pyarrow as pa
 import pytest
 
-from tfspark.spark.write import TfrecordWriter
-from tfspark.spark.write_plan import plan_write
+from tfspark.spark.write import TfrecordWriter, plan_write
 from tfspark.store.commit import WriteAborted
 from tfspark.store.options import WriteOptions
 

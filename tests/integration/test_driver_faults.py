@@ -317,16 +317,38 @@ def check_old_backup(spark: Any, old: Path) -> None:
     assert not [p for p in verify(str(old)).problems if "backup" in p]
 
 
-@pytest.mark.tf
-def test_driver_killed_in_the_tfrecord_stage_of_an_overwrite(spark, tf, old_sets, tmp_path):
-    """write_tfrecords(mode="overwrite") killed after its backup stage, while the data source
-    writes TFRecords: the new backup was only staged, so the data set is entirely old (old
-    manifest, old TFRecords, old backup, verify finds them agreeing). The next write, an
-    append, sweeps what the killed one left; a re-run gives the new."""
+def _old_copy(old_sets: dict[str, Path], tmp_path: Path) -> tuple[Path, bytes, dict[str, int]]:
+    """A copy of the committed write_tfrecords data set, its manifest's bytes and its files."""
     old = tmp_path / "wf-old"
     shutil.copytree(old_sets["workflow"], old)
-    manifest = (old / "_tfspark.json").read_bytes()
-    before = all_files(old)
+    return old, (old / "_tfspark.json").read_bytes(), all_files(old)
+
+
+def _kill_at_commit(args: list[str], work: Path, root: Path, before: dict[str, int],
+                    staged_of: Any) -> tuple[list[Any], list[str]]:
+    """fault_driver.py kill-commit with `args` (an overwrite of the data set at `root`, whose
+    files were `before`), SIGKILLed where its commit begins: (what staged_of() found staged
+    then, the TFRecord part files it had written)."""
+    with spawn(["kill-commit", *args, "--rows", "50000"], work) as proc:
+        assert proc.stdout is not None
+        messages(proc.stdout, until="COMMITTING")
+        staged = staged_of()
+        written = tfspark_parts(set(all_files(root)) - set(before))
+        os.killpg(proc.pid, signal.SIGKILL)
+        rest = messages(proc.stdout)
+        proc.wait(timeout=60)
+    assert staged and written, "the write had not staged its copy and TFRecords: nothing tested"
+    assert not [m for m in rest if m["kind"] == "DONE"], rest
+    return staged, written
+
+
+@pytest.mark.tf
+def test_driver_killed_in_the_tfrecord_stage_of_an_overwrite(spark, tf, old_sets, tmp_path):
+    """write_tfrecords(mode="overwrite") killed while its tasks write TFRecords and the staged
+    parquet copy: the new backup was only staged, so the data set is entirely old (old
+    manifest, old TFRecords, old backup, verify finds them agreeing). The next write, an
+    append, sweeps what the killed one left; a re-run gives the new."""
+    old, manifest, before = _old_copy(old_sets, tmp_path)
     work = tmp_path / "driver"
     with spawn(["kill-tfrecords", "--path", str(old), "--rows", "200000"], work) as proc:
         assert proc.stdout is not None
@@ -360,6 +382,63 @@ def test_driver_killed_in_the_tfrecord_stage_of_an_overwrite(spark, tf, old_sets
         (0, 0)
     write(spark, "workflow", old, 0, ROWS, mode="overwrite")
     check_clean(spark, "workflow", old, 0, ROWS)
+
+
+def test_driver_killed_between_the_pass_and_the_commit(spark, old_sets, tmp_path):
+    """write_tfrecords(mode="overwrite") killed when every task has written its TFRecords and
+    its file of the staged parquet copy, as the driver begins the commit: the data set is
+    entirely old (manifest, TFRecords, backup); the next write sweeps what the killed one left
+    (its staging among it) and a re-run gives the new rows."""
+    old, manifest, before = _old_copy(old_sets, tmp_path)
+    work = tmp_path / "driver"
+    staged, written = _kill_at_commit(
+        ["--path", str(old)], work, old, before,
+        lambda: [n for n in all_files(old) if "_tfspark_staging-" in n and "/part-" in n])
+    assert (old / "_tfspark.json").read_bytes() == manifest
+    assert lost_duplicated(read_committed(str(old))["id"], range(*OLD)) == (0, 0)
+    check_old_backup(spark, old)
+    write(spark, "workflow", old, OLD[1], OLD[1] + 500, mode="append")
+    assert not set(written) & set(all_files(old)), written
+    assert not [n for n in all_files(old) if "_tfspark_staging-" in n]
+    assert verify(str(old)).ok, verify(str(old)).render()
+    write(spark, "workflow", old, 0, ROWS, mode="overwrite")
+    check_clean(spark, "workflow", old, 0, ROWS)
+
+
+def test_driver_killed_before_the_commit_of_a_table_backup(tmp_path):
+    """The same kill with the backup in a catalog table (Hive, as the CLI keeps it): the data
+    set and the backup table stay entirely old; the killed write's staging table is dropped
+    by the next write to that backup, whose rows are then the table's."""
+    data, meta = tmp_path / "ds", tmp_path / "catalog"
+    table = "fault_db.bk"
+    common = ["--path", str(data), "--backup-table", table, "--metastore", str(meta)]
+
+    def tables(*args: str, name: str) -> dict[str, Any]:
+        with spawn(["table", *common, *args], tmp_path / name) as proc:
+            assert proc.stdout is not None
+            got = messages(proc.stdout, until="TABLES")
+            assert proc.wait(timeout=300) == 0, (tmp_path / name / "driver.log").read_text()[-3000:]
+        return got[-1]
+
+    old = tables("--start", str(OLD[0]), "--end", str(OLD[1]), name="setup")
+    assert old["tables"] == ["bk"] and old["ids"] == list(range(*OLD))
+    manifest = (data / "_tfspark.json").read_bytes()
+    before = all_files(data)
+    work = tmp_path / "driver"
+    staged, written = _kill_at_commit(
+        common, work, data, before,
+        lambda: list((meta / "warehouse" / "fault_db.db").glob("bk__tfspark_staging_*/part-*")))
+    assert (data / "_tfspark.json").read_bytes() == manifest
+    assert lost_duplicated(read_committed(str(data))["id"], range(*OLD)) == (0, 0)
+    left = tables(name="after-kill")
+    assert left["ids"] == list(range(*OLD))
+    assert [t for t in left["tables"] if "__tfspark_staging_" in t], left["tables"]
+    after = tables("--mode", "append", "--start", str(OLD[1]), "--end", str(OLD[1] + 500),
+                   name="append")
+    assert after["tables"] == ["bk"], after["tables"]
+    assert after["ids"] == list(range(OLD[0], OLD[1] + 500))
+    assert not set(written) & set(all_files(data)), written
+    assert verify(str(data)).ok, verify(str(data)).render()
 
 
 def test_failed_overwrite_keeps_old_backup_and_tfrecords_together(spark, old_sets, tmp_path):

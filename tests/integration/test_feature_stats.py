@@ -483,7 +483,7 @@ def _write_beside(df, out, statistics, rows=None):
     """write_through_tasks of df to a new path `out`, with `statistics` (a Meanwhile) running
     beside it, as write_tfrecords runs its statistics (rows: the rows it should report)."""
     from tfspark.spark.tasks import write_through_tasks
-    from tfspark.spark.write_plan import Workflow
+    from tfspark.spark.write import Workflow
     from tfspark.store.commit import StartedFrom, new_write_id
     from tfspark.store.options import WriteOptions
 

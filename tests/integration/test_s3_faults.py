@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 from typing import Any
 
 import pytest
@@ -148,3 +149,50 @@ def _manifest(client: Any, prefix: str) -> dict[str, Any]:
 
     body = client.get_object(Bucket=BUCKET, Key=f"{prefix}/_tfspark.json")["Body"].read()
     return json.loads(body)
+
+
+def test_driver_killed_between_the_pass_and_the_commit_on_s3(spark, s3, tmp_path):
+    """write_tfrecords(mode="overwrite") to S3 (one pass: tfspark's tasks write the TFRecords
+    and the parquet copy's staged objects) killed as its driver begins the commit: the
+    manifest, the TFRecords and the backup stay the old ones; the next write removes the
+    killed one's part objects and staging, and the data set verifies."""
+    import pyarrow.parquet as pq
+
+    import tfspark
+    from tfspark.store.fs import locate
+    from tfspark.store.integrity import verify
+
+    uri_of, client = s3
+    uri, prefix = uri_of("commit-kill"), "commit-kill"
+    old_ids = range(1_000_000, 1_002_000)
+    tfspark.write_tfrecords(spark.range(old_ids.start, old_ids.stop, numPartitions=2)
+                            .selectExpr("id", "id * 3 AS v", "concat('s', id) AS s"), uri)
+    manifest = client.get_object(Bucket=BUCKET, Key=f"{prefix}/_tfspark.json")["Body"].read()
+    before = set(keys(client, prefix))
+    with spawn(["kill-commit", "--path", uri, "--rows", "50000"], tmp_path / "driver") as proc:
+        assert proc.stdout is not None
+        messages(proc.stdout, until="COMMITTING")
+        new = set(keys(client, prefix)) - before
+        os.killpg(proc.pid, signal.SIGKILL)
+        rest = messages(proc.stdout)
+        proc.wait(timeout=60)
+    staged = [k for k in new if "_tfspark_staging-" in k and k.endswith(".parquet")]
+    written = [k for k in new if re.search(TFSPARK_PART, k)]
+    assert staged and written, f"the pass had not written its objects: nothing tested: {new}"
+    assert not [m for m in rest if m["kind"] == "DONE"], rest
+    assert client.get_object(Bucket=BUCKET, Key=f"{prefix}/_tfspark.json")["Body"].read() \
+        == manifest
+    assert lost_duplicated(read_committed(uri)["id"], old_ids) == (0, 0)
+    backup = locate(uri).child("_backup")
+    files = [r for r in backup.list_files() if r.endswith(".parquet") and "_tfspark" not in r]
+    ids = [i for r in files for i in pq.read_table(backup.open_input(r)).column("id").to_pylist()]
+    assert lost_duplicated(ids, old_ids) == (0, 0)
+    tfspark.write_tfrecords(spark.range(old_ids.stop, old_ids.stop + 500)
+                            .selectExpr("id", "id * 3 AS v", "concat('s', id) AS s"), uri,
+                            mode="append")
+    left = set(keys(client, prefix))
+    assert not left & set(written), sorted(left & set(written))
+    assert not [k for k in left if "_tfspark_staging-" in k], sorted(left)
+    assert lost_duplicated(read_committed(uri)["id"], range(old_ids.start, old_ids.stop + 500)) \
+        == (0, 0)
+    assert verify(uri).ok, verify(uri).render()

@@ -135,8 +135,9 @@ def test_an_overwrite_removes_the_old_files_many_at_a_time(spark, s3, monkeypatc
             for o in page.get("Contents", [])}
     manifest = tfspark.read_manifest(out, fs)
     parts = {k for k in keys if k.endswith(".tfrecord")}
-    assert parts == {f"ds/{f.path}" for f in manifest.files} and len(parts) == 3
-    assert len([k for k in keys if k.endswith(".parquet")]) <= 3  # the new backup's only
+    # a file per task and partition value (the DataFrame's 2 partitions, 3 values of y)
+    assert parts == {f"ds/{f.path}" for f in manifest.files} and len(parts) == 6
+    assert len([k for k in keys if k.endswith(".parquet")]) == 2  # the new backup's only
     assert ids(out, fs) == list(range(1000, 1030))
     assert backup_ids(fs, f"{out}/_backup") == list(range(1000, 1030))
 
@@ -319,7 +320,7 @@ def test_a_write_on_a_store_writes_success_once_and_sweeps_what_is_left_on_gcs_t
     import subprocess
     import sys
 
-    from tfspark.store.backup import _host
+    from tfspark.store.backup import host_tag
 
     fs = store.filesystem()
     out = f"{store.bucket()}/ds"
@@ -339,7 +340,7 @@ def test_a_write_on_a_store_writes_success_once_and_sweeps_what_is_left_on_gcs_t
                                                   "split-train.json"]
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True).stdout.strip()
-    staged = f"_tfspark_staging-{'0' * 16}-{dead}-{_host()}"
+    staged = f"_tfspark_staging-{'0' * 16}-{dead}-{host_tag()}"
     with fs.open_output_stream(f"{out}/_backup/{staged}/part-0.parquet") as f:
         f.write(b"left by a killed driver")
     fs.delete_file(f"{out}/_SUCCESS")

@@ -262,6 +262,41 @@ def test_modes_appends_and_what_is_refused(tmp_path):
     assert not (tmp_path / "map").exists() and not (tmp_path / "t").exists()
 
 
+def test_a_late_publish_never_touches_a_later_writes_parquet_copy(tmp_path, monkeypatch):
+    """An overwrite commits, then its publish of the parquet copy is slow (held here where it
+    moves its staged files); meanwhile an append finishes that publication itself (the next
+    write's roll-forward), commits and publishes its own rows. When the slow publish goes on,
+    it finds a later write committed: it removes none of the append's files and leaves the
+    copy's marker to the append, so the copy holds both writes' rows and verify agrees."""
+    from tfspark.store import backup
+
+    out = str(tmp_path / "ds")
+    tfspark.write_dataset(pa.table({"id": list(range(5))}), out)
+    real, held, go = backup._move_staged, threading.Event(), threading.Event()
+
+    def move(*args, **kw):
+        if threading.current_thread().name == "slow-overwrite":
+            held.set()
+            assert go.wait(60)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(backup, "_move_staged", move)
+    done: list[object] = []
+    slow = threading.Thread(name="slow-overwrite", target=lambda: done.append(
+        tfspark.write_dataset(pa.table({"id": list(range(10, 15))}), out, mode="overwrite")))
+    slow.start()
+    assert held.wait(60), "the overwrite never reached its publish"
+    tfspark.write_dataset(pa.table({"id": list(range(20, 23))}), out, mode="append")
+    go.set()
+    slow.join(60)
+    assert done and not isinstance(done[0], Exception), done
+    want = list(range(10, 15)) + list(range(20, 23))
+    assert read_rows(out)["id"] == want
+    assert sorted(pads.dataset(str(tmp_path / "ds" / "_backup"), format="parquet")
+                  .to_table().column("id").to_pylist()) == want
+    assert tfspark.verify(out).ok, tfspark.verify(out).render()
+
+
 def test_two_writers_one_wins(tmp_path):
     """Two appends at once from two threads: one commits, the other is told and keeps
     nothing."""

@@ -257,10 +257,11 @@ def test_scalar_facts_from_the_backups_footers_equal_spark_counts(spark, F, tmp_
 
 
 def test_nulls_the_footers_do_not_say_are_counted_by_the_tasks(spark, F, tmp_path):
-    """Parquet keeps no statistics of a chunk holding a value over 4 KB: the TFRecord tasks
-    count that feature's nulls. An append with nulls in such a column that the data set stores
-    as not nullable (no early check by the facts then) is refused by the encoder, naming the
-    row, and leaves the data set as it was."""
+    """The tasks count every feature's nulls in one pass. In two passes (here: a backup table)
+    the facts come from the staged copy's footers, but Spark's parquet writer keeps no
+    statistics of a chunk holding a value over 4 KB: the TFRecord tasks count that feature's
+    nulls. An append with nulls in such a column that the data set stores as not nullable is
+    refused by the encoder, naming the row, and leaves the data set as it was."""
     from tfspark.spark import observe, sizing
     from tfspark.spec import infer_spec
 
@@ -274,7 +275,15 @@ def test_nulls_the_footers_do_not_say_are_counted_by_the_tasks(spark, F, tmp_pat
     got = manifest(out)["stats"]["null_counts"]
     spec = infer_spec(df.schema)
     assert got == _null_counts(F, df, spec) == {"id": 0, "text": 8, "n": 6}
-    backup = [os.path.join(d, n) for d, _, ns in os.walk(os.path.join(out, "_backup"))
+    from tfspark.spark.backup import table_location
+    from tfspark.store.uris import uri_to_path
+
+    table = str(tmp_path / "long_table")
+    r = tfspark.write_tfrecords(df, table, backup_table="footers_long", mode="overwrite")
+    assert r.passes == 2
+    assert manifest(table)["stats"]["null_counts"] == got
+    where = uri_to_path(table_location(spark, "footers_long"))
+    backup = [os.path.join(d, n) for d, _, ns in os.walk(where)
               for n in ns if n.endswith(".parquet")]
     assert observe.footer_facts(spec, sizing.footers(backup))[1] == ["text"]  # not said
 

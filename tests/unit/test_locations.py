@@ -7,9 +7,8 @@ import pyarrow.fs as pafs
 import pytest
 
 from tfspark.errors import OptionError
-from tfspark.store.fs import locate
-from tfspark.store.redaction import redact, redact_text
-from tfspark.store.store_options import store_filesystem
+from tfspark.store.fs import locate, store_filesystem
+from tfspark.store.uris import redact, redact_text
 
 
 @pytest.mark.parametrize("uri,shown", [
@@ -85,7 +84,7 @@ def test_a_store_table_makes_the_filesystem_of_the_paths_scheme(tmp_path, path, 
 def test_a_store_tables_sas_token_reaches_pyarrow_with_its_question_mark(token):
     """Azure's portal gives the token with a "?", Hadoop's settings often without: pyarrow puts
     it right after the account's URL, so without one it became a path segment."""
-    from tfspark.store.store_options import store_filesystem
+    from tfspark.store.fs import store_filesystem
 
     fs = store_filesystem("abfs://c@acct.dfs.core.windows.net/d", {"sas_token": token}, "t")
     assert fs.__reduce__()[1][0]["sas_token"] == "?sv=2024&sig=S3CR3T"
@@ -212,7 +211,7 @@ def test_a_gcs_error_is_said_without_its_metadata_and_with_what_to_do():
     """GCS's errors end in error_info={...metadata={...original-message=<the message again>}}:
     left out, so the line stays readable; no credentials is said so, not "no server"."""
     from tfspark.errors import store_hint
-    from tfspark.store.redaction import error_line
+    from tfspark.store.uris import error_line
 
     words = ("Could not create a OAuth2 access token to authenticate the request. The "
              "underlying error message was: PerformWork() - CURL error [7]=Could not connect")

@@ -9,6 +9,8 @@ The one-record pure-Python decoder is wire.example_py.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 import pyarrow as pa
 
@@ -33,7 +35,7 @@ from tfspark.wire.tfrecord import (
     gather_records,
 )
 
-__all__ = ["Decoder", "decode_records", "records_column"]
+__all__ = ["Decoder", "ScalarsRead", "decode_records", "records_column"]
 SEQUENCE_EXAMPLE = ("the record is a tf.train.SequenceExample (it has feature_lists), not a "
                     "tf.train.Example: read it with recordType=SequenceExample (record_type="
                     "'SequenceExample')")
@@ -66,6 +68,53 @@ def records_column(buf: np.ndarray, offsets: np.ndarray, *, framed: bool = True)
                                                         pa.py_buffer(out)])
 
 
+@dataclass
+class ScalarsRead:
+    """A buffer's scalar int64 and float32 features (fixed, no shape): read while the records
+    are indexed (the one packed value every writer makes) into values[dtype] (features,
+    records) with valid[dtype]; what indexing left is read by example_read.scalars_many when
+    a column is first asked for (RecordIndex.scalar)."""
+
+    features: dict[str, list[Feature]]  # by dtype, in spec order
+    keys: dict[str, np.ndarray]  # their key indexes
+    rows: dict[str, np.ndarray]  # per key: its row in values[dtype], -1 for other keys
+    values: dict[str, np.ndarray]
+    valid: dict[str, np.ndarray]
+    done: set[str] = field(default_factory=set)  # dtypes read whole (scalars_many ran)
+
+    @classmethod
+    def plan(cls, spec: FeatureSpec, keys: int) -> ScalarsRead:
+        """The scalar features of spec (its `keys` keys), for no records yet."""
+        features: dict[str, list[Feature]] = {"int64": [], "float32": []}
+        at: dict[str, list[int]] = {"int64": [], "float32": []}
+        k = 0
+        for f in spec.features:
+            if f.kind == "sequence":
+                continue
+            if f.kind == "fixed" and not f.shape and f.dtype != "string":
+                features[f.dtype].append(f)
+                at[f.dtype].append(k)
+            k += len(f.keys)
+        rows = {}
+        for dtype, ks in at.items():
+            rows[dtype] = np.full(keys, -1, np.int64)
+            rows[dtype][ks] = np.arange(len(ks))
+        return cls(features, {d: np.array(ks, np.int64) for d, ks in at.items()}, rows,
+                   {d: np.zeros((len(fs), 0), _NUMPY[d]) for d, fs in features.items()},
+                   {d: np.zeros((len(fs), 0), np.bool_) for d, fs in features.items()})
+
+    def sized(self, n: int) -> ScalarsRead:
+        """The same features, with room for n records."""
+        return ScalarsRead(self.features, self.keys, self.rows,
+                           {d: np.empty((len(fs), n), _NUMPY[d])
+                            for d, fs in self.features.items()},
+                           {d: np.zeros((len(fs), n), np.bool_)
+                            for d, fs in self.features.items()})
+
+
+_NUMPY = {"int64": np.int64, "float32": np.float32}
+
+
 class Decoder:
     """The key table of a spec, built once and reused for every buffer."""
 
@@ -76,6 +125,7 @@ class Decoder:
         self.lists = [f.name for f in spec.features if f.kind == "sequence"]
         self._key_data, self._key_offsets, self._table = key_table(self.keys)
         self._list_table = key_table(self.lists)
+        self._scalars = ScalarsRead.plan(spec, len(self.keys))
 
     def decode(self, buf: np.ndarray, offsets: np.ndarray, *, framed: bool = False,
                path: str | None = None, offset: int = 0,
@@ -101,9 +151,11 @@ class Decoder:
         return pa.RecordBatch.from_arrays(arrays, names=self.spec.names)
 
     def index(self, buf: np.ndarray, offsets: np.ndarray, *, framed: bool = False,
-              path: str | None = None, offset: int = 0, strict: str | None = None) -> RecordIndex:
+              path: str | None = None, offset: int = 0, strict: str | None = None
+              ) -> RecordIndex:
         """Where each spec key's list sits in each record (the first half of decode), checked
-        for damage; other readers build their own columns from it (tfspark.numpy)."""
+        for damage, with the scalar numbers read on the way; other readers build their own
+        columns from it (tfspark.numpy)."""
         data = as_bytes(buf)
         head, tail = (HEADER_BYTES, TRAILER_BYTES) if framed else (0, 0)
         off = checked_offsets(offsets, data.size, head + tail, "record")
@@ -113,10 +165,16 @@ class Decoder:
         ends = np.zeros((n, len(self.keys)), np.int64)
         unknown = np.full(3, -1, np.int64)
         sequence = self.spec.is_sequence
+        read = self._scalars.sized(n)
         code, rec, pos = index_records(data, off, head, tail, self._key_data,
                                        self._key_offsets, self._table, kinds, starts, ends,
-                                       unknown, sequence)
+                                       unknown, sequence, read.rows["int64"],
+                                       read.values["int64"], read.valid["int64"],
+                                       read.rows["float32"],
+                                       read.values["float32"].view(np.uint8),
+                                       read.valid["float32"])
         ctx = RecordIndex(data, off, (kinds, starts, ends), path or "<buffer>", offset)
+        ctx.scalars = read
         what = "tf.train.SequenceExample" if sequence else "tf.train.Example"
         if code == FEATURE_LISTS:
             raise ctx.error(rec, SEQUENCE_EXAMPLE, schema=True)
@@ -148,6 +206,7 @@ class RecordIndex:
         # row_steps[i]..row_steps[i + 1], what an error maps a step back with.
         self.row_steps = row_steps
         self.lists: tuple[np.ndarray, np.ndarray] | None = None  # sequence_index.index_lists
+        self.scalars: ScalarsRead | None = None  # read while indexing (Decoder.index)
 
     def error(self, rec: int, what: str, schema: bool = False) -> Exception:
         """A CorruptRecordError, or a SchemaError when the record is fine but the spec is not."""
@@ -196,19 +255,23 @@ class RecordIndex:
         _, rows, values = steps.values(f, f.name, 0, f.dtype)
         return counts, row_steps, rows, values
 
-    def scalars(self, f: Feature, k: int) -> pa.Array:
-        """A fixed scalar int64 / float32 feature in one pass; null where absent or empty."""
-        out = np.zeros(self.n, np.int64 if f.dtype == "int64" else np.float32)
-        valid = np.empty(self.n, np.bool_)
-        code, rec, info = example_read.scalars(self.data, *self.index, k,
-                                               KIND_OF_DTYPE[f.dtype], out, out.view(np.uint8),
-                                               valid)
-        self.check(code, rec, info, f, f.name, f.dtype)
-        if valid.all():
-            return pa.array(out)
-        mask = pa.py_buffer(np.packbits(valid, bitorder="little"))
-        return pa.Array.from_buffers(pa.from_numpy_dtype(out.dtype), self.n,
-                                     [mask, pa.py_buffer(out)])
+    def scalar(self, f: Feature) -> tuple[np.ndarray, np.ndarray]:
+        """(values, whether each record holds exactly one) of a fixed scalar int64 / float32
+        feature; the first call for a dtype reads what indexing left of all of its features
+        (checked: a wrong type, too many values, a malformed list)."""
+        read = self.scalars
+        assert read is not None, "a RecordIndex made by Decoder.index"
+        values, valid = read.values[f.dtype], read.valid[f.dtype]
+        if f.dtype not in read.done:
+            feats = read.features[f.dtype]
+            code, rec, info, j = example_read.scalars_many(
+                self.data, *self.index, read.keys[f.dtype], KIND_OF_DTYPE[f.dtype], values,
+                values.view(np.uint8), valid)
+            if code:
+                self.check(code, rec, info, feats[j], feats[j].name, f.dtype)
+            read.done.add(f.dtype)
+        row = read.features[f.dtype].index(f)
+        return values[row], valid[row]
 
     def values(self, f: Feature, key: str, k: int, dtype: str):
         """(counts per record, -1 when absent; element offsets n+1; values) of key k."""
@@ -260,7 +323,13 @@ def _feature_column(ctx: RecordIndex, f: Feature, k: int) -> pa.Array:
         inner = list_array(inner_offsets, _leaf(f.dtype, values, inner_offsets[-1]), None)
         return list_array(lrows, inner, ~present)
     if f.kind == "fixed" and not f.shape and f.dtype != "string":
-        return ctx.scalars(f, k)
+        out, valid = ctx.scalar(f)
+        if valid.all():
+            return pa.array(out)
+        out[~valid] = 0  # (what a null holds beneath)
+        mask = pa.py_buffer(np.packbits(valid, bitorder="little"))
+        return pa.Array.from_buffers(pa.from_numpy_dtype(out.dtype), ctx.n,
+                                     [mask, pa.py_buffer(out)])
     counts, rows, values = ctx.values(f, f.name, k, f.dtype)
     present = counts >= 0
     if f.kind == "fixed" and not f.shape:

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tfspark.errors import OptionError, did_you_mean
-from tfspark.store.local_paths import local_only
+from tfspark.store.fs import check_store_table, store_filesystem
 from tfspark.store.options import WriteOptions, write_settings
 from tfspark.store.settings import Setting, Where, positive_number
-from tfspark.store.store_options import check_store_table, store_filesystem
+from tfspark.store.uris import local_only
 
 SOURCE_FORMATS = ("auto", "table", "parquet", "csv")
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from tfspark.errors import TfsparkError, install, store_hint, wrapped
 from tfspark.store.manifest import SPARK_CREDENTIALS_HINT
-from tfspark.store.redaction import redact_text
+from tfspark.store.uris import redact_text
 
 DEBUG_HINT = "run again with --debug for the full traceback"
 _SPARK_HINT = "run again with --debug for the full Spark error and stack trace"

@@ -18,7 +18,7 @@ from tfspark.spec import FeatureSpec
 from tfspark.store import manifest as mf
 from tfspark.store.fs import locate
 from tfspark.store.partitions import read_data_set_manifest
-from tfspark.store.redaction import redact
+from tfspark.store.uris import redact
 from tfspark.wire.example_py import decode_sequence_example, decode_with_spec
 from tfspark.wire.stream import read_records
 

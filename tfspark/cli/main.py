@@ -32,7 +32,7 @@ from tfspark.cli.progress_lines import ProgressLines
 from tfspark.cli.spark_commands import write_commands
 from tfspark.errors import OptionError, install
 from tfspark.quiet import quiet_tensorflow, stderr_filtered
-from tfspark.store.redaction import redact, redact_text
+from tfspark.store.uris import redact, redact_text
 
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130

@@ -27,9 +27,8 @@ from tfspark.cli.inspect import missing_local_path, stats_table
 from tfspark.errors import OptionError, SchemaError, install, require
 from tfspark.spec.kinds import float_of_json
 from tfspark.store import manifest as mf
-from tfspark.store.local_paths import local_only
 from tfspark.store.partitions import read_data_set_manifest
-from tfspark.store.redaction import redact
+from tfspark.store.uris import local_only, redact
 
 TOP_BARS = 20
 _KINDS = {"values": "rows per value", "histogram": "histogram of the deciles",

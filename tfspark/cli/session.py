@@ -13,7 +13,7 @@ from typing import Any
 from tfspark.cli.config import ExportConfig
 from tfspark.errors import OptionError
 from tfspark.quiet import stderr_filtered
-from tfspark.store.redaction import redact, redact_text
+from tfspark.store.uris import redact, redact_text
 
 _REPO_CONF = Path(__file__).resolve().parents[2] / "conf"
 _PACKAGED = Path(__file__).resolve().parent  # log4j2.properties, a copy of conf/'s

@@ -27,9 +27,9 @@ from tfspark.errors import OptionError, SchemaError
 from tfspark.numpy.columns import num_rows
 from tfspark.spec import Feature, FeatureSpec
 from tfspark.store import manifest as mf
+from tfspark.store.fs import store_filesystem
 from tfspark.store.partitions import read_data_set_manifest
-from tfspark.store.redaction import redact
-from tfspark.store.store_options import store_filesystem
+from tfspark.store.uris import redact
 
 # ---------------------------------------------------------------- the job
 

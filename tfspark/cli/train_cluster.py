@@ -24,8 +24,8 @@ from tfspark import paths
 from tfspark.cli.config import TrainConfig
 from tfspark.cli.train import check, train
 from tfspark.errors import OptionError
-from tfspark.store.redaction import redact
-from tfspark.store.store_options import store_filesystem
+from tfspark.store.fs import store_filesystem
+from tfspark.store.uris import redact
 
 
 def train_distributed(cfg: TrainConfig, echo: Callable[[str], None] = print,

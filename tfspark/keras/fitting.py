@@ -25,7 +25,7 @@ from typing import Any
 
 from tfspark.errors import OptionError, StateMismatch
 from tfspark.keras import resume
-from tfspark.store.local_paths import local_directory
+from tfspark.store.uris import local_directory
 
 _OWN = ("x", "y", "batch_size", "initial_epoch", "shuffle")  # fit's, that resumable_fit sets
 

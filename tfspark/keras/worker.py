@@ -16,6 +16,7 @@ import pickle
 import sys
 import threading
 import time
+import traceback
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -150,8 +151,18 @@ def read_job(argv: list[str], module: str) -> dict[str, Any] | None:
 
 
 def run_job(job: dict[str, Any], ctx: WorkerContext, result_path: str) -> None:
-    """train_fn(ctx); the chief's return value pickled to result_path."""
-    result = pickle.loads(job["fn"])(ctx)
+    """train_fn(ctx); the chief's return value pickled to result_path. A train_fn that
+    raises ends this process at once, its traceback printed, status 1: a normal exit would
+    wait on its peers first (JAX's coordination service holds a shutdown barrier for
+    minutes, and the peers sit in a collective for this worker's step), so the stage would
+    fail minutes later on a peer killed by a signal instead of on this exception."""
+    try:
+        result = pickle.loads(job["fn"])(ctx)
+    except Exception:  # noqa: BLE001 - whatever train_fn raises ends this worker now
+        traceback.print_exc()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
     if ctx.is_chief:
         with open(result_path, "wb") as f:
             pickle.dump(result, f)

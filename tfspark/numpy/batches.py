@@ -30,12 +30,10 @@ from tfspark.errors import OptionError, scrubbed
 from tfspark.numpy import state as states
 from tfspark.numpy import units
 from tfspark.numpy.closing import close_iteration, stoppable
-from tfspark.numpy.columns import Table, cut_rows, num_rows, slice_table
+from tfspark.numpy.columns import Stack, Table, cut_rows, num_rows, pad_batch, slice_table
 from tfspark.numpy.decode import NumpyDecoder
 from tfspark.numpy.interleave import FileChunks, Interleave
-from tfspark.numpy.padding import pad_batch
 from tfspark.numpy.prefetch import Mixer, ahead
-from tfspark.numpy.stacking import Stack
 from tfspark.store.cache import FileCache
 from tfspark.store.concurrency import files_ahead
 from tfspark.store.fetch import IO_THREADS, Fetcher

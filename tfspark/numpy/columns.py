@@ -2,13 +2,32 @@
 [rows, n]; strings as an object array of bytes) or a Ragged (values, row_splits) for
 variable-length features, nested for 2-D ragged ones. Slicing, gathering and joining them
 row-wise is all the reader needs, each in a few whole-array NumPy operations.
-"""
+
+Padded (read_batches(..., ragged="padded")): variable-length features as a fixed-width array and
+a mask, the form JAX (one shape, one compile) and Keras's masking layers take on every backend.
+
+A feature `name` becomes two columns: `name`, its values [batch, length] with the rest of each
+row filled (0, or b"" for strings), and `name_mask`, bool [batch, length], True where a value
+is. The length is pad_to's for the feature, else the longest row the statistics of the data
+set saw (so every batch has the same shape); longer rows are cut (as keras.utils.pad_sequences
+with truncating="post"). Everything is NumPy on whole columns: no Python per row.
+
+Stacked (read_batches(..., stack=)): fixed numeric features handed over as one array [batch, k],
+a model's input matrix. The reader's mixing threads write each window's permuted columns into it
+(the copy a training loop's np.stack made), so the loop no longer stacks 40 columns on its own
+thread between two steps: on a GPU that loop is the feed's bottleneck (bench_gpu_feed.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple, Union
 
 import numpy as np
+
+from tfspark.errors import OptionError
+from tfspark.spec.model import FeatureSpec
+from tfspark.store import manifest as mf
 
 
 class Ragged(NamedTuple):
@@ -107,3 +126,153 @@ def cut_rows(carry: Table | None, rows: Table, size: int
         start += size
         ends.append(start)
     return out, ends, (slice_table(rows, start, n) if start < n else None)
+
+
+MASK = "_mask"
+
+
+def pad_lengths(spec: FeatureSpec, labels: tuple[str, ...], manifest: mf.Manifest | None,
+                strings: str, pad_to: int | Mapping[str, int] | None) -> dict[str, int]:
+    """{feature: width} of the variable-length features read (labels aside); OptionError
+    names a feature that cannot be padded or has no width, and what to do."""
+    varlen = [f for f in spec.features if f.kind in ("varlen", "ragged") and f.name not in labels]
+    names = {f.name for f in spec.features}
+    given = pad_to if isinstance(pad_to, Mapping) else {}
+    unknown = sorted(set(given) - {f.name for f in varlen})
+    if unknown:
+        raise OptionError(f"pad_to names {unknown}, which are not variable-length features read "
+                          f"here ({sorted(f.name for f in varlen)})")
+    stats = (manifest.feature_stats() if manifest is not None else None) or {}
+    out = {}
+    for f in varlen:
+        if f.kind == "ragged" or (f.dtype == "string" and strings == "bytes"):
+            raise OptionError(f"ragged='padded' pads one level: {f.name!r} has two (a 2-D "
+                              f"ragged feature, or strings='bytes'); leave it out with "
+                              f"columns=[...] or read it with ragged='ragged'")
+        if f.name + MASK in names:
+            raise OptionError(f"ragged='padded' names {f.name!r}'s mask {f.name + MASK!r}, which "
+                              f"is a feature already; rename one of them")
+        width = given.get(f.name, pad_to if isinstance(pad_to, int) else None)
+        if width is None:
+            width = ((stats.get(f.name) or {}).get("length") or {}).get("max")
+        if not isinstance(width, int) or isinstance(width, bool) or width < 1:
+            raise OptionError(f"ragged='padded' needs a width for {f.name!r}: the data set's "
+                              f"statistics give none, so pass pad_to={{{f.name!r}: n}} (or "
+                              f"pad_to=n for all)" if width is None else
+                              f"pad_to for {f.name!r} must be a positive int, got {width!r}")
+        out[f.name] = width
+    return out
+
+
+def pad(column: Ragged, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """(values [rows, width] with the rest filled, mask [rows, width]) of a 1-level Ragged."""
+    splits = np.asarray(column.row_splits, dtype=np.int64)
+    values = np.asarray(column.values)
+    rows = len(splits) - 1
+    lengths = np.diff(splits)
+    mask = np.arange(width) < lengths[:, None]
+    fill = b"" if values.dtype == object else 0
+    out = np.full((rows, width), fill, dtype=values.dtype)
+    row = np.repeat(np.arange(rows), lengths)
+    col = np.arange(len(values)) - np.repeat(splits[:-1], lengths)
+    keep = col < width
+    out[row[keep], col[keep]] = values[:splits[-1]][keep]
+    return out, mask
+
+
+def pad_batch(batch: dict[str, Any], widths: Mapping[str, int]) -> dict[str, Any]:
+    """The batch with each padded feature as its values and its mask, in place of the Ragged."""
+    for name, width in widths.items():
+        column = batch.get(name)
+        if isinstance(column, Ragged):
+            batch[name], batch[name + MASK] = pad(column, width)
+    return batch
+
+
+_DTYPES = {"int64": np.int64, "float32": np.float32}
+_BLOCK = 8192  # rows of the matrix written at a time
+
+
+@dataclass(frozen=True)
+class Stack:
+    """One stacked array: `name` [rows, width] holds `columns` side by side, in that order;
+    column i fills the `widths[i]` places from `offsets[i]` on."""
+
+    name: str
+    columns: tuple[str, ...]
+    widths: tuple[int, ...]
+    offsets: tuple[int, ...]
+    dtype: type
+
+    @property
+    def width(self) -> int:
+        """The array's columns: the stacked features' widths together."""
+        return self.offsets[-1] + self.widths[-1]
+
+
+def plan_stacks(stack: Mapping[str, Sequence[str]] | None, spec: FeatureSpec,
+                labels: Sequence[str], strings: str) -> tuple[Stack, ...]:
+    """The stacks of `stack` ({name: [feature, ...]}), checked against the features read: each
+    feature fixed and numeric (strings as ids), of one dtype per stack, in one stack only, not
+    a label, and no stack named like a feature kept apart. OptionError says which is not."""
+    if stack is None:
+        return ()
+    if not isinstance(stack, Mapping) or not stack:
+        raise OptionError(f"stack must be a dict {{name: [feature, ...]}}, got {stack!r}")
+    read = set(spec.names)
+    stacked: dict[str, str] = {}
+    out = []
+    for name, columns in stack.items():
+        if not isinstance(name, str) or isinstance(columns, str) or \
+                not isinstance(columns, Sequence) or not columns:
+            raise OptionError(f"stack: {name!r} must name a non-empty list of features, got "
+                              f"{columns!r}")
+        dtypes: dict[str, str] = {}
+        widths = []
+        for col in columns:
+            if col in labels:
+                raise OptionError(f"stack {name!r}: {col!r} is a label column; labels come "
+                                  f"apart, leave it out of the stack")
+            if col not in read:
+                raise OptionError(f"stack {name!r}: no feature {col!r} in the read; features "
+                                  f"are {spec.names}")
+            if col in stacked:
+                raise OptionError(f"stack {name!r}: {col!r} is already in stack "
+                                  f"{stacked[col]!r}; put each feature in one stack")
+            f = spec[col]
+            dtype = "int64" if f.dtype == "string" and strings == "ids" else f.dtype
+            if f.kind != "fixed" or dtype not in _DTYPES or len(f.shape) > 1:
+                raise OptionError(f"stack {name!r}: {col!r} is a {f.kind} {f.dtype} feature; "
+                                  f"only fixed-length int64 or float32 features (strings with "
+                                  f"strings='ids') can be stacked")
+            dtypes[col] = dtype
+            widths.append(f.shape[0] if f.shape else 1)
+            stacked[col] = name
+        if len(set(dtypes.values())) > 1:
+            first = columns[0]
+            other = next(c for c in columns if dtypes[c] != dtypes[first])
+            raise OptionError(f"stack {name!r}: {other!r} is {dtypes[other]} where {first!r} "
+                              f"is {dtypes[first]}; stack features of one dtype (or make two "
+                              f"stacks)")
+        offsets = tuple(int(x) for x in np.cumsum([0] + widths[:-1]))
+        out.append(Stack(name, tuple(columns), tuple(widths), offsets,
+                         _DTYPES[dtypes[columns[0]]]))
+    clash = [s.name for s in out if s.name in read and s.name not in stacked]
+    if clash:
+        raise OptionError(f"stack {clash[0]!r} is named like a feature read apart; name the "
+                          f"stack otherwise")
+    return tuple(out)
+
+
+def fill(matrix: np.ndarray, stack: Stack, columns: Sequence[np.ndarray], lo: int, hi: int
+         ) -> None:
+    """Rows lo..hi-1 of `matrix` from the stack's (permuted) columns, _BLOCK rows at a time: a
+    block of the matrix stays in cache while each column's stretch is written into it (taking
+    each column straight into its strided place ran 3.4x slower: bench/bench_stack.py)."""
+    for start in range(lo, hi, _BLOCK):
+        end = min(hi, start + _BLOCK)
+        for col, width, at in zip(columns, stack.widths, stack.offsets):
+            if col.ndim == 1:
+                matrix[start:end, at] = col[start:end]
+            else:
+                matrix[start:end, at:at + width] = col[start:end]

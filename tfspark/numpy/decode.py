@@ -24,8 +24,7 @@ from tfspark.arrow.encode_block import gather_bytes
 from tfspark.numpy.columns import Ragged, Table
 from tfspark.spec import layout
 from tfspark.spec.model import Feature, FeatureSpec
-from tfspark.wire import example_read
-from tfspark.wire.protobuf import KIND_OF_DTYPE, TOO_MANY
+from tfspark.wire.protobuf import TOO_MANY
 
 _DTYPES = {"int64": np.int64, "float32": np.float32, "string": object}
 
@@ -133,11 +132,7 @@ def _fixed_bytes(present: np.ndarray, width: int, values: tuple[np.ndarray, np.n
 def _row_column(ctx: RecordIndex, f: Feature, k: int, strings: Any) -> Any:
     n = ctx.n
     if f.kind == "fixed" and not f.shape and f.dtype != "string":
-        out = np.empty(n, _DTYPES[f.dtype])
-        valid = np.empty(n, np.bool_)
-        code, rec, info = example_read.scalars(ctx.data, *ctx.index, k, KIND_OF_DTYPE[f.dtype], out,
-                                     out.view(np.uint8), valid)
-        ctx.check(code, rec, info, f, f.name, f.dtype)
+        out, valid = ctx.scalar(f)
         if not valid.all():
             _check_required(ctx, f, valid)
             out[~valid] = _default(f)

@@ -15,8 +15,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from tfspark.numpy.columns import Table, concat_rows, take_rows
-from tfspark.numpy.stacking import Stack, fill
+from tfspark.numpy.columns import Stack, Table, concat_rows, fill, take_rows
 from tfspark.store.fetch import hand_over
 
 T = TypeVar("T")
@@ -71,7 +70,7 @@ class Mixer:
     def mix(self, pieces: list[Table], rows: np.ndarray | None,
             stacks: Sequence[Stack] = ()) -> Table:
         """The pieces' rows one after another, then in the order `rows` (None: as they are);
-        each stack's columns written side by side into one array (numpy.stacking)."""
+        each stack's columns written side by side into one array (numpy.columns)."""
         inside = {c for s in stacks for c in s.columns}
         names = [n for n in pieces[0] if n not in inside]
 

@@ -1,14 +1,13 @@
-"""A reading process of read_batches(..., processes=N): `python -m
-tfspark.numpy.process_worker FD`, FD its end of a socket to the training process (numpy.processes).
+"""A reading process of read_batches(..., processes=N): `python -m tfspark.numpy.process_worker
+FD`, FD its end of a socket to the training process (numpy.processes).
 
 It reads its part of the reader (BatchReader.for_worker) and hands each batch over through
-shared memory (numpy.shared), at most `depth` batches ahead of what the training process took.
-Messages in: ("setup", path_or_files, batch_size, kwargs, processes, index), then per
-iteration ("run", state, depth, slots still held there), ("took", [slots freed]) per batch
-taken, ("stop",) to end it (early or not), ("quit",). Out: ("ready",), ("segment", slot,
-size) followed by its file, ("batch", slot, nbytes, layout, state), ("end",), ("stopped",),
-("error", exception).
-"""
+shared memory (numpy.processes's segments), at most `depth` batches ahead of what the training
+process took. Messages in: ("setup", path_or_files, batch_size, kwargs, processes, index), then
+per iteration ("run", state, depth, slots still held there), ("took", [slots freed]) per batch
+taken, ("stop",) to end it (early or not), ("quit",). Out: ("ready",), ("segment", slot, size)
+followed by its file, ("batch", slot, nbytes, layout, state), ("end",), ("stopped",), ("error",
+exception)."""
 
 from __future__ import annotations
 
@@ -20,7 +19,7 @@ from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
-from tfspark.numpy.shared import Segment, layout, segment_size, unsendable, write
+from tfspark.numpy.processes import Segment, layout, segment_size, unsendable, write
 
 
 class _Stop(Exception):

@@ -12,9 +12,8 @@ from typing import Any
 from tfspark.errors import scrubbed
 from tfspark.numpy import state as states
 from tfspark.numpy.batches import BatchReader
-from tfspark.numpy.padding import pad_lengths
+from tfspark.numpy.columns import pad_lengths, plan_stacks
 from tfspark.numpy.processes import ProcessBatches
-from tfspark.numpy.stacking import plan_stacks
 from tfspark.spec.model import FeatureSpec
 from tfspark.store import settings
 from tfspark.store.fetch import IO_THREADS

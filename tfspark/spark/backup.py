@@ -16,6 +16,7 @@ task), so the TFRecords are written from exactly the staged rows, as with Spark'
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -27,11 +28,13 @@ from tfspark.errors import OptionError, TfsparkError, scrubbed
 from tfspark.store import backup as stored
 from tfspark.store import manifest as mf
 from tfspark.store.backup import data_files as _data_files
-from tfspark.store.backup import staging_name, sweep_dead
+from tfspark.store.backup import host_tag, staging_name, sweep_dead
 from tfspark.store.fs import Location, locate
-from tfspark.store.local_paths import uri_to_path
+from tfspark.store.lock import alive
+from tfspark.store.uris import uri_to_path
 
-__all__ = ["StagedBackup", "publish", "roll_forward", "sweep_dead", "table_location"]
+__all__ = ["StagedBackup", "publish", "roll_forward", "sweep_dead", "sweep_dead_tables",
+           "table_location"]
 log = logging.getLogger("tfspark")
 _TABLE_STAGING = "__tfspark_staging_"
 
@@ -63,7 +66,8 @@ class StagedBackup:
         token = write_id
         publish = "append" if mode == "append" else "overwrite"
         if table:
-            return cls("table", table, f"{table}{_TABLE_STAGING}{token}", publish)
+            return cls("table", table, f"{table}{_TABLE_STAGING}{token}_{os.getpid()}_"
+                       f"{_table_host()}", publish)
         created = not (existed if existed is not None else path.exists())
         name = staging_name(token)
         return cls("path", path.uri, path.child_uri(name), publish, created, where=path,
@@ -72,7 +76,8 @@ class StagedBackup:
     def _target(self) -> Location:
         return self.where if self.where is not None else locate(self.target)
 
-    def _staging(self) -> Location:
+    def staging_location(self) -> Location:
+        """The staging directory of a path backup, on the backup's filesystem."""
         return self._target().child(self.staging.rstrip("/").rsplit("/", 1)[-1])
 
     # ---------------------------------------------------------------- before the commit
@@ -93,7 +98,7 @@ class StagedBackup:
     def stage(self, spark: Any, df: Any) -> Any:
         """Write df's rows to the staging place; returns them read back (df's schema)."""
         if self.by_tasks:
-            staging = self._staging()
+            staging = self.staging_location()
             self.staged[:] = [name for name, _ in write_parquet(df, staging, self.write_id)]
             return read_parquet(spark, df.schema, staging, self.staged)
         writer = df.write.mode("error").format("parquet")
@@ -106,13 +111,13 @@ class StagedBackup:
         writer.save(self.staging)
         # By its files: Spark warns that a directory named _... is hidden ("All paths were
         # ignored") when it is read by name.
-        files = [literal(f"{self.staging}/{rel}") for rel in _data_files(self._staging())]
+        files = [literal(f"{self.staging}/{rel}") for rel in _data_files(self.staging_location())]
         return spark.read.schema(df.schema).parquet(*(files or [literal(self.staging)]))
 
     def staged_files(self, spark: Any) -> list[str | Location]:
         """The staged parquet files (Locations, or paths and URIs `locate` opens)."""
         if self.kind == "path":
-            staging = self._staging()
+            staging = self.staging_location()
             names = self.staged if self.by_tasks else _data_files(staging)
             return [staging.child(r) for r in names]
         where = uri_to_path(table_location(spark, self.staging) if self.kind == "table"
@@ -124,7 +129,7 @@ class StagedBackup:
         if self.kind == "table":
             spark.sql(f"DROP TABLE IF EXISTS {self.staging}")
             return
-        self._staging().delete_all()
+        self.staging_location().delete_all()
         if self.created:  # unless another write's staging is in it meanwhile
             self._target().remove_if_empty()
 
@@ -132,8 +137,8 @@ class StagedBackup:
               previous: mf.Manifest | None) -> mf.BackupEntry:
         """The manifest's "backup" entry at the commit: pending until published."""
         if self.kind == "path":
-            files = list(self.staged) if self.by_tasks else _data_files(self._staging())
-            return stored.path_entry(self._target(), self._staging(), files, mode=self.mode,
+            files = list(self.staged) if self.by_tasks else _data_files(self.staging_location())
+            return stored.path_entry(self._target(), self.staging_location(), files, mode=self.mode,
                                      write_rows=write_rows, rows_before=lambda: _count(
                                          spark, self) if _exists(spark, self) else 0,
                                      previous=previous)
@@ -149,6 +154,32 @@ class StagedBackup:
         pending = mf.PendingBackup(self.staging, self.mode, rows_before=rows - write_rows
                                    if self.mode == "append" else None)
         return mf.BackupEntry(self.kind, self.target, rows, complete, pending=pending)
+
+
+def _table_host() -> str:
+    """This host's name as a part of a table name (no dots; catalogs lower-case names)."""
+    return host_tag().lower().replace(".", "_")
+
+
+def sweep_dead_tables(spark: Any, table: str) -> None:
+    """Drop the staging tables of backup `table` whose driver ran on this host and is gone (a
+    write killed before its commit; a committed one's is published by roll_forward first);
+    those of other hosts, or of live drivers, stay."""
+    db, _, name = table.rpartition(".")
+    try:
+        names = [t.name for t in (spark.catalog.listTables(db) if db
+                                  else spark.catalog.listTables())]
+    except Exception:  # noqa: BLE001 - no such database yet: nothing staged in it
+        return
+    pattern = re.escape(f"{name}{_TABLE_STAGING}".lower()) + r"[0-9a-f]+_(\d+)_(.+)"
+    for found in names:
+        m = re.fullmatch(pattern, found.lower())
+        if m and m.group(2) == _table_host() and not alive(int(m.group(1))):
+            staging = f"{db}.{found}" if db else found
+            log.info("tfspark: dropping %s, the staged backup table of a write whose driver "
+                     "died", staging)
+            spark.sql(f"DROP TABLE IF EXISTS {staging}")
+
 
 def literal(path: str) -> str:
     """A path for Spark's readers that names itself only: Spark expands a path it reads as a

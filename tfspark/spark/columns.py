@@ -9,7 +9,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 
 from tfspark.errors import OptionError
-from tfspark.spark.write_plan import PARTITION_TYPES, refuse_label_partitions
+from tfspark.spark.write import PARTITION_TYPES, refuse_label_partitions
 from tfspark.spec import FeatureSpec, infer_spec
 from tfspark.store.options import WriteOptions
 

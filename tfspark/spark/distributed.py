@@ -21,6 +21,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -29,11 +30,17 @@ from typing import Any
 from tfspark.errors import OptionError, TrainingError, scrubbed
 from tfspark.spark.meanwhile import same_python
 from tfspark.store.fs import locate
-from tfspark.store.local_paths import local_directory
-from tfspark.store.redaction import redact
+from tfspark.store.uris import local_directory, redact
 
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_.]*(Error|Exception): ")
 _TAIL = 30  # lines of a failed worker's output quoted in the error
+# How a worker fails when a peer died first (gloo and TensorFlow's collectives, JAX's
+# coordination service): its task reports that a little later, so that the stage fails on
+# the peer's own error (Spark shows the first failed task's) when that peer has one.
+_LOST_PEER = re.compile(r"closed by peer|reset by peer|Socket closed|Broken pipe|"
+                        r"failed to connect to all addresses|Collective ops is aborted|"
+                        r"another task died|Shutdown barrier has failed|UnavailableError")
+_LOST_PEER_GRACE_S = 5.0
 # The training process of each backend= (Keras 3's backend of the same name).
 WORKERS = {"tensorflow": "tfspark.tf.worker", "jax": "tfspark.keras.jax_worker"}
 
@@ -231,6 +238,8 @@ def _task(payload: bytes, num_workers: int, checkpoint_dir: str | None,
             tail = _run_worker([sys.executable, "-m", WORKERS[backend], job, result],
                                child_env, checkpoint_dir, index)
             if tail is not None:
+                if _LOST_PEER.search(tail):
+                    time.sleep(_LOST_PEER_GRACE_S)  # Spark kills this task if a peer fails
                 raise RuntimeError(tail)
             if index == 0:
                 with open(result, "rb") as f:

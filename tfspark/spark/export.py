@@ -1,11 +1,19 @@
-"""write_tfrecords(): DataFrame -> parquet backup -> TFRecords + manifest, with one row count
-checked at every step.
+"""write_tfrecords(): DataFrame -> TFRecords + their parquet copy (the backup) + manifest, with
+one row count checked at every step.
 
-Stages: validate (arguments into WriteOptions, the schema into a spec, the paths) -> backup +
-observe (spark.backup, spark.observe: the rows staged, with row count, nulls and fixed lengths seen
-while they are written, no second pass) -> size (spark.sizing) -> write (the data source, from the
-staged rows; its manifest commit is the commit of the whole write) -> publish the staged backup
--> result (counts of source, backup and TFRecords must agree).
+Stages: validate (arguments into WriteOptions, the schema into a spec, the paths) -> write ->
+publish the staged backup -> result (counts of source, backup and TFRecords must agree). The
+write takes one of two ways, and the result says which:
+
+- One pass (the default): each task encodes its rows into TFRecords, sketches their statistics
+  and writes the same Arrow batches to its parquet file of the staged backup, so the copy and
+  the TFRecords of a task attempt hold the same rows by construction (a DataFrame that is not
+  deterministic too), and Spark counts one attempt of each task (the driver keeps the files of
+  those only). The tasks count the rows and the nulls; the manifest's commit is the commit of
+  the whole write.
+- Two passes, where one pass cannot keep a promise (`two_passes_why` says which and why): the
+  backup is staged first (spark.backup; spark.observe gathers row count, nulls and array
+  lengths while it is written), then the TFRecords are written from the staged rows.
 """
 
 from __future__ import annotations
@@ -24,14 +32,14 @@ from tfspark import paths, progress
 from tfspark.errors import CountMismatchError, OptionError, TfsparkError, scrubbed
 from tfspark.spark import columns, observe, sizing
 from tfspark.spark import stats as spark_stats
-from tfspark.spark.backup import StagedBackup, publish, roll_forward, sweep_dead
+from tfspark.spark.backup import StagedBackup, publish, roll_forward, sweep_dead, sweep_dead_tables
 from tfspark.spark.hadoop_stores import hadoop_store
 from tfspark.spark.meanwhile import Meanwhile
 from tfspark.spark.source import register_meanwhile
 from tfspark.spark.stats import GROUP_COLUMN, Observed
 from tfspark.spark.tasks import check_sendable, write_through_tasks
 from tfspark.spark.versions import HAS_DATA_SOURCE, check_supported
-from tfspark.spark.write_plan import Workflow, check_append
+from tfspark.spark.write import Workflow, check_append
 from tfspark.spec import FeatureSpec, infer_spec
 from tfspark.store import manifest as mf
 from tfspark.store.backup import check_backup_path
@@ -45,7 +53,7 @@ from tfspark.store.options import (
     write_settings,
 )
 from tfspark.store.placement import check_placement
-from tfspark.store.redaction import error_line, redact
+from tfspark.store.uris import error_line, redact
 from tfspark.store.write import PriorState, RowFacts, WriteResult, undo_on_failure, write_result
 
 log = logging.getLogger("tfspark")
@@ -157,8 +165,9 @@ def export(df: DataFrame, opts: WriteOptions, filesystem: Any = None) -> WriteRe
         previous = old if opts.mode == "append" else None
         if previous is not None:  # columns and options that cannot append: before the backup
             check_append(opts, previous, base_spec)
+        why = two_passes_why(spark, df, opts, base_spec, previous)
         backup = StagedBackup.plan(spark, opts.backup_table, backup_loc, mode=str(opts.mode),
-                                   write_id=write_id, by_tasks=by_tasks,
+                                   write_id=write_id, by_tasks=by_tasks or not why,
                                    existed=_backup_existed(before, opts))
         if opts.backup_table and opts.mode == "errorifexists" and \
                 spark.catalog.tableExists(opts.backup_table):
@@ -167,10 +176,11 @@ def export(df: DataFrame, opts: WriteOptions, filesystem: Any = None) -> WriteRe
         backup.check_append(spark, df.schema)
         if backup.where is not None:
             sweep_dead(backup.where)
+        elif opts.backup_table:
+            sweep_dead_tables(spark, opts.backup_table)
 
-        started = time.perf_counter()
         try:
-            staged = _stage_and_write(
+            staged = (_two_passes if why else _one_pass)(
                 spark, df, opts, base_spec=base_spec, data_cols=data_cols, backup=backup,
                 previous=previous, begun=Workflow(
                     str(opts.mode), started_from, write_id, base_spec, home=loc,
@@ -190,9 +200,8 @@ def export(df: DataFrame, opts: WriteOptions, filesystem: Any = None) -> WriteRe
         result = write_result(loc.uri, spec, manifest, write_id=write_id, backup=backup.target,
                               source_rows=staged.facts.rows or 0, backup_rows=backup_rows,
                               compression=opts.compression)
-    result = replace(result, seconds={
-        "backup": round(staged.backup_done - started, 2),
-        "tfrecords": round(time.perf_counter() - staged.backup_done, 2)})
+    result = replace(result, seconds=staged.seconds, passes=2 if why else 1,
+                     two_passes_why=why or "")
     log.info("%s", result.summary())
     for line in observe.label_nulls(spec, (manifest.stats or {}).get("null_counts", {}),
                                     backup_rows, opts.defaults):
@@ -210,21 +219,121 @@ def _backup_existed(before: PriorState | None, opts: WriteOptions) -> bool | Non
 
 @dataclass(frozen=True)
 class Staged:
-    """A committed write's spec, manifest and row facts, the rows its backup staged and when
-    the backup was done (perf_counter)."""
+    """A committed write's spec, manifest and row facts, the rows its backup staged, and the
+    seconds of its stages."""
 
     spec: FeatureSpec
     manifest: mf.Manifest
     facts: RowFacts
     backup_rows: int
-    backup_done: float
+    seconds: dict[str, float]
 
 
-def _stage_and_write(spark: Any, df: DataFrame, opts: WriteOptions, *, base_spec: FeatureSpec,
+def two_passes_why(spark: Any, df: DataFrame, opts: WriteOptions, base_spec: FeatureSpec,
+                   previous: mf.Manifest | None = None) -> str | None:
+    """Why this write stages the backup first and writes the TFRecords from it (two passes
+    over the rows); None: it takes one pass. previous: the data set an append adds to."""
+    if opts.backup_table:
+        return ("the parquet copy is a catalog table (backup_table), which Spark's own writer "
+                "makes")
+    if opts.stats and opts.stats_exact:
+        return "stats_exact: Spark's jobs compute the statistics over the staged rows"
+    if opts.stats:
+        tasks = int(spark.conf.get("spark.sql.shuffle.partitions", "200") or 200) \
+            if opts.shuffle else _partitions(df)
+        if not _reports_fit(base_spec, opts, tasks, 2**31):
+            return (f"the statistics of {tasks:,} tasks would be too large for the driver to "
+                    f"take in; Spark's jobs compute them over the staged rows")
+    for f in base_spec.features:
+        if f.encoding == "vector":
+            return f"column {f.name!r} is an ML vector, which Spark's parquet writer stores"
+        if f.kind == "varlen" and opts.detect_fixed_lengths:
+            return (f"the lengths of array column {f.name!r} decide its shape before its "
+                    f"records are written (detect_fixed_lengths; give shapes= or "
+                    f"detect_fixed_lengths=False for one pass)")
+    stored = {f.name: f for f in previous.spec.features} \
+        if previous is not None and previous.spec is not None else {}
+    for f in base_spec.features:
+        if f.nullable and f.name in stored and not stored[f.name].nullable:
+            return (f"an append of nullable column {f.name!r} to a data set that stores it as "
+                    f"not nullable: its nulls are counted before any record is written")
+    if any(type(field.dataType).__name__.endswith("UDT") or
+           hasattr(field.dataType, "sqlType") for field in df.schema.fields):
+        return "a column of a user-defined type, which Spark's parquet writer stores"
+    if not str(spark.version).split(".")[0].isdigit() or int(spark.version.split(".")[0]) < 4:
+        return "Spark 3.5 cannot bound its Arrow batches by bytes (rows of huge values)"
+    return None
+
+
+def _one_pass(spark: Any, df: DataFrame, opts: WriteOptions, *, base_spec: FeatureSpec,
+              data_cols: list[str], backup: StagedBackup,
+              previous: mf.Manifest | None, begun: Workflow) -> Staged:
+    """The TFRecords, their statistics and the backup's staged parquet files from one pass
+    over the rows (see the module docstring), and the commit."""
+    started = time.perf_counter()
+    spec = base_spec  # (nothing observed changes it: two_passes_why)
+    staging = backup.staging_location()
+    out_df, split_col = sizing.arrange(df, dict(opts.split or {}), opts.split_key, opts.seed,
+                                       opts.shuffle, None)
+    rows_in = [0]
+
+    def settle(writer: Any, messages: list[Any]) -> None:
+        """The backup's files and rows, the facts and the manifest's statistics, before the
+        commit: the rows the tasks took in, their parquet files' footers and their TFRecords
+        must agree."""
+        backup.staged[:] = sorted(m.copy_file for m in messages if m.copy_file)
+        rows_in[0] = seen = sum(m.copy_rows for m in messages)
+        written = sum(mf.FileEntry(**f).row_count for m in messages for f in m.files)
+        read = sizing.footers([staging.child(name) for name in backup.staged])
+        backup_rows = read.rows if read is not None else seen
+        if not seen == backup_rows == written:
+            raise CountMismatchError(
+                f"the write's tasks took in {seen:,} rows, but the parquet copy "
+                f"{redact(backup.target)} holds {backup_rows:,} and the TFRecords "
+                f"{written:,}; nothing was committed: run the write again")
+        stats = dict(writer.manifest_stats or {})
+        facts = RowFacts(seen, dict(stats.get("null_counts", {})))
+        if previous is not None and previous.spec is not None:
+            observe.check_append_rows(redact(opts.path), previous.spec, facts)
+        stats.update({"rows": {"source": seen, "backup": backup_rows},
+                      "backup": backup.target, "backup_files": len(backup.staged)})
+        if opts.stats and previous:  # an append: its statistics are of its own rows
+            stats["features_scope"] = "last write"
+        writer.manifest_stats = stats
+        writer.backup_entry = backup.entry(spark, backup_rows, previous)
+
+    task_stats = bool(opts.stats)  # (their reports fit: two_passes_why)
+    what = "TFRecords, their parquet copy" + (" and the feature statistics" if task_stats
+                                              else "")
+    workflow = replace(
+        begun, mode="errorifexists" if opts.mode == "ignore" else str(opts.mode), spec=spec,
+        manifest_stats={}, splits=tuple(opts.split or ()),
+        count_nulls=tuple(f.name for f in spec.features), copy_to=staging,
+        split_column=split_col)
+    manifest = write_through_tasks(
+        out_df, replace(opts, max_bytes_per_file=opts.target_file_bytes, task_stats=task_stats),
+        workflow, None, what, before_commit=settle)
+    facts = RowFacts(rows_in[0], dict((manifest.stats or {}).get("null_counts", {})))
+    backup_rows = int((manifest.stats or {}).get("rows", {}).get("backup", rows_in[0]))
+    return Staged(spec, manifest, facts, backup_rows,
+                  {"one pass": round(time.perf_counter() - started, 2)})
+
+
+def _partitions(df: DataFrame) -> int:
+    """df's partitions (the write's tasks), or Spark's shuffle partitions where the plan
+    cannot be asked (Spark Connect)."""
+    try:
+        return int(df.rdd.getNumPartitions())
+    except Exception:  # noqa: BLE001 - Spark Connect has no RDDs
+        return int(df.sparkSession.conf.get("spark.sql.shuffle.partitions", "200") or 200)
+
+
+def _two_passes(spark: Any, df: DataFrame, opts: WriteOptions, *, base_spec: FeatureSpec,
                      data_cols: list[str], backup: StagedBackup,
                      previous: mf.Manifest | None, begun: Workflow) -> Staged:
     """Stage the backup (observing the facts the spec needs), then write the TFRecords from
     the staged rows, and commit."""
+    started = time.perf_counter()
     obs = Observation("tfspark")
     # the scalars' statistics, observed while the backup is written
     observed_stats = Observed.plan(base_spec, opts)
@@ -273,7 +382,9 @@ def _stage_and_write(spark: Any, df: DataFrame, opts: WriteOptions, *, base_spec
         count_nulls=tuple(unknown))
     manifest = _write(spark, backup_df, backup_rows, footers=read, opts=opts, workflow=workflow,
                       scalar_stats=scalar_stats)
-    return Staged(spec, manifest, facts, backup_rows, backup_done)
+    return Staged(spec, manifest, facts, backup_rows, {
+        "backup": round(backup_done - started, 2),
+        "tfrecords": round(time.perf_counter() - backup_done, 2)})
 
 
 def _discard_unless_committed(spark: Any, loc: Location, backup: StagedBackup) -> None:

@@ -29,10 +29,13 @@ import pyarrow.fs as pafs
 
 from tfspark import paths
 from tfspark.errors import OptionError, scrubbed
-from tfspark.store.local_paths import uri_to_path  # (s3a://b/k as s3://b/k)
-from tfspark.store.redaction import redact
-from tfspark.store.store_options import sas_query
-from tfspark.store.uris import GCS_RETRY, azure_account_host
+from tfspark.store.fs import sas_query
+from tfspark.store.uris import (
+    GCS_RETRY,
+    azure_account_host,
+    redact,
+    uri_to_path,  # (s3a://b/k as s3://b/k)
+)
 
 # Hadoop's schemes taken here, by store; pyarrow's own for the same stores (a backup_path's)
 _KIND = {"s3a": "s3", "s3n": "s3", "abfs": "abfs", "abfss": "abfs", "gs": "gs"}

@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 
 from tfspark.spec import FeatureSpec
 from tfspark.store.fs import Location, locate
-from tfspark.store.redaction import error_line
+from tfspark.store.uris import error_line
 
 log = logging.getLogger("tfspark")
 SPLIT_COLUMN = "__tfspark_split__"
@@ -101,12 +101,14 @@ def batch_rows(spark: Any, row_bytes: float | None) -> Iterator[None]:
 
 
 def arrange(df: DataFrame, splits: dict[str, float], split_key: str | None, seed: int,
-            shuffle: bool, files: int) -> tuple[DataFrame, str | None]:
+            shuffle: bool, files: int | None) -> tuple[DataFrame, str | None]:
     """Add the split column and lay rows out in about `files` tasks (each rolls its files at
-    the target size). No shuffle unless asked: partitions are only coalesced."""
+    the target size; None: as many as df has, or Spark's shuffle partitions for a shuffle).
+    No shuffle unless asked: partitions are only coalesced."""
     if shuffle:
-        df = df.repartition(files, F.rand(seed)).sortWithinPartitions(F.rand(seed + 1))
-    else:  # no shuffle: a no-op when there are no more partitions than that already
+        df = (df.repartition(files, F.rand(seed)) if files else df.repartition(F.rand(seed))
+              ).sortWithinPartitions(F.rand(seed + 1))
+    elif files:  # no shuffle: a no-op when there are no more partitions than that already
         df = df.coalesce(files)
     split = split_of(splits, split_key, seed)
     if split is None:

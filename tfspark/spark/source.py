@@ -17,8 +17,7 @@ from pyspark.sql.types import StructType
 from tfspark.errors import OptionError, scrubbed
 from tfspark.spark.meanwhile import Meanwhile, make_active
 from tfspark.spark.versions import DataSource, needs_data_source
-from tfspark.spark.write import TfrecordWriter
-from tfspark.spark.write_plan import plan_write
+from tfspark.spark.write import TfrecordWriter, plan_write
 from tfspark.store.options import SparkReadOptions, WriteOptions
 
 log = logging.getLogger("tfspark")

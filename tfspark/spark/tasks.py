@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import pickle
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -22,17 +22,19 @@ from pyspark.sql import DataFrame
 from tfspark import progress
 from tfspark.errors import CountMismatchError, OptionError, scrubbed
 from tfspark.spark.meanwhile import Meanwhile
-from tfspark.spark.write_plan import Workflow, plan_write
+from tfspark.spark.write import Workflow, plan_write
 from tfspark.store.manifest import FileEntry, Manifest
 from tfspark.store.options import WriteOptions
-from tfspark.store.redaction import error_line
+from tfspark.store.uris import error_line
 
 log = logging.getLogger("tfspark")
 
 
 def write_through_tasks(df: DataFrame, opts: WriteOptions, workflow: Workflow,
                         statistics: Meanwhile[dict[str, Any]] | None = None,
-                        files: str = "", rows: int | None = None) -> Manifest:
+                        files: str = "", rows: int | None = None,
+                        before_commit: Callable[[Any, list[Any]], None] | None = None
+                        ) -> Manifest:
     """Write df as the data source would with these options, as write_tfrecords' `workflow`
     says (WriteConflictError if another write committed since it began); returns the committed
     manifest. statistics: waited for once the tasks are done; what it returns joins the
@@ -40,7 +42,9 @@ def write_through_tasks(df: DataFrame, opts: WriteOptions, workflow: Workflow,
     jobs are cancelled). The tasks and the commit are progress stages ("TFRecords", saying
     `files`, and "commit"). rows: the rows df holds; when the tasks' reports add up to
     another number (a report lost on its way back), nothing is committed. The nulls the tasks
-    counted (workflow.count_nulls) join the manifest's null counts."""
+    counted (workflow.count_nulls) join the manifest's null counts. before_commit(writer,
+    reports): called once every task reported, before the commit (it may complete the
+    writer's manifest statistics and backup entry); what it raises aborts the write."""
     writer = plan_write(opts, df.schema, workflow.mode == "overwrite", workflow)
 
     names = df.columns
@@ -70,6 +74,8 @@ def write_through_tasks(df: DataFrame, opts: WriteOptions, workflow: Workflow,
             _join_nulls(writer, messages)
         if statistics is not None:
             writer.manifest_stats = {**(writer.manifest_stats or {}), **statistics.result()}
+        if before_commit is not None:
+            before_commit(writer, messages)
     except BaseException:
         if statistics is not None:  # no job of this write outlives it
             statistics.cancel()

@@ -30,9 +30,9 @@ from dataclasses import replace
 from tfspark.errors import OptionError
 from tfspark.store import manifest as mf
 from tfspark.store.fs import Location, locate
-from tfspark.store.local_paths import uri_to_path
-from tfspark.store.lock import commit_lock
+from tfspark.store.lock import alive, commit_lock
 from tfspark.store.placement import enclosing_data_set
+from tfspark.store.uris import uri_to_path
 
 log = logging.getLogger("tfspark")
 MARKER = mf.BACKUP_MARKER
@@ -45,10 +45,11 @@ def staging_name(write_id: str) -> str:
     """The staging directory of write `write_id` by this process: the name says which write
     made it, and which driver (host and pid), so a later write can tell the leftovers of dead
     drivers (sweep_dead) from a running write's."""
-    return f"{STAGING_PREFIX}{write_id}-{os.getpid()}-{_host()}"
+    return f"{STAGING_PREFIX}{write_id}-{os.getpid()}-{host_tag()}"
 
 
-def _host() -> str:
+def host_tag() -> str:
+    """This host's name as staging names carry it (letters, digits, dots; others as _)."""
     return re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname())
 
 
@@ -58,20 +59,10 @@ def sweep_dead(path: str | Location) -> None:
     loc = locate(path)
     for name in loc.subdirectories():  # (none when it is not there)
         m = re.fullmatch(re.escape(STAGING_PREFIX) + r"[0-9a-f]+-(\d+)-(.+)", name)
-        if m and m.group(2) == _host() and not _alive(int(m.group(1))):
+        if m and m.group(2) == host_tag() and not alive(int(m.group(1))):
             log.info("tfspark: removing %s, the staged backup of a write whose driver died",
                      loc.child_uri(name))
             loc.delete_dir(name)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process: alive
-        return True
-    return True
 
 
 def check_backup_path(given: str | None, loc: Location, backup_loc: Location) -> None:
@@ -122,17 +113,24 @@ def path_entry(target: Location, staging: Location, files: list[str], *, mode: s
 def publish(output: Location, write_id: str,
             publish_table: PublishTable | None = None) -> None:
     """Move the committed write's staged backup into place, then drop "pending" from the
-    manifest. Idempotent: a publish stopped half way is finished by running it again. The
-    manifest is read afresh: a write committed since this one keeps its own backup.
+    manifest. Idempotent: a publish stopped half way is finished by running it again, and
+    two publishers of one write (the write itself, and a next write's roll_forward) may run
+    at once. The manifest is read afresh: a write committed since this one keeps its own
+    backup. What could touch a later write's backup (an overwrite's removal of the old
+    files, the marker naming the backup's write) is done under the commit lock, once the
+    manifest shows this write still the last one and its backup still pending; the staged
+    files themselves are moved before (only this write's, whoever moves them).
     publish_table: how a backup table is published (Spark's), for a "table" entry."""
     manifest = mf.read_manifest(output)
     entry = manifest.backup
     if entry is None or entry.pending is None or manifest.last_write != write_id:
         return
     pending = entry.pending
-    if entry.kind == "path":  # on the output's filesystem when it names a place there
-        location = _publish_path(output.resolve(entry.target),
-                                 output.resolve(pending.staging), pending)
+    staging = output.resolve(pending.staging) if entry.kind == "path" else None
+    if staging is not None:  # on the output's filesystem when it names a place there
+        place = output.resolve(entry.target)
+        _move_staged(place, staging, pending)
+        location = place.uri
         target = output.resolve(location)
     else:
         if publish_table is None:
@@ -141,17 +139,19 @@ def publish(output: Location, write_id: str,
                                    f"this data set with write_tfrecords")
         location = publish_table(entry.target, pending, entry.rows or 0)
         target = locate(uri_to_path(location))
-    marker = json.dumps({"write_id": write_id, "rows": entry.rows,
-                         "data_set": output.uri}).encode()
-    target.write_bytes_atomic(MARKER, marker)
-    if entry.kind == "path" and pending.mode == "append":  # (an overwrite's publish
-        with contextlib.suppress(OSError):  # removed it): where an earlier version kept it
-            target.delete(mf.BACKUP_MARKER_BEFORE)
     with commit_lock(output, write_id) as seen:  # as a commit: never over another write's
         manifest = mf.read_manifest(output)
-        if manifest.last_write != write_id:
-            return
-        done = manifest.backup or entry
+        if manifest.last_write != write_id or manifest.backup is None or \
+                manifest.backup.pending is None:
+            return  # published meanwhile, or a later write committed
+        if staging is not None and pending.mode == "overwrite":
+            _drop_old(target, pending)
+        target.write_bytes_atomic(MARKER, json.dumps(
+            {"write_id": write_id, "rows": entry.rows, "data_set": output.uri}).encode())
+        if entry.kind == "path" and pending.mode == "append":  # (an overwrite's drop
+            with contextlib.suppress(OSError):  # removed it): where an earlier version kept it
+                target.delete(mf.BACKUP_MARKER_BEFORE)
+        done = manifest.backup
         # A backup inside the data set is also found by its place there, so a copy of the
         # data set (gsutil cp, aws s3 sync) finds its own copy of the backup.
         inside = target.base[len(output.base) + 1:] if entry.kind == "path" and \
@@ -160,19 +160,12 @@ def publish(output: Location, write_id: str,
         mf.write_manifest(output, replace(manifest, backup=replace(
             done, pending=None, location=location, write_id=write_id,
             inside=inside or done.inside)), seen)
+    if staging is not None:
+        staging.delete_all()
 
 
-def _publish_path(loc: Location, staging: Location, pending: mf.PendingBackup) -> str:
-    files = list(pending.files or ())
-    if pending.mode == "overwrite":  # the old backup's entries go; others' staging stays
-        keep = set(files) | {MARKER.split("/")[0]}
-        old = [(name, is_dir) for name, is_dir in loc.entries()
-               if name not in keep and not name.startswith(STAGING_PREFIX)]
-
-        def drop(entry: tuple[str, bool]) -> None:
-            (loc.delete_dir if entry[1] else loc.delete)(entry[0])
-
-        loc.at_once(drop, old)
+def _move_staged(loc: Location, staging: Location, pending: mf.PendingBackup) -> None:
+    """The staged files into the backup directory (those moved already are skipped)."""
 
     def move(rel: str) -> None:
         try:
@@ -182,9 +175,20 @@ def _publish_path(loc: Location, staging: Location, pending: mf.PendingBackup) -
             if loc.kind(rel) != "file" or staging.kind(rel) == "file":
                 raise
 
-    loc.at_once(move, files)
-    staging.delete_all()
-    return loc.uri
+    loc.at_once(move, list(pending.files or ()))
+
+
+def _drop_old(loc: Location, pending: mf.PendingBackup) -> None:
+    """An overwrite's publication: the old backup's entries go (other writes' staging and
+    the marker's directory stay)."""
+    keep = set(pending.files or ()) | {MARKER.split("/")[0]}
+    old = [(name, is_dir) for name, is_dir in loc.entries()
+           if name not in keep and not name.startswith(STAGING_PREFIX)]
+
+    def drop(entry: tuple[str, bool]) -> None:
+        (loc.delete_dir if entry[1] else loc.delete)(entry[0])
+
+    loc.at_once(drop, old)
 
 
 def roll_forward(loc: Location, manifest: mf.Manifest | None,

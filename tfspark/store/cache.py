@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tfspark.store.fs import Location
+from tfspark.store.lock import alive
 
 
 class FileCache:
@@ -168,17 +169,7 @@ def _dead_fill(name: str) -> bool:
     """A temporary copy whose filling process, on this host, is gone (killed); another
     host's are left to that host."""
     m = _FILLING.search(name)
-    return bool(m) and m.group(1) == _HOST and not _alive(int(m.group(2)))  # type: ignore[union-attr]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's: alive
-        return True
-    return True
+    return bool(m) and m.group(1) == _HOST and not alive(int(m.group(2)))  # type: ignore[union-attr]
 
 
 def _prune(directory: str, stop: str) -> None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from tfspark.errors import ManifestError, OptionError, store_hint
 from tfspark.store import manifest as mf
 from tfspark.store.fs import Location
-from tfspark.store.redaction import failed_request
+from tfspark.store.uris import failed_request
 
 log = logging.getLogger("tfspark")
 PART_FILE = re.compile(r"(^|/)part-[^/]*\.tfrecord(\.gz)?$")

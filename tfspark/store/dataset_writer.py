@@ -44,7 +44,7 @@ from tfspark.store.options import (
     write_settings,
 )
 from tfspark.store.placement import check_placement
-from tfspark.store.redaction import error_line, redact
+from tfspark.store.uris import error_line, redact
 from tfspark.store.write import (
     DataSetWrite,
     PriorState,

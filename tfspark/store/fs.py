@@ -1,31 +1,61 @@
 """Where files live: local paths (Databricks /Volumes and /dbfs mounts too) and object stores
-(s3://, gs://, abfs://, hdfs://) through pyarrow's filesystems; the one way tfspark touches files.
+(s3://, gs://, abfs://, hdfs://) through pyarrow's filesystems; the one way tfspark touches
+files.
 
 A `Location` pairs a filesystem with a path inside it: a child of a location is on the same
 filesystem, so options given once (a URI's query options such as `?endpoint_override=...`, or a
 `filesystem=` object: pyarrow's, or fsspec's through pyarrow's PyFileSystem) hold for every
 file below it, on the driver and, pickled, on Spark's executors. Its `uri` is for people: the
 scheme and path, never the query (which may hold credentials).
+
+A token sign-in guarded: pyarrow's Azure client, when it signs in with a token (Azure's default
+credential chain, a service principal, a managed identity) and gets none, ends the whole process
+as it opens a file: the Azure SDK's AuthenticationException escapes pyarrow there ("terminate
+called after throwing an instance of 'Azure::Core::Credentials::AuthenticationException'",
+pyarrow 26), where asking about a file raises it (a plain ArrowException, "Unknown error"). So
+the first file a process opens through such a filesystem is asked about first (once per sign-in:
+one request per process), and what is asked raises an OSError, as any failed request does:
+missing credentials are then an error that says what to set (errors.store_hint), not a crash.
+
+A filesystem from plain options (the `[store]` table of a CLI config file): what a
+URI cannot say (GCS anonymous access, an S3-compatible endpoint with its keys, an Azure
+account) given once for every path of a command.
+
+The options are the keyword arguments of pyarrow's filesystem for the path's scheme
+(S3FileSystem, GcsFileSystem, AzureFileSystem, HadoopFileSystem), so their names and meanings
+are pyarrow's documented ones. Errors name the key and the file, never a value (values may be
+keys and tokens).
 """
 
 from __future__ import annotations
 
+import datetime
+import hashlib
 import os
 import posixpath
+import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 
 from tfspark import paths
 from tfspark.errors import OptionError
-from tfspark.store.azure_tokens import file_info, signed_in
-from tfspark.store.redaction import failed_request, redact, redact_text
-from tfspark.store.uris import azure_path, bucket_path, escaped, store_defaults
+from tfspark.store.uris import (
+    GCS_RETRY,
+    azure_path,
+    bucket_path,
+    escaped,
+    failed_request,
+    redact,
+    redact_text,
+    store_defaults,
+)
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -428,3 +458,101 @@ def locate(path: str | os.PathLike | Location, filesystem: Any = None) -> Locati
                           f"or pass filesystem=") from None
     return Location(fs, base.rstrip("/") or "/", redact(paths.without_query(path)))
 
+
+_SIGNED_IN: set[tuple[str, ...]] = set()  # the token sign-ins that got a token
+_LOCK = threading.Lock()
+
+
+def signed_in(fs: Any, path: str) -> None:
+    """Raise the store's error as an OSError when fs, an AzureFileSystem signing in with a
+    token, gets no token; ask about `path` to find out, once per sign-in."""
+    if fs.type_name != "abfs":
+        return
+    try:
+        args = fs.__reduce__()[1][0]
+    except Exception:  # noqa: BLE001 - not pyarrow's own: nothing known to guard
+        return
+    if args.get("account_key") or args.get("sas_token"):  # signs requests: no token to get
+        return
+    key = tuple(str(args.get(k, "")) for k in (
+        "account_name", "blob_storage_authority", "client_id", "tenant_id")) + (
+        hashlib.sha256(str(args.get("client_secret", "")).encode()).hexdigest(),)
+    with _LOCK:
+        if key in _SIGNED_IN:
+            return
+    file_info(fs, path)  # raises where opening it would abort
+    with _LOCK:
+        _SIGNED_IN.add(key)
+
+
+def file_info(fs: Any, what: Any) -> Any:
+    """fs.get_file_info(what), a store's plain ArrowException (Azure's "Unknown error" for a
+    token it could not get) raised as the OSError of a failed request, as the others are:
+    what catches those then names the file and what to check."""
+    try:
+        return fs.get_file_info(what)
+    except pa.ArrowException as e:
+        if isinstance(e, (OSError, ValueError)):
+            raise
+        raise OSError(str(e)) from None
+
+
+def check_store_table(value: Any, where: str) -> dict[str, Any]:
+    """The [store] table of a config file: {option: str | int | float | bool}."""
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise OptionError(f"'store' in {where} must be a table ([store] with key = value "
+                          f"lines: the options of pyarrow's filesystem for the path's scheme)")
+    for key, v in value.items():
+        if not isinstance(v, (str, int, float, bool)):
+            raise OptionError(f"[store] key {key!r} in {where} must be a string, number or "
+                              f"true/false, got a {type(v).__name__}")
+    return dict(value)
+
+
+def sas_query(token: str) -> str:
+    """A SAS token as pyarrow's AzureFileSystem takes it: put right after the account's URL, so
+    with its "?" (without one the token becomes a path segment and every request fails)."""
+    return "?" + token.lstrip("?")
+
+
+def store_filesystem(path: str, options: Mapping[str, Any] | None,
+                     where: str) -> pafs.FileSystem | None:
+    """pyarrow's filesystem for path's scheme made with `options`; None when there are none
+    (the path then opens as it is: local, or a URI with the usual credential chain).
+
+    Raises OptionError naming `where` for a path that is not on a store, or an option that
+    pyarrow's class does not take.
+    """
+    if not options:
+        return None
+    scheme = paths.scheme(path)
+    if scheme not in STORE_SCHEMES:
+        raise OptionError(f"[store] in {where} is for paths on an object store (s3://, gs://, "
+                          f"abfs://, hdfs://), and {redact(path)!r} is not one: remove the "
+                          f"[store] table or give the path as a URI")
+    name = STORE_SCHEMES[scheme][0]
+    kwargs = dict(options)
+    host = paths.without_query(path).split("://", 1)[1].split("/", 1)[0].rpartition("@")[2]
+    if name == "AzureFileSystem" and "account_name" not in kwargs and host:
+        kwargs["account_name"] = host.split(".", 1)[0]  # container@ACCOUNT.dfs.core...
+    if name == "AzureFileSystem" and isinstance(kwargs.get("sas_token"), str) and \
+            kwargs["sas_token"]:
+        kwargs["sas_token"] = sas_query(kwargs["sas_token"])
+    if name == "S3FileSystem":  # a small file in one request, not three (store.uris)
+        kwargs.setdefault("allow_delayed_open", True)
+    if name == "GcsFileSystem":  # seconds (TOML has no durations); not 15 minutes (store.uris)
+        limit = kwargs.setdefault("retry_time_limit", GCS_RETRY)
+        if isinstance(limit, (int, float)) and not isinstance(limit, bool) and limit > 0:
+            kwargs["retry_time_limit"] = datetime.timedelta(seconds=limit)
+    if name == "HadoopFileSystem" and "host" not in kwargs:
+        kwargs["host"], _, port = host.partition(":")
+        kwargs.setdefault("port", int(port) if port.isdigit() else 8020)
+    try:
+        return getattr(pafs, name)(**kwargs)
+    except TypeError as e:  # an unknown key, or a value of the wrong type (named, not shown)
+        raise OptionError(f"[store] in {where}: pyarrow.fs.{name} refused its options "
+                          f"({e}); the keys are that class's arguments, see its "
+                          f"documentation") from None
+    except Exception as e:  # noqa: BLE001 - pyarrow's own errors: shown without values
+        raise OptionError(f"[store] in {where}: pyarrow.fs.{name} could not be made: "
+                          f"{type(e).__name__}; check the table's keys and values") from None

@@ -24,9 +24,8 @@ from tfspark.spec.model import FeatureSpec
 from tfspark.store import manifest as mf
 from tfspark.store.fetch import Fetcher
 from tfspark.store.fs import Location, locate
-from tfspark.store.local_paths import uri_to_path
 from tfspark.store.partitions import read_data_set_manifest
-from tfspark.store.redaction import error_line, redact
+from tfspark.store.uris import error_line, redact, uri_to_path
 from tfspark.wire.compression import sniff_gzip
 from tfspark.wire.stream import read_records
 

@@ -114,3 +114,14 @@ def _break(loc: Location, rel: str, held: bytes) -> None:
                 "driver that died while committing?", loc.child_uri(rel),
                 held.decode(errors="replace"), PATIENCE_S)
     loc.delete(rel)
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` of this host is running (another user's counts as running)."""
+    try:
+        os.kill(pid, 0)  # signal 0: only whether it could be sent
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True

@@ -39,8 +39,8 @@ from tfspark.errors import ManifestError, OptionError, SchemaError, store_hint
 from tfspark.spec.kinds import STORED_RECORD_TYPES
 from tfspark.spec.model import FeatureSpec
 from tfspark.store.fs import Location, locate
-from tfspark.store.redaction import error_line, redact
 from tfspark.store.stats import files as stats_files
+from tfspark.store.uris import error_line, redact
 
 NAME = "_tfspark.json"
 SUCCESS = "_SUCCESS"

@@ -29,8 +29,8 @@ from tfspark.spec.kinds import DECIMAL_AS, NULL_ELEMENT_POLICIES
 from tfspark.spec.kinds import STORED_RECORD_TYPES as RECORD_TYPES
 from tfspark.spec.layout import MAX_ROWS_PER_RECORD
 from tfspark.store import settings as s
-from tfspark.store.local_paths import absolute
 from tfspark.store.settings import WRITE_MODES, Setting, Where
+from tfspark.store.uris import absolute
 from tfspark.wire.compression import GZIP_LEVELS, normalize_compression
 
 __all__ = ["WRITE_MODES", "ReadOptions", "SparkReadOptions", "WriteOptions", "known_options",
@@ -123,8 +123,10 @@ class WriteOptions:
     shuffle: bool = _setting(False, s.boolean, "shuffle rows randomly across the files (a "
                                                "Spark shuffle)", typed=bool)
     target_file_bytes: int = _setting(
-        128 * 2**20, s.positive, "TFRecord file size to aim for (config and flag: "
-        "target_file_mb, in MiB)", typed=int, config="target_file_mb", config_default=128.0,
+        128 * 2**20, s.positive, "TFRecord file size at which a task starts its next "
+        "file; each task (a partition of the DataFrame) writes files of its own, as Spark's "
+        "writers do (config and flag: target_file_mb, in MiB)", typed=int,
+        config="target_file_mb", config_default=128.0,
         to_value=lambda mb: int(mb * 2**20))
     detect_fixed_lengths: bool = _setting(
         True, s.boolean, "store arrays whose rows all have n values as FixedLen([n])",
@@ -349,7 +351,7 @@ def _cache_dir(where: Where, value: Any) -> str | None:
     """A local directory this process may write, made if missing; None: no cache."""
     import os
 
-    from tfspark.store.local_paths import local_only
+    from tfspark.store.uris import local_only
 
     if value is None:
         return None

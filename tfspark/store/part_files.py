@@ -224,3 +224,104 @@ def batches_by_group(batches: Iterator[pa.RecordBatch], split_col: str | None,
             yield split, dict(zip(part_cols, values)), rows.select(keep), seen + indices
         seen += batch.num_rows
 
+
+
+COPY_GROUP_BYTES = 64 * 2**20  # a row group of the parquet copy: about this much Arrow data
+
+
+def _dictionary_columns(schema: pa.Schema) -> list[str]:
+    """The parquet columns worth a dictionary: strings, binary, booleans, integers up to 32
+    bits and dates, at any depth (their leaf paths, as pyarrow names them). Doubles, longs and
+    timestamps are rarely repeated: trying a dictionary on them cost pyarrow's writer about a
+    third of its time before it gave up."""
+    def leaves(field: pa.Field, prefix: str) -> list[tuple[str, pa.DataType]]:
+        t, name = field.type, prefix + field.name
+        if pa.types.is_struct(t):
+            return [x for i in range(t.num_fields) for x in leaves(t.field(i), name + ".")]
+        if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+            return leaves(t.value_field.with_name("element"), name + ".list.")
+        if pa.types.is_map(t):
+            return leaves(t.key_field, name + ".key_value.") + \
+                leaves(t.item_field, name + ".key_value.")
+        return [(name, t)]
+
+    small = (pa.types.is_string, pa.types.is_large_string, pa.types.is_binary,
+             pa.types.is_large_binary, pa.types.is_boolean, pa.types.is_int8,
+             pa.types.is_int16, pa.types.is_int32, pa.types.is_uint8, pa.types.is_uint16,
+             pa.types.is_uint32, pa.types.is_date32, pa.types.is_dictionary)
+    return [name for f in schema for name, t in leaves(f, "") if any(k(t) for k in small)]
+
+
+@dataclass
+class ParquetCopy:
+    """A task attempt's rows as one parquet file of the data set's parquet copy, written from
+    the batches the task encodes (write_tfrecords' one pass: the copy and the TFRecords of an
+    attempt hold the same rows by construction). Named as a part file of Spark's own: the
+    task's partition, the write's id and the attempt (`file_name`), so a retried or
+    speculative attempt never overwrites another's file and the driver publishes only the
+    files of the attempts Spark counted. Opened with the first batch (a task without rows
+    writes no file); row groups of about COPY_GROUP_BYTES, as Spark's writer makes them large.
+    """
+
+    loc: Location
+    name: str
+    drop: tuple[str, ...] = ()  # columns that are not the DataFrame's (the split column)
+    rows: int = 0
+    _pending: list[pa.RecordBatch] = field(default_factory=list)
+    _pending_bytes: int = 0
+    _out: Any = None
+    _writer: Any = None
+
+    @staticmethod
+    def file_name(partition: str, write_id: str, attempt: str) -> str:
+        """part-<partition>-<write id>-<attempt>.parquet"""
+        return f"part-{partition}-{write_id}-{attempt}.parquet"
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        """Add a batch's rows (the dropped columns left out)."""
+        import pyarrow.parquet as pq
+
+        if self.drop:
+            batch = batch.select([n for n in batch.schema.names if n not in self.drop])
+        if self._writer is None:  # the file is there from the first row (a kill leaves it)
+            self._out = self.loc.open_output(self.name)
+            self._writer = pq.ParquetWriter(self._out, batch.schema, compression="snappy",
+                                            use_dictionary=_dictionary_columns(batch.schema))
+        self._pending.append(batch)
+        self._pending_bytes += batch.nbytes
+        self.rows += batch.num_rows
+        if self._pending_bytes >= COPY_GROUP_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        table = pa.Table.from_batches(self._pending)
+        self._writer.write_table(table, row_group_size=table.num_rows)
+        self._pending, self._pending_bytes = [], 0
+
+    def close(self) -> str | None:
+        """Finish the file; its name, or None when the task had no rows."""
+        self._flush()
+        if self._writer is None:
+            return None
+        self._writer.close()
+        self._out.close()
+        self._writer = None
+        return self.name
+
+    def discard(self) -> None:
+        """After a failure: the file closed and removed (as far as it got)."""
+        opened = self._writer is not None or self._out is not None
+        for thing in (self._writer, self._out):
+            try:
+                if thing is not None:
+                    thing.close()
+            except Exception:  # noqa: BLE001, S110 - it is being removed
+                pass
+        self._writer = self._out = None
+        if opened:
+            try:
+                self.loc.delete_files([self.name])
+            except Exception:  # noqa: BLE001, S110 - the write's sweep removes it later
+                pass

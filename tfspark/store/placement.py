@@ -12,7 +12,7 @@ import posixpath
 from tfspark.errors import OptionError, TfsparkError
 from tfspark.store import manifest as mf
 from tfspark.store.fs import Location
-from tfspark.store.redaction import failed_request
+from tfspark.store.uris import failed_request
 
 
 def check_placement(loc: Location, mode: str) -> None:

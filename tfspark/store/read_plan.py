@@ -27,7 +27,7 @@ from tfspark.store import manifest as mf
 from tfspark.store.commit import write_id_of
 from tfspark.store.fs import Location, locate
 from tfspark.store.partitions import in_partition, partition_of
-from tfspark.store.redaction import failed_request
+from tfspark.store.uris import failed_request
 from tfspark.wire.compression import normalize_compression, sniff_gzip
 
 SNIFF = "auto"  # a file's compression, found from its first bytes when it is opened

@@ -43,7 +43,7 @@ from tfspark.store.commit import (
 from tfspark.store.fs import Location, locate
 from tfspark.store.lock import commit_lock
 from tfspark.store.options import WriteOptions
-from tfspark.store.redaction import error_line, redact
+from tfspark.store.uris import error_line, redact
 
 if TYPE_CHECKING:
     from tfspark.store.stats.sketch import Partial
@@ -60,6 +60,8 @@ class TaskCommit:
     files: list[dict[str, Any]] = field(default_factory=list)
     partial_stats: Partial | None = None  # the task's statistics (TaskStats.result())
     nulls: dict[str, int] = field(default_factory=dict)  # of the writer's count_nulls features
+    copy_file: str | None = None  # its file of the parquet copy (the writer's `copy_to`)
+    copy_rows: int = 0  # the rows the task took in (and its copy file holds)
 
 
 @dataclass
@@ -89,6 +91,9 @@ class DataSetWrite:
     backup_entry: mf.BackupEntry | None = None  # the manifest's record of the parquet copy
     # write_tfrecords: features whose null rows the tasks count (their backup's footers did not)
     count_nulls: list[str] = field(default_factory=list)
+    # write_tfrecords in one pass: where the tasks write their rows' parquet copy (the staging
+    # of the backup), from the batches they encode
+    copy_to: Location | None = None
 
     def write_task(self, iterator: Iterator[pa.RecordBatch], task: str) -> TaskCommit:
         """In a task: encode and frame its Arrow batches into its own part files. `task` names
@@ -100,7 +105,7 @@ class DataSetWrite:
         from tfspark.arrow.encode import BatchEncoder
         from tfspark.arrow.encode_block import BlockEncoder
         from tfspark.arrow.values import column_of
-        from tfspark.store.part_files import TaskFiles, batches_by_group
+        from tfspark.store.part_files import ParquetCopy, TaskFiles, batches_by_group
 
         if self.skip:
             for _ in iterator:
@@ -124,6 +129,13 @@ class DataSetWrite:
         counting = [f for f in self.spec.features if f.name in self.count_nulls] \
             if self.spec is not None else []
         nulls = dict.fromkeys((f.name for f in counting), 0)
+        copy = None
+        if self.copy_to is not None:
+            partition, _, attempt = task.partition("-")
+            copy = ParquetCopy(self.copy_to, ParquetCopy.file_name(partition, self.write_id,
+                                                                   attempt),
+                               drop=(self.split_column,) if self.split_column else ())
+            iterator = _teed(iterator, copy)
         try:
             guard.start()
             for split, part, batch, numbers in batches_by_group(
@@ -135,11 +147,15 @@ class DataSetWrite:
                     nulls[f.name] += column_of(batch, f.path).null_count
                 guard.check()
             done = files.close()
+            copied = copy.close() if copy is not None else None
             guard.finish()
             return self.commit_class(self.write_id, task, done,
-                                     partial.result() if partial is not None else None, nulls)
+                                     partial.result() if partial is not None else None, nulls,
+                                     copied, copy.rows if copy is not None else 0)
         except BaseException:
             files.discard()  # before deregistering: abort waits on the registration
+            if copy is not None:
+                copy.discard()
             guard.release()
             raise
 
@@ -289,6 +305,8 @@ class WriteResult:
     compression: str | None = None
     skipped: bool = False
     seconds: dict[str, float] = field(default_factory=dict)  # per stage
+    passes: int = 1  # over the source rows: 1, or 2 (the backup staged first)
+    two_passes_why: str = ""  # why two (write_tfrecords)
 
     def summary(self) -> str:
         """A few lines for the terminal: counts (source = backup = tfrecords), splits, timings."""
@@ -302,6 +320,8 @@ class WriteResult:
                  f"  backup: {self.backup}"]
         if self.seconds:
             lines.append("  time: " + ", ".join(f"{k} {v:.1f}s" for k, v in self.seconds.items()))
+        if self.two_passes_why:
+            lines.append(f"  two passes over the rows: {self.two_passes_why}")
         for name, s in self.splits.items():
             lines.append(f"  split {name}: {progress.many(s.rows, 'row')}, "
                          f"{progress.many(s.files, 'file')}, {s.bytes / 2**20:,.1f} MiB")
@@ -460,6 +480,13 @@ class RowFacts:
     rows: int | None
     null_counts: dict[str, int] = field(default_factory=dict)
     shapes: dict[str, list[int]] = field(default_factory=dict)
+
+
+def _teed(batches: Iterator[pa.RecordBatch], copy: Any) -> Iterator[pa.RecordBatch]:
+    """The batches, each also written to the task's parquet copy as it passes."""
+    for batch in batches:
+        copy.write(batch)
+        yield batch
 
 
 def check_append_rows(path: str, stored: FeatureSpec, facts: RowFacts) -> None:

@@ -24,7 +24,17 @@ from __future__ import annotations
 import numpy as np
 
 from tfspark.wire.jit import njit
-from tfspark.wire.protobuf import FEATURE_LISTS, MALFORMED, NONE, OK, map_entry, next_field
+from tfspark.wire.protobuf import (
+    FEATURE_LISTS,
+    FLOAT,
+    INT,
+    MALFORMED,
+    NONE,
+    OK,
+    get_varint,
+    map_entry,
+    next_field,
+)
 
 # ---------------------------------------------------------------- key lookup
 
@@ -60,11 +70,18 @@ def lookup_key(buf, ks, ke, keys, key_offsets, table):
 
 @njit
 def index_records(buf, offsets, head, tail, keys, key_offsets, table, kinds, starts, ends,
-                  unknown, sequence=False):
+                  unknown, sequence, int_row, ints, ivalid, float_row, floats_u8, fvalid):
     """For record i and key k: kinds[i, k] = the kind of its list (NONE for a Feature without
     one; left at -1 when the record has no such key) and starts/ends = the byte range of the
     list's body. unknown = (record, key start, key end) of the first entry whose key is not in
     keys (left as given when there is none). Returns (code, record, byte position).
+
+    Scalar numbers are read while their record is indexed: where int_row[k] = j >= 0, key k's
+    one packed int64 value into ints[j, i] (ivalid[j, i] set); where float_row[k] = j >= 0,
+    its float32 into the bytes floats_u8[j, 4i:4i+4] (fvalid[j, i] set); both when the list is
+    the one packed field every writer makes (TensorFlow's and tfspark's). Any other list is
+    left to example_read.scalars_many, which reads (and checks) what is not valid here. -1
+    for every other key (all of them: nothing read, and the outputs may be empty).
 
     Numba does not inline calls to kernels this size, and a call costs more than parsing a
     field, so the layout every writer uses (one-byte tags and lengths, key before value, one
@@ -148,6 +165,22 @@ def index_records(buf, offsets, head, tail, keys, key_offsets, table, kinds, sta
                 kinds[i, k] = kind
                 starts[i, k] = la
                 ends[i, k] = lb
+                j = int_row[k]  # (a later entry of a key wins: it is read again)
+                if j >= 0:
+                    ivalid[j, i] = False
+                    if kind == INT and 3 <= lb - la <= 12 and buf[la] == 0x0A and \
+                            buf[la + 1] == lb - la - 2:
+                        v, end = get_varint(buf, la + 2, lb)
+                        if end == lb:
+                            ints[j, i] = v
+                            ivalid[j, i] = True
+                j = float_row[k]
+                if j >= 0:
+                    fvalid[j, i] = False
+                    if kind == FLOAT and lb - la == 6 and buf[la] == 0x0A and buf[la + 1] == 4:
+                        for m in range(4):
+                            floats_u8[j, 4 * i + m] = buf[la + 2 + m]
+                        fvalid[j, i] = True
             pos = b
     return OK, 0, 0
 

@@ -87,7 +87,13 @@ def count_values(buf, kinds, starts, ends, k, want, counts):
         if kind < 0:
             counts[i] = -1
             continue
-        c, nb, code, p = count_list(buf, kind, starts[i, k], ends[i, k])
+        a, b = starts[i, k], ends[i, k]
+        if kind == BYTES and want == BYTES and b - a >= 2 and buf[a] == 0x0A and \
+                buf[a + 1] < 0x80 and a + 2 + np.int64(buf[a + 1]) == b:  # one short string
+            counts[i] = 1
+            nbytes += np.int64(buf[a + 1])
+            continue
+        c, nb, code, p = count_list(buf, kind, a, b)
         if code != OK:
             return code, i, p, 0
         if c > 0 and kind != want and not (want == FLOAT and kind == INT):
@@ -210,46 +216,40 @@ def fill_bytes(buf, kinds, starts, ends, k, rows, data, data_offsets):
 
 
 @njit
-def scalars(buf, kinds, starts, ends, k, want, out, out_u8, valid):
-    """One pass for a scalar int64 or float32 feature: out[i] = its value, valid[i] = whether
-    record i holds exactly one. Returns (code, record, kind or count): WRONG_TYPE, MALFORMED,
-    BAD_FLOATS, TOO_MANY when a record holds several values, or INEXACT (with the value) for
-    an int that float32 cannot hold exactly."""
+def scalars_many(buf, kinds, starts, ends, ks, want, out, out_u8, valid):
+    """The scalars of several features of one type that indexing did not read
+    (example_index.index_records reads the one packed value every writer makes): for each
+    record i and feature row j whose valid[j, i] is False, out[j, i] = feature ks[j]'s value
+    and valid[j, i] = whether record i holds exactly one; out is (features, records) int64
+    or float32, out_u8 its bytes per row. Returns (code, record, kind or count, j), j the
+    feature's row: WRONG_TYPE, MALFORMED, BAD_FLOATS, TOO_MANY when a record holds several
+    values, or INEXACT (with the value) for an int that float32 cannot hold exactly."""
     for i in range(kinds.shape[0]):
-        kind = kinds[i, k]
-        valid[i] = False
-        if kind < 0:
-            continue
-        a, b = starts[i, k], ends[i, k]
-        # The common case, as TF and tfspark write it: one packed field holding one value.
-        if kind == FLOAT and want == FLOAT and b - a == 6 and buf[a] == 0x0A and buf[a + 1] == 4:
-            for m in range(4):
-                out_u8[4 * i + m] = buf[a + 2 + m]
-            valid[i] = True
-            continue
-        if kind == INT and want == INT and 3 <= b - a <= 12 and buf[a] == 0x0A and \
-                buf[a + 1] == b - a - 2:
-            v, end = get_varint(buf, a + 2, b)  # one packed varint filling the field
-            if end == b:
-                out[i] = v
-                valid[i] = True
+        for j in range(ks.shape[0]):
+            if valid[j, i]:
                 continue
-        c, _, code, p = count_list(buf, kind, a, b)
-        if code != OK:
-            return code, i, p
-        if c == 0:
-            continue
-        if kind != want and not (want == FLOAT and kind == INT):
-            return WRONG_TYPE, i, kind
-        if c > 1:
-            return TOO_MANY, i, c
-        if kind == INT and want == FLOAT:
-            _, v = _put_ints_exactly(buf, a, b, out, i)
-            if v != -1:
-                return INEXACT, i, v
-        elif kind == INT:
-            _put_ints(buf, a, b, out, i)
-        else:
-            _put_floats(buf, a, b, out_u8, i)
-        valid[i] = True
-    return OK, 0, 0
+            k = ks[j]
+            kind = kinds[i, k]
+            if kind < 0:
+                continue
+            a, b = starts[i, k], ends[i, k]
+            c, _, code, p = count_list(buf, kind, a, b)
+            if code != OK:
+                return code, i, p, j
+            if c == 0:
+                continue
+            if kind != want and not (want == FLOAT and kind == INT):
+                return WRONG_TYPE, i, kind, j
+            if c > 1:
+                return TOO_MANY, i, c, j
+            row = out[j]
+            if kind == INT and want == FLOAT:
+                _, v = _put_ints_exactly(buf, a, b, row, i)
+                if v != -1:
+                    return INEXACT, i, v, j
+            elif kind == INT:
+                _put_ints(buf, a, b, row, i)
+            else:
+                _put_floats(buf, a, b, out_u8[j], i)
+            valid[j, i] = True
+    return OK, 0, 0, 0
