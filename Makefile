@@ -8,6 +8,8 @@
 #                write_dataset): readers, stores, CLI, statistics; not the slow ones
 #   make test-spark35  the write path and our readers on PySpark 3.5, in .venv35 (make test
 #                runs it first)
+#   make test-tfdv   TFDV 1.16 reads tfspark's statistics and schema and checks its TFRecords,
+#                in .venv-tfdv (make test runs it first)
 #   make test-faults the fault tests alone, 5 rounds of each random kill and race (a soak;
 #                `make test` runs one round each: TFSPARK_FAULT_ROUNDS)
 #   make lint    ruff check, mypy, and the tier contracts (lint-imports; all in pyproject.toml)
@@ -41,7 +43,8 @@ AZURITE := $(VENV)/azurite
 export TFSPARK_AZURITE ?= $(abspath $(AZURITE))
 
 .DEFAULT_GOAL := help
-.PHONY: help setup stores demo test test-fast test-faults test-spark35 unit-without-tf lint docs bench clean
+.PHONY: help setup stores demo test test-fast test-faults test-spark35 test-tfdv unit-without-tf lint docs \
+	bench clean
 
 help:
 	@sed -n '3,15p' $(firstword $(MAKEFILE_LIST)) | sed 's/^# *//'
@@ -75,7 +78,8 @@ demo: setup
 # The lanes before the main run use about one core each (and the network): side by side they
 # take the time of the longest (each one's output kept together).
 test: setup
-	@$(MAKE) --no-print-directory -j3 --output-sync=target stores unit-without-tf test-spark35
+	@$(MAKE) --no-print-directory -j4 --output-sync=target stores unit-without-tf test-spark35 \
+		test-tfdv
 	@$(PY) -m pytest --durations=10 $(XDIST) $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests; failing" >&2; exit 1; fi; \
 	exit $$rc
@@ -95,6 +99,22 @@ test-spark35: $(VENV35)/.installed
 		-p no:cacheprovider tests/integration/test_spark_versions.py \
 		tests/integration/test_converter.py; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test-spark35: no tests collected; failing" >&2; \
+		exit 1; fi; exit $$rc
+
+# TFDV 1.16 reads the statistics and schema files tfspark writes, and computes its own
+# statistics of tfspark's TFRecords to compare: it pins TF 2.16 and pyarrow 10, so it gets a
+# venv of its own (pins in tests/tfdv-constraints.txt: without them pip backtracks for an hour).
+VENVTFDV ?= .venv-tfdv
+$(VENVTFDV)/.installed: tests/tfdv-constraints.txt
+	@test -x $(VENVTFDV)/bin/python || $(PYTHON) -m venv $(VENVTFDV)
+	$(VENVTFDV)/bin/python -m pip install -q -c tests/tfdv-constraints.txt \
+		tensorflow-data-validation==1.16.1
+	@touch $@
+
+test-tfdv: setup $(VENVTFDV)/.installed
+	@TFSPARK_TFDV_PYTHON=$(abspath $(VENVTFDV)/bin/python) $(PY) -m pytest -p no:cacheprovider \
+		-q -rs tests/integration/test_tfx.py -k tfdv; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test-tfdv: no tests collected; failing" >&2; \
 		exit 1; fi; exit $$rc
 
 # Lanes by marker (pyproject.toml): `make test` runs them all, as CI does.

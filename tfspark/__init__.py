@@ -42,9 +42,11 @@ if TYPE_CHECKING:  # what IDEs and type checkers see; at run time __getattr__ lo
     from tfspark.spark.export import write_tfrecords
     from tfspark.spark.source import register
     from tfspark.spec import Feature, FeatureSpec, infer_spec
+    from tfspark.store.dali import dali_index
     from tfspark.store.dataset_writer import write_dataset
     from tfspark.store.integrity import VerifyReport, verify
     from tfspark.store.manifest import Manifest, read_manifest
+    from tfspark.store.tfx import tfdv_statistics, tfmd_schema, validate
     from tfspark.store.write import WriteResult
     from tfspark.tf.dataset import make_dataset
 
@@ -60,6 +62,10 @@ _API = {
     "Manifest": "tfspark.store.manifest",
     "verify": "tfspark.store.integrity",
     "VerifyReport": "tfspark.store.integrity",
+    "tfdv_statistics": "tfspark.store.tfx",
+    "tfmd_schema": "tfspark.store.tfx",
+    "validate": "tfspark.store.tfx",
+    "dali_index": "tfspark.store.dali",
     "FeatureSpec": "tfspark.spec",
     "Feature": "tfspark.spec",
     # reading
@@ -82,12 +88,13 @@ _API = {
 
 __all__ = [  # a literal list, so linters and IDEs see the TYPE_CHECKING imports as the API
     "AccessError", "Converter", "CorruptRecordError", "CountMismatchError", "EncodeError",
+    "dali_index",
     "Feature", "FeatureSpec", "Manifest", "ManifestError", "MissingExtraError", "OptionError",
     "Ragged", "SchemaError", "TfsparkError", "TrainingError", "VerifyReport",
     "WriteConflictError", "WriteResult", "grain_dataset", "infer_spec", "keras_inputs",
     "keras_preprocessing", "make_converter", "make_dataset", "read_batches", "read_manifest",
-    "register", "torch_dataset", "train_on_spark", "verify", "write_dataset",
-    "write_tfrecords"]
+    "register", "tfdv_statistics", "tfmd_schema", "torch_dataset", "train_on_spark",
+    "validate", "verify", "write_dataset", "write_tfrecords"]
 
 # Names of earlier releases: (where the name lives now, its name there, what to write instead).
 # They still work, with a DeprecationWarning saying that.

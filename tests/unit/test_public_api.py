@@ -148,7 +148,8 @@ def test_the_top_level_is_the_verbs_types_and_errors():
         "register", "write_tfrecords", "write_dataset", "infer_spec", "WriteResult",
         "read_manifest", "Manifest", "verify", "VerifyReport", "FeatureSpec", "Feature",
         "make_dataset", "read_batches", "Ragged", "torch_dataset", "grain_dataset",
-        "make_converter", "Converter", "keras_inputs", "keras_preprocessing", "train_on_spark"}
+        "make_converter", "Converter", "keras_inputs", "keras_preprocessing", "train_on_spark",
+        "tfdv_statistics", "tfmd_schema", "validate", "dali_index"}
     assert errors == set(tfspark.errors.__all__) - {"StateMismatch"}
 
 

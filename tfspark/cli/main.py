@@ -1,4 +1,4 @@
-"""`tfspark export|demo|spec|inspect|stats|verify|train`: the command line
+"""`tfspark export|demo|spec|inspect|stats|validate|verify|index|train`: the command line
 (`tfspark`, or `python -m tfspark.cli`).
 
 Argument parsing and the commands that read a data set; export, demo and spec (the commands
@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from typing import Any, NoReturn
 
 from tfspark import __version__
-from tfspark.cli import inspect, plots
+from tfspark.cli import inspect, plots, tfx
 from tfspark.cli.config import TRAIN_BACKENDS, add_store_arg, filesystem_of, store_table
 from tfspark.cli.errors import describe_error, interrupted, silence_stdout
 from tfspark.cli.progress_lines import ProgressLines
@@ -172,7 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _read_commands(command: Any) -> None:
-    """inspect, stats, verify and train: the commands that read a written data set."""
+    """inspect, stats, validate, verify, index and train: the commands that read a written
+    data set."""
     p = command("inspect", "summarize a data set and decode a few records",
                 "Print a data set's manifest (records, files, MiB per split and partition), its "
                 "feature spec as a table, and a few records decoded with it. Needs no Spark. "
@@ -183,6 +184,7 @@ def _read_commands(command: Any) -> None:
     add_store_arg(p)
     p.set_defaults(run=inspect.run)
     plots.add_command(command)
+    tfx.add_command(command)
     p = command("verify", "check every file, CRC, count and record; exit 1 on problems",
                 "Read every file the manifest names, check both CRCs of every record, compare "
                 "record counts with the manifest, parse every record with the spec and list "
@@ -190,6 +192,16 @@ def _read_commands(command: Any) -> None:
     p.add_argument("path", help="a directory written by tfspark (or one of its splits)")
     add_store_arg(p)
     p.set_defaults(run=_verify)
+    p = command("index", "write DALI's index files of a data set's TFRecord files",
+                "Write, for every TFRecord file of the data set that has none yet, the index "
+                "NVIDIA DALI's readers.tfrecord takes (what its tfrecord2idx writes: offset "
+                "and size of each record), under PATH/_tfspark_index/; remove those of files "
+                "the data set no longer holds. Every record's CRCs are checked on the way. "
+                "Needs no Spark.")
+    p.add_argument("path", help="a directory written by tfspark (uncompressed)")
+    p.add_argument("--split", help="index this split's files only")
+    add_store_arg(p)
+    p.set_defaults(run=_index)
     p = command("train", "train a small Keras model on an exported data set",
                 "Train a small Keras model on an exported data set with tf.data "
                 f"(tfspark.make_dataset). Needs TensorFlow: {install('tf')}; with "
@@ -265,6 +277,21 @@ def _train(args: argparse.Namespace) -> int:
             train_distributed(cfg, spark_log=args.verbose)
         else:
             train(cfg)
+    return 0
+
+
+def _index(args: argparse.Namespace) -> int:
+    from tfspark.store.dali import DIR, write_indexes
+    from tfspark.store.fs import locate
+
+    inspect.missing_local_path(args.path)
+    loc = locate(args.path, filesystem_of(args.path, args.store))
+    pairs, written, removed = write_indexes(loc, args.split)
+    gone = f", {removed} of files no longer in it removed" if removed else ""
+    print(f"{len(pairs)} TFRecord file(s) indexed for DALI: {written} index file(s) written"
+          f"{gone}, under {redact(loc.child_uri(DIR))}")
+    print("give DALI's fn.readers.tfrecord path=[...] and index_path=[...] as "
+          "tfspark.dali_index(path) pairs them")
     return 0
 
 

@@ -46,12 +46,25 @@ def add_command(command: Any) -> None:
     p.add_argument("path", help="a directory written by write_tfrecords / tfspark export")
     p.add_argument("--split", help="the statistics of this split (default: all rows)")
     p.add_argument("--plot", metavar="DIR", help="write PNG charts into this directory")
+    p.add_argument("--format", choices=("table", "tfdv"), default="table",
+                   help="table (default): print them; tfdv: write --out DIR/stats.pb (TFDV's "
+                        "DatasetFeatureStatisticsList: all rows, and each split as a slice) and "
+                        f"DIR/schema.pbtxt (a TFMD Schema); needs {install('tfx')}")
+    p.add_argument("--out", metavar="DIR", help="with --format tfdv: the directory to write")
     add_store_arg(p)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """The stats command: the table, then the charts when --plot is given."""
+    """The stats command: the table, then the charts when --plot is given; with --format
+    tfdv, TFX's statistics and schema files instead."""
+    if args.format == "tfdv":
+        from tfspark.cli.tfx import write_files
+
+        return write_files(args)
+    if args.out:
+        raise OptionError("stats: --out is where --format tfdv writes its files; add "
+                          "--format tfdv, or leave --out out")
     if args.plot:
         args.plot = local_only(args.plot, "--plot", "the charts are written to a local "
                                "directory", " (and copy them to the store after)")

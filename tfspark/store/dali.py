@@ -1,0 +1,101 @@
+"""Index files for NVIDIA DALI's TFRecord reader: per data file, the offset and size of each
+record, so DALI's `readers.tfrecord` reads a data set's files without an indexing pass of its
+own (what its `tfrecord2idx` script writes).
+
+    _tfspark_index/<the data file's path in the data set>.idx     one line per record:
+        "<offset> <size>\\n"   offset: the record's first byte in the file; size: the framed
+                             record, 8 (length) + 4 (its CRC) + the data + 4 (the data's CRC)
+
+A data file never changes once committed (new writes make new files), so an index that is
+there is current: `dali_index` writes the missing ones (after an append, those of the new
+files) and removes those of files no manifest names any more (after an overwrite). Each
+record's CRCs are checked as its offset is taken, and the count must be the manifest's: an
+index never points into a damaged file. DALI reads uncompressed TFRecords only.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from tfspark.errors import CountMismatchError, OptionError
+from tfspark.store import manifest as mf
+from tfspark.store.fs import Location, locate
+from tfspark.store.uris import redact
+from tfspark.wire.stream import stream_framed
+
+DIR = "_tfspark_index"
+SUFFIX = ".idx"
+
+
+def dali_index(path: str | os.PathLike, split: str | None = None,
+               filesystem: Any = None) -> list[tuple[str, str]]:
+    """Write the DALI index file of every TFRecord file of the data set at `path` (of one
+    split with `split=`) that has none yet, under `<path>/_tfspark_index/`; returns
+    (data file, index file) pairs in the manifest's order, as paths DALI opens (local paths,
+    or URIs on a store): give DALI's `fn.readers.tfrecord` the first of each pair as `path`
+    and the second as `index_path`.
+
+    Each index line is "offset size" of one record, as DALI's tfrecord2idx writes it. Index
+    files of files the data set no longer holds are removed. OptionError for a compressed
+    data set (DALI reads uncompressed TFRecords only)."""
+    return write_indexes(locate(path, filesystem), split)[0]
+
+
+def write_indexes(loc: Location, split: str | None
+                  ) -> tuple[list[tuple[str, str]], int, int]:
+    """dali_index's work: (its pairs, index files written, index files removed)."""
+    from tfspark.store.partitions import read_data_set_manifest
+
+    m = read_data_set_manifest(loc)
+    where = redact(loc.uri)
+    if m.compression:
+        raise OptionError(f"{where} is {m.compression}-compressed; DALI's TFRecord reader "
+                          f"reads uncompressed files only: write the data set with "
+                          f"compression=None to index it")
+    m.check_split(split, where)
+    files = m.files_of(split=split)
+    # (a split's directory has a manifest of its own, naming its files: indexed there)
+    have = set(loc.child(DIR).file_sizes())  # (one listing; none when there is no index)
+    missing = [f for f in files if f"{f.path}{SUFFIX}" not in have]
+    loc.at_once(lambda f: _index_file(loc, f), missing)
+    named = {f"{f.path}{SUFFIX}" for f in m.files}
+    stale = sorted(rel for rel in have if rel not in named)
+    if stale:
+        loc.delete_files(f"{DIR}/{rel}" for rel in stale)
+    pairs = [(loc.child_uri(f.path), loc.child_uri(f"{DIR}/{f.path}{SUFFIX}")) for f in files]
+    return pairs, len(missing), len(stale)
+
+
+def record_index(loc: Location, rel: str) -> np.ndarray:
+    """(offset, size) of each record of the TFRecord file rel under loc, both CRCs of each
+    checked (CorruptRecordError names the file and offset)."""
+    parts: list[np.ndarray] = []
+
+    def bounds(buf: np.ndarray, offsets: np.ndarray, base: int) -> None:
+        parts.append(offsets + base)
+
+    with loc.open_stream(rel) as f:
+        for _ in stream_framed(f, redact(loc.child_uri(rel)), True, bounds):
+            pass
+    if not parts:
+        return np.empty((0, 2), np.int64)
+    starts = np.concatenate([p[:-1] for p in parts])
+    ends = np.concatenate([p[1:] for p in parts])
+    return np.stack([starts, ends - starts], axis=1)
+
+
+def index_text(index: np.ndarray) -> bytes:
+    """The index file's bytes: "offset size" per record, one line each."""
+    return "".join(f"{o} {s}\n" for o, s in index.tolist()).encode()
+
+
+def _index_file(root: Location, f: mf.FileEntry) -> None:
+    index = record_index(root, f.path)
+    if len(index) != f.records:
+        raise CountMismatchError(f"{redact(root.child_uri(f.path))} holds {len(index):,} "
+                                 f"records, its manifest says {f.records:,}; run tfspark "
+                                 f"verify on the data set")
+    root.write_bytes_atomic(f"{DIR}/{f.path}{SUFFIX}", index_text(index))
