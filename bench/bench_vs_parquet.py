@@ -17,7 +17,20 @@ Every reader's ids and values are checked against the table (the same rows, each
 the row layout's stages on one core (CPU seconds over all its files): reading the bytes,
 framing with both CRCs, indexing and decoding the numeric columns, the strings as objects.
 
-    python bench/bench_vs_parquet.py --rows 2000000 --repeat 4 --json bench/results/vs_parquet.json
+With --frameworks, each framework's reader of the row layout against the parquet copy fed to
+that framework the way its users would, side by side (best of --repeat, alternating):
+
+  torch              tfspark.torch_dataset(...).loader(num_workers=W) against a DataLoader over
+                     an IterableDataset of the copy's pyarrow batches as tensors (strings as
+                     object arrays, as torch_dataset gives them); W = 0 and 2 (forkserver,
+                     the workers' start counted on both sides)
+  grain              tfspark.grain_dataset against grain's own ParquetIterDataset over the
+                     copy's files, batched by grain (.batch(1024))
+  tf.data            tfspark.make_dataset against tf.data.Dataset.from_generator over the
+                     copy's pyarrow batches
+
+    python bench/bench_vs_parquet.py --rows 2000000 --repeat 4 --frameworks \
+        --json bench/results/vs_parquet.json
 """
 
 from __future__ import annotations
@@ -53,10 +66,66 @@ def fingerprint(batches) -> tuple[int, int, float]:
     f0 = 0.0
     for b in batches:
         features = b[0] if isinstance(b, tuple) else b
-        rows += len(features["id"])
-        ids += int(features["id"].sum())
-        f0 += float(np.asarray(features["f0"], np.float64).sum())
+        i, f = np.asarray(features["id"]), np.asarray(features["f0"], np.float64)
+        rows += len(i)
+        ids += int(i.sum())
+        f0 += float(f.sum())
     return rows, ids, round(f0, 3)
+
+
+def torch_parquet(copy: str, workers: int):
+    """A DataLoader over the parquet copy's pyarrow batches as tensors (strings as object
+    arrays), split among the loader's workers by file."""
+    import glob
+
+    from parquet_feed import CopyBatches, same
+    from torch.utils.data import DataLoader
+
+    files = sorted(glob.glob(os.path.join(copy, "*.parquet")))
+    # (forkserver: this process runs TensorFlow's and JAX's threads, which a fork copies)
+    return DataLoader(CopyBatches(files, BATCH), batch_size=None, num_workers=workers,
+                      collate_fn=same,
+                      **({"multiprocessing_context": "forkserver"} if workers else {}))
+
+
+def grain_parquet(copy: str):
+    """grain's own Parquet source over the copy's files, batched by grain."""
+    import glob
+
+    import grain
+
+    files = sorted(glob.glob(os.path.join(copy, "*.parquet")))
+    return grain.experimental.ParquetIterDataset(files).batch(BATCH)
+
+
+def tf_parquet(copy: str, schema):
+    """tf.data over the copy's pyarrow batches (from_generator)."""
+    import tensorflow as tf
+
+    def gen():
+        yield from parquet_batches(copy)
+
+    sig = {f.name: tf.TensorSpec([None], tf.string if str(f.type) == "string" else
+                                 tf.as_dtype(f.type.to_pandas_dtype()))
+           for f in schema}
+    return tf.data.Dataset.from_generator(gen, output_signature=sig).prefetch(2)
+
+
+def framework_makers(rows_dir: str, copy: str, schema) -> dict[str, tuple]:
+    """{framework: (our reader, the parquet copy's)} makers."""
+    import tfspark
+
+    out: dict[str, tuple] = {}
+    for w in (0, 2):
+        out[f"torch, {w} workers"] = (
+            lambda w=w: tfspark.torch_dataset(rows_dir, BATCH, shuffle_buffer=0).loader(
+                num_workers=w, **({"multiprocessing_context": "forkserver"} if w else {})),
+            lambda w=w: torch_parquet(copy, w))
+    out["grain"] = (lambda: tfspark.grain_dataset(rows_dir, BATCH, shuffle_buffer=0),
+                    lambda: grain_parquet(copy))
+    out["tf.data"] = (lambda: tfspark.make_dataset(rows_dir, BATCH, shuffle_buffer=0),
+                      lambda: tf_parquet(copy, schema))
+    return out
 
 
 def stages(path: str) -> dict[str, float]:
@@ -97,7 +166,10 @@ def stages(path: str) -> dict[str, float]:
 
 
 def main() -> None:
-    args = rows_args(__doc__, repeat=4).parse_args()
+    parser = rows_args(__doc__, repeat=4)
+    parser.add_argument("--frameworks", action="store_true",
+                        help="also each framework's reader against the copy fed to it")
+    args = parser.parse_args()
     import pyarrow as pa
 
     import tfspark
@@ -134,6 +206,28 @@ def main() -> None:
                     pass
                 seconds[name].append(time.perf_counter() - t)
         profile = stages(rows_dir)
+        frameworks: dict[str, dict[str, float]] = {}
+        if args.frameworks:
+            fw = framework_makers(rows_dir, copy, data.schema)
+            for name, (ours, theirs) in fw.items():
+                for which, make in (("tfspark", ours), ("parquet copy", theirs)):
+                    got = fingerprint(make())
+                    if got != want:
+                        raise SystemExit(f"{name}, {which}: rows, id sum, f0 sum {got}, "
+                                         f"want {want}")
+            took: dict[tuple[str, str], list[float]] = {}
+            for _ in range(args.repeat):
+                for name, (ours, theirs) in fw.items():
+                    for which, make in (("tfspark", ours), ("parquet copy", theirs)):
+                        t = time.perf_counter()
+                        for _b in make():
+                            pass
+                        took.setdefault((name, which), []).append(time.perf_counter() - t)
+            for name in fw:
+                a, b = min(took[(name, "tfspark")]), min(took[(name, "parquet copy")])
+                frameworks[name] = {"tfspark_rows_per_s": round(args.rows / a),
+                                    "parquet_rows_per_s": round(args.rows / b),
+                                    "vs_parquet": round(b / a, 2)}
     best = {k: min(v) for k, v in seconds.items()}
     base = best["parquet copy"]
     doc = {"benchmark": "vs_parquet", "machine": machine(), "rows": args.rows,
@@ -141,12 +235,15 @@ def main() -> None:
            "rows_per_s": {k: round(args.rows / s) for k, s in best.items()},
            "vs_parquet": {k: round(base / s, 2) for k, s in best.items()},
            "threads_2_vs_1": round(best["row, 1 thread"] / best["row layout"], 2),
-           "stages_cpu_s": profile}
+           "stages_cpu_s": profile, **({"frameworks": frameworks} if frameworks else {})}
     for k in READERS:
         print(f"  {k:20s} {doc['rows_per_s'][k] / 1e6:6.2f}M rows/s  "
               f"{doc['vs_parquet'][k]:5.2f}x the parquet copy")
     print("  2 threads vs 1 (row layout):", doc["threads_2_vs_1"])
     print("  row layout stages (CPU s, one core):", profile)
+    for name, f in frameworks.items():
+        print(f"  {name:16s} tfspark {f['tfspark_rows_per_s'] / 1e6:6.2f}M rows/s, the "
+              f"parquet copy {f['parquet_rows_per_s'] / 1e6:6.2f}M: {f['vs_parquet']:5.2f}x")
     save_json(args.json, doc)
 
 

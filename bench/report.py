@@ -216,6 +216,15 @@ def _vs_parquet(r: dict, img_rel: str | None) -> list[str]:
             "| stage | CPU s |", "|---|---:|"]
     out += [f"| {k} | {v:.2f} |" for k, v in r["stages_cpu_s"].items()]
     out.append("")
+    if r.get("frameworks"):
+        out += ["Each framework's reader of the row layout against the parquet copy fed to that "
+                "framework as its users would (`--frameworks`), side by side:", "",
+                "| framework | tfspark rows/s | the parquet copy's | tfspark is |",
+                "|---|---:|---:|---:|"]
+        out += [f"| {k} | {f['tfspark_rows_per_s'] / 1e6:.2f}M | "
+                f"{f['parquet_rows_per_s'] / 1e6:.2f}M | {f['vs_parquet']:.2f}x |"
+                for k, f in r["frameworks"].items()]
+        out.append("")
     return out
 
 

@@ -36,7 +36,7 @@ BENCHES = {
     "first_write": ("bench_first_write.py", ["--repeat", "5"], ["--repeat", "1"]),
     "block": ("bench_block.py", ["--rows", "1000000", "--spark-rows", "5000000"],
               ["--rows", "100000", "--spark-rows", "200000", "--repeat", "1"]),
-    "vs_parquet": ("bench_vs_parquet.py", ["--rows", "2000000", "--repeat", "4"],
+    "vs_parquet": ("bench_vs_parquet.py", ["--rows", "2000000", "--repeat", "4", "--frameworks"],
                    ["--rows", "200000", "--repeat", "1"]),
     "numpy_read": ("bench_numpy_read.py", ["--rows", "1000000"],
                    ["--rows", "100000", "--repeat", "1"]),

@@ -21,17 +21,18 @@ from __future__ import annotations
 import copy
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 import numpy as np
 
 from tfspark.errors import OptionError, scrubbed
+from tfspark.numpy import elastic, units
 from tfspark.numpy import state as states
-from tfspark.numpy import units
 from tfspark.numpy.closing import close_iteration, stoppable
 from tfspark.numpy.columns import Stack, Table, cut_rows, num_rows, pad_batch, slice_table
 from tfspark.numpy.decode import NumpyDecoder
+from tfspark.numpy.elastic import Remainder
 from tfspark.numpy.interleave import FileChunks, Interleave
 from tfspark.numpy.prefetch import Mixer, ahead
 from tfspark.store.cache import FileCache
@@ -57,6 +58,7 @@ class BatchReader:
                  vocabularies: dict[str, list[bytes]] | None = None, shuffle: str = "window"):
         self.plan, self.batch_size, self.epochs = plan, batch_size, epochs
         self.part: Shard = shard_plan(plan, shard, even_shards)
+        self._shard = shard
         self.buffer = 10 * batch_size if shuffle_buffer is None else shuffle_buffer
         self.seed, self.drop_remainder = seed, drop_remainder
         self.num_threads, self.shuffle_files = num_threads, shuffle_files
@@ -69,6 +71,11 @@ class BatchReader:
         if shuffle == "global":
             units.check_global(self.part)
         self._units: list[units.Span] | None = None  # the global shuffle's, found once
+        self.decoder_factory: Any = None  # None: the plan's NumpyDecoder (numpy.elastic's
+        #                                   replay decodes rows' places only)
+        self.last_turns: Interleave | None = None  # the turns of the latest window made
+        self.elastic: Remainder | None = None  # this worker's part of a resumed epoch
+        self._rem: Remainder | None = None  # ... in the iteration under way
         self._iterations = 0
         self._pending: states.ReaderState | None = None  # where the next iteration starts
         self._state: states.ReaderState | None = None  # after the latest batch handed on
@@ -78,6 +85,11 @@ class BatchReader:
         """This reader's part for one of `workers` loader workers of one process (a PyTorch
         DataLoader's): disjoint parts that together yield each of its rows exactly once per
         epoch (no evening between them: they feed one training rank)."""
+        if self._pending is not None and self._pending.elastic is not None:
+            raise OptionError(
+                "state: resuming on another number of workers reads in the loader's own "
+                "process until the resumed epoch ends: use num_workers=0 (PyTorch) or no "
+                "mp_prefetch (Grain) for it, then save a state and go on with workers")
         part = copy.copy(self)
         part.part = split_shard(self.part, workers, worker, self.plan.rows_per_record)
         part._iterations, part._pending, part._state, part._live = 0, None, None, None
@@ -122,10 +134,44 @@ class BatchReader:
                                                  self.settings())
         return state.to_dict()
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any] | list[dict[str, Any]]) -> None:
         """Make the next iteration resume at `state` (from state_dict() of a reader of the same
-        data set and arguments)."""
-        self._pending = states.load(state, self.settings())
+        data set and arguments); a list: the states of every worker of an interrupted run,
+        continued by this reader's shard (numpy.elastic)."""
+        if isinstance(state, list):
+            self._resume_elsewhere(state)
+            return
+        was = state.get("elastic") if isinstance(state, dict) else None
+        mine = self.shard_of()
+        if isinstance(was, dict) and state.get("epoch") == was.get("epoch") and \
+                (was.get("workers"), was.get("worker")) != mine:
+            raise OptionError(
+                f"state: saved by worker {was.get('worker')} of {was.get('workers')} while "
+                f"resuming on that many workers; this reader is shard={mine}: resume it as "
+                f"it was saved until its epoch {state.get('epoch')} ends")
+        got = states.load(state, self.settings())
+        if got.elastic is not None and got.epoch == got.elastic_epoch():
+            self.elastic = elastic.remainder(self, got.elastic["states"], *mine)
+        elif got.elastic is not None:
+            got = got.moved(elastic=None)
+        self._pending = got
+        self._state = None
+
+    def shard_of(self) -> tuple[int, int]:
+        """(m, j): the shard this reader reads ((1, 0): all of it)."""
+        return self._shard or (1, 0)
+
+    def _resume_elsewhere(self, old: list[dict[str, Any]]) -> None:
+        """Continue the epoch of every old worker's state on this reader's shard."""
+        elastic.check_states(old, self._shard)
+        m, j = self.shard_of()
+        self.elastic = rem = elastic.remainder(self, old, m, j)
+        iteration = old[0].get("iteration", 1)
+        self._pending = states.ReaderState(
+            seed=rem.seed, settings=self.settings(),
+            iteration=iteration if isinstance(iteration, int) and iteration >= 1 else 1,
+            epoch=rem.epoch, elastic={"states": old, "workers": m, "worker": j,
+                                      "epoch": rem.epoch})
         self._state = None
 
     # ---- iterating
@@ -160,6 +206,7 @@ class BatchReader:
         # small batch); without one there is little to take off this thread, and the hand-over
         # cost more than it saved (bench in docs/benchmarks.md). The state a batch is handed
         # on with is the one state_dict() gives from then on.
+        self._rem = self.elastic if start.elastic is not None else None
         windows = ahead(lambda: self._produce(start), 1, "tfspark-batches") \
             if self.buffer > 0 else self._produce(start)
         for window in windows:
@@ -185,7 +232,8 @@ class BatchReader:
                         f"reader.state_dict() as it was saved")
                 if skip:
                     rows = slice_table(rows, skip, num_rows(rows))
-                here = at.moved(epoch=epoch, window=w, turns=turns)
+                here = at.moved(epoch=epoch, window=w, turns=turns,
+                                elastic=at.elastic if self._in_rem(epoch) else None)
                 tables, ends, carry = cut_rows(carry, rows, self.batch_size)
                 window = []
                 for table, end in zip(tables, ends):
@@ -205,6 +253,10 @@ class BatchReader:
         if last is not None:
             yield [(last, at.moved(batches=at.batches + 1))]
 
+    def _in_rem(self, epoch: int) -> bool:
+        """Whether `epoch` is the resumed one (this worker's part of it is read)."""
+        return self._rem is not None and epoch == self._rem.epoch
+
     def _rest(self, carry: Table | None) -> Any:
         """The last, short batch of rows left over (None: none, or dropped)."""
         if carry is None or not num_rows(carry) or self.drop_remainder:
@@ -212,12 +264,16 @@ class BatchReader:
         return self._split(carry)
 
     def _windows(self, seed: int, epoch: int, resume: states.ReaderState | None
-                 ) -> Iterator[tuple[Table, int, dict[str, Any]]]:
+                 ) -> Generator[tuple[Table, int, dict[str, Any]], None, None]:
         """One epoch's rows, a permuted window at a time (in turn order without shuffling),
         each with its number and where the turns stood when it began; from the window of
         `resume` on when given."""
         fetcher = Fetcher(self.io_threads, cache=self.cache)
-        if self.shuffle == "global":
+        rem = self._rem if self._in_rem(epoch) else None
+        part = rem.part if rem is not None else self.part
+        if rem is not None:
+            spans = rem.spans
+        elif self.shuffle == "global":
             if self._units is None:
                 self._units = units.units(self.part, self.plan.rows_per_record, fetcher)
             spans = self._units
@@ -225,27 +281,39 @@ class BatchReader:
             spans = units.whole_files(self.part)
         order = list(range(len(spans)))
         if (self.shuffle_files or self.shuffle == "global") and len(order) > 1:
-            order = [int(i) for i in np.random.default_rng([seed, epoch, 1]).permutation(
-                len(order))]
-        def decoder() -> NumpyDecoder:
+            key = [seed, epoch, 1] if rem is None else [seed, epoch, 3, self.shard_of()[1]]
+            order = [int(i) for i in np.random.default_rng(key).permutation(len(order))]
+
+        def decoder() -> Any:
+            if self.decoder_factory is not None:
+                return self.decoder_factory()
             return NumpyDecoder(self.plan.example_spec, self.plan.rows_per_record,
                                 self.strings, self.vocabularies)
 
         slots = self.num_threads
         # Remote files: each slot opens its next files (their first ranges requested) while
         # it reads one, so one file's latency hides behind another's decoding.
-        remote = not all(loc.is_local for loc in self.part.files)
-        chunks = FileChunks(self.part, decoder, fetcher, self._chunk_records(),
-                            files_ahead(self.io_threads, slots, self.part.sizes) if remote else 0)
-        at, turn = resume.at() if resume is not None else (None, 0)
-        turns = Interleave(chunks, [spans[i] for i in order], slots, at, turn)
+        remote = not all(loc.is_local for loc in part.files)
+        chunks = FileChunks(part, decoder, fetcher, self._chunk_records(),
+                            files_ahead(self.io_threads, slots, part.sizes) if remote else 0)
         w = resume.window if resume is not None else 0
+        # A resumed epoch's part begins with the old windows' rows it takes: window 0.
+        first = 1 if rem is not None and num_rows(rem.leftovers) else 0
+        at, turn = resume.at() if resume is not None and w >= first else (None, 0)
+        turns = self.last_turns = Interleave(chunks, [spans[i] for i in order], slots, at,
+                                             turn)
         began = turns.snapshot()
         pending: list[Table] = []
         have = 0
         chunked = turns.turns()
         mixer = Mixer(min(MIX_THREADS, slots))
         try:
+            if first and w == 0:
+                assert rem is not None
+                rows = elastic.read_leftovers(self, rem.leftovers, decoder())
+                yield self._mix(mixer, [rows], num_rows(rows), seed, epoch, 0), 0, began
+                w = 1
+            w = max(w, first)
             for pieces in chunked:
                 pending += pieces
                 have += sum(num_rows(p) for p in pieces)

@@ -9,7 +9,7 @@ import os
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from tfspark.errors import scrubbed
+from tfspark.errors import OptionError, scrubbed
 from tfspark.numpy import state as states
 from tfspark.numpy.batches import BatchReader
 from tfspark.numpy.columns import pad_lengths, plan_stacks
@@ -39,7 +39,7 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
                  filesystem: Any = None, io_threads: int | None = None,
                  cache_dir: str | os.PathLike | None = None,
                  columns: Iterable[str] | str | None = None,
-                 state: dict[str, Any] | None = None,
+                 state: dict[str, Any] | list[dict[str, Any]] | None = None,
                  vocabulary: str | dict[str, Any] | None = None,
                  shuffle: str = "window", ragged: str = "ragged",
                  pad_to: int | dict[str, int] | None = None,
@@ -108,6 +108,11 @@ def read_batches(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
     reader.pad_widths = widths
     reader.stacks = plan_stacks(stack, plan.example_spec, plan.labels, strings)
     if processes is not None and processes > 1:
+        if isinstance(state, list):
+            raise OptionError("state: a list (every worker's state, resumed on another number "
+                              "of workers) is read in this process: leave processes out "
+                              "until that epoch ends, then save a state and give it back "
+                              "with processes=")
         kwargs = {k: v for k, v in given.items() if k not in _OWN} | {
             "num_threads": num_threads, "seed": seed}
         spread = ProcessBatches(reader, (path_or_files, batch_size, kwargs), processes)

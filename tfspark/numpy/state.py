@@ -41,6 +41,9 @@ class ReaderState:
     taken: int = 0  # rows of the window already handed on
     turns: dict[str, Any] | None = None  # Interleave.snapshot() when the window began
     batches: int = 0
+    # resumed on another number of workers, in the epoch it resumed: {"states": the old
+    # workers' states, "workers": m, "worker": j} (numpy.elastic); None otherwise
+    elastic: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The state as JSON-serializable data."""
@@ -52,6 +55,10 @@ class ReaderState:
             return None, 0
         return ([None if p is None else Position(*p) for p in self.turns["slots"]],
                 int(self.turns["turn"]))
+
+    def elastic_epoch(self) -> int | None:
+        """The epoch a resume on another number of workers continued (None: none)."""
+        return None if self.elastic is None else int(self.elastic.get("epoch", self.epoch))
 
     def moved(self, **changes: Any) -> ReaderState:
         """This state with some fields changed."""
@@ -75,16 +82,21 @@ def settings_of(part: Shard, *, batch_size: int, buffer: int, slots: int, shuffl
     """What shapes an iteration's batches: the reader's settings and which rows of which
     files of which write it reads (a digest), and the vocabularies of strings="ids". seed:
     the one given (a state carries its iteration's own; this one draws the next passes')."""
-    files = [[loc.uri, part.versions[f] if part.versions else None,
-              part.records[f] if part.records else None,
-              part.keep[f] if part.keep else None] for f, loc in enumerate(part.files)]
-    digest = hashlib.sha256(json.dumps([files, part.every], default=list).encode())
     return {"batch_size": batch_size, "shuffle_buffer": buffer, "num_threads": slots,
             "shuffle_files": shuffle_files, "shuffle": shuffle, "epochs": epochs,
             "drop_remainder": drop_remainder,
             "chunk_records": chunk_records, "columns": columns, "strings": strings,
-            "seed": seed, "files": digest.hexdigest()[:16],
+            "seed": seed, "files": files_digest(part),
             **({"vocabularies": _digest(vocabularies)} if vocabularies is not None else {})}
+
+
+def files_digest(part: Shard) -> str:
+    """Which rows of which files of which write a shard reads, as a digest."""
+    files = [[loc.uri, part.versions[f] if part.versions else None,
+              part.records[f] if part.records else None,
+              part.keep[f] if part.keep else None] for f, loc in enumerate(part.files)]
+    return hashlib.sha256(json.dumps([files, part.every], default=list).encode()
+                          ).hexdigest()[:16]
 
 
 def _digest(vocabularies: dict[str, list[bytes]]) -> str:
@@ -138,6 +150,11 @@ def _damage(got: ReaderState) -> str | None:
     epochs = got.settings.get("epochs")
     if isinstance(epochs, int) and _count(epochs) and got.epoch > epochs:
         return f"epoch {got.epoch} is past its {epochs} epochs"
+    if got.elastic is not None and not (
+            isinstance(got.elastic, dict) and isinstance(got.elastic.get("states"), list)
+            and _count(got.elastic.get("workers"), 1) and _count(got.elastic.get("worker"))):
+        return (f"elastic must be a dict with the old states, workers and worker, got "
+                f"{_short(got.elastic)}")
     if got.turns is None:
         return None
     slots = got.settings.get("num_threads")
@@ -165,6 +182,8 @@ def _short(value: Any) -> str:
 def saved_setting(state: Any, key: str) -> Any:
     """The setting (num_threads, seed) a state was saved with (a reader's or, processes=N, its
     processes'); None when it has none."""
+    if isinstance(state, list) and state:  # every worker's, to resume elsewhere: one run's
+        state = state[0]
     if not isinstance(state, dict):
         return None
     workers = state.get("workers")

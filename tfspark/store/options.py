@@ -466,7 +466,9 @@ class ReadOptions:
         (READ_BATCHES,))
     state: Any = _read(
         None, s.state, "what reader.state_dict() gave: the first iteration resumes there, with "
-        "exactly the batches an uninterrupted one would still have given", (READ_BATCHES,))
+        "exactly the batches an uninterrupted one would still have given; a list of every "
+        "worker's (in shard order) continues their epoch on this reader's shard=(m, j), any m",
+        (READ_BATCHES,))
 
     @classmethod
     def checked(cls, reader: str, **values: Any) -> ReadOptions:

@@ -363,10 +363,14 @@ def stack(where: Where, value: Any) -> Any:
 
 
 def state(where: Where, value: Any) -> Any:
-    """None or a saved state (a dict: the reader checks it)."""
+    """None, a saved state (a dict: the reader checks it), or the saved states of every worker
+    of a run (a list of dicts), to resume on another number of workers."""
+    if isinstance(value, (list, tuple)) and all(isinstance(v, Mapping) for v in value):
+        return list(value)
     if value is not None and not isinstance(value, Mapping):
         raise OptionError(f"{where.name}: not a read_batches state (a dict from "
-                          f"reader.state_dict()); got {type(value).__name__}")
+                          f"reader.state_dict(), or a list of every worker's); got "
+                          f"{type(value).__name__}")
     return value
 
 

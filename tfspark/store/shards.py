@@ -47,7 +47,8 @@ class Shard:
         return self.rows if self.rows is not None else self.records
 
 
-def shard(plan: ReadPlan, shard: tuple[int, int] | None = None, even: bool = True) -> Shard:
+def shard(plan: ReadPlan, shard: tuple[int, int] | None = None, even: bool = True,
+          warn: bool = True) -> Shard:
     """The part of `plan` that worker shard=(n, i) reads; the whole plan for None.
 
     With at least n files, each worker gets whole files, assigned by record count (largest
@@ -56,7 +57,8 @@ def shard(plan: ReadPlan, shard: tuple[int, int] | None = None, even: bool = Tru
     parts are disjoint and together are everything. even=True (and known counts) cuts every
     worker's epoch to the smallest part's rows, so all take the same number of steps (as
     MultiWorkerMirroredStrategy needs): the rows cut are the last of the worker's files in
-    file order, the same in every epoch and in every reader; a warning says how many.
+    file order, the same in every epoch and in every reader; a warning says how many (unless
+    warn=False: another worker's shard, worked out).
     """
     comps = plan.file_compressions()
     if shard is None:
@@ -97,7 +99,7 @@ def shard(plan: ReadPlan, shard: tuple[int, int] | None = None, even: bool = Tru
                           f"has too few {unit} to share), so even_shards would have every "
                           f"worker read nothing; use fewer workers, or even_shards=False")
     dropped = totals[i] - take
-    if dropped:
+    if dropped and warn:
         warnings.warn(f"even_shards: worker {i} of {n} reads {take:,} of its {totals[i]:,} "
                       f"rows per epoch ({dropped:,} dropped, the last of its files) so that "
                       f"every worker takes the same number of rows; even_shards=False reads "

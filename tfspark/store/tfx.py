@@ -77,6 +77,7 @@ class Column:
 
     @property
     def scalar(self) -> bool:
+        """One value per row (a fixed feature without a shape)."""
         f = self.feature
         return f.kind == "fixed" and not f.shape
 

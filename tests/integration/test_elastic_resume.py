@@ -1,0 +1,177 @@
+"""Resuming on another number of workers: read_batches(..., shard=(m, j), state=[every old
+worker's state]). Against uninterrupted runs: the rows the old workers yielded in the
+interrupted epoch plus the rows the new ones yield in it are that epoch's rows, each exactly
+once; the epochs after are, batch for batch, those of a run begun on m workers with the same
+seed. Row and block layouts, window and global shuffle, stops mid-window, mid-file and
+mid-block, more and fewer workers, fewer files than workers; a state saved in the resumed
+epoch resumes it again. Written with write_dataset: no Spark."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import tfspark
+from tfspark.errors import OptionError
+
+ROWS, BATCH, SEED = 700, 16, 7
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("elastic")
+    table = pa.table({"id": pa.array(np.arange(ROWS)), "x": pa.array(np.arange(ROWS) * 0.5),
+                      "s": pa.array([f"v{i % 17}" for i in range(ROWS)])})
+    out = {}
+    for name, kw in {"rows": {"max_records_per_file": 100},
+                     "blocks": {"max_records_per_file": 100, "rows_per_record": 8},
+                     "two_files": {"max_records_per_file": 350}}.items():
+        out[name] = str(root / name)
+        tfspark.write_dataset(table, out[name], **kw)
+    return out
+
+
+def reader(path, shard, **kw):
+    kw = {"seed": SEED, "epochs": 2, "shuffle_buffer": 48, **kw}
+    return tfspark.read_batches(path, BATCH, shard=shard, **kw)
+
+
+def by_epoch(r) -> dict[int, list[list[int]]]:
+    """Each batch's ids, by the epoch the reader's state says it belongs to."""
+    out: dict[int, list[list[int]]] = {}
+    for features in r:
+        out.setdefault(r.state_dict()["epoch"], []).append(features["id"].tolist())
+    return out
+
+
+def rows_of(batches) -> Counter:
+    return Counter(i for b in batches for i in b)
+
+
+def interrupted(path, n, stops, **kw):
+    """The old workers' rows of epoch 0 up to their stops, and their states."""
+    seen, states = Counter(), []
+    for i in range(n):
+        r = reader(path, (n, i), **kw)
+        it = iter(r)
+        for _ in range(stops[i]):
+            seen.update(_ids(next(it)))
+        states.append(r.state_dict())
+        r.close()
+    return seen, states
+
+
+def _ids(batch) -> list[int]:
+    return batch["id"].tolist()
+
+
+CASES = [(n, m) for n in (1, 2, 3, 4) for m in (1, 2, 3, 5)]
+
+
+@pytest.mark.parametrize("n,m", CASES, ids=[f"{n}to{m}" for n, m in CASES])
+def test_window_shuffle_row_layout(data, n, m):
+    check(data["rows"], n, m)
+
+
+@pytest.mark.parametrize("n,m", [(2, 3), (3, 1), (4, 5), (1, 2)])
+def test_block_layout_stops_mid_block(data, n, m):
+    check(data["blocks"], n, m)
+
+
+@pytest.mark.parametrize("n,m", [(2, 3), (3, 2), (1, 5), (4, 1)])
+def test_global_shuffle(data, n, m):
+    check(data["rows"], n, m, shuffle="global")
+    check(data["blocks"], n, m, shuffle="global")
+
+
+@pytest.mark.parametrize("n,m", [(3, 2), (2, 5)])
+def test_fewer_files_than_workers(data, n, m):
+    check(data["two_files"], n, m)
+
+
+def check(path, n, m, **kw):
+    full = Counter()
+    for i in range(n):  # what an uninterrupted run on n workers reads in epoch 0
+        full += rows_of(by_epoch(reader(path, (n, i), epochs=1, **kw)).get(0, []))
+    per_worker = sum(full.values()) // n // BATCH
+    stops = [max(1, (per_worker * (i + 1)) // (n + 1)) for i in range(n)]  # mid-window
+    seen, states = interrupted(path, n, stops, **kw)
+    rest, later = Counter(), []
+    for j in range(m):
+        got = by_epoch(reader(path, (m, j), state=states, **kw))
+        rest += rows_of(got.get(0, []))
+        later.append(got.get(1, []))
+    assert sum(full.values()) >= ROWS // 2 and seen and rest  # (evened: some rows cut)
+    assert seen + rest == full, (sum(seen.values()), sum(rest.values()), sum(full.values()))
+    assert max((seen + rest).values()) == 1
+    for j in range(m):  # the next epoch: as a run begun on m workers
+        fresh = by_epoch(reader(path, (m, j), **kw))
+        assert later[j] == fresh.get(1, []) and later[j], j
+
+
+def test_a_state_saved_in_the_resumed_epoch_resumes_it_again(data):
+    path, n, m = data["rows"], 3, 2
+    seen, states = interrupted(path, n, [3, 5, 4])
+    full = Counter()
+    for i in range(n):
+        full += rows_of(by_epoch(reader(path, (n, i), epochs=1)).get(0, []))
+    rest = Counter()
+    for j in range(m):
+        r = reader(path, (m, j), state=states)
+        it = iter(r)
+        for _ in range(4):
+            rest.update(_ids(next(it)))
+        again = r.state_dict()
+        assert again["elastic"]["workers"] == m and again["epoch"] == 0
+        r.close()
+        r2 = reader(path, (m, j), state=again)
+        rest += rows_of(by_epoch(r2).get(0, []))
+        with pytest.raises(OptionError, match=r"saved by worker \d of 2 while resuming on that "
+                           r"many workers; this reader is shard=\(3, 0\)"):
+            reader(path, (3, 0), state=again)
+    assert seen + rest == full and max((seen + rest).values()) == 1
+
+
+def test_states_that_cannot_resume_say_why(data):
+    path = data["rows"]
+    _, states = interrupted(path, 2, [2, 3])
+    with pytest.raises(OptionError, match="is not the state of worker 0 of 2 of this data "
+                       "set"):
+        reader(path, (3, 0), state=[states[1], states[0]])
+    with pytest.raises(OptionError, match=r"worker 0 of 2 read with other settings "
+                       r"\(batch_size=16 there, 32 here\)"):
+        tfspark.read_batches(path, 32, shard=(3, 0), seed=SEED, epochs=2, shuffle_buffer=48,
+                             state=states)
+    with pytest.raises(OptionError, match="is read in this process: leave processes out"):
+        reader(path, (3, 0), state=states, processes=2)
+    with pytest.raises(OptionError, match=r"2 workers' states resume on shard=\(m, j\)"):
+        tfspark.read_batches(path, BATCH, seed=SEED, epochs=2, shuffle_buffer=48,
+                             state=states)
+    late = reader(path, (2, 0))
+    it = iter(late)
+    for _ in range(25):  # into epoch 1
+        next(it)
+    with pytest.raises(OptionError, match=r"in different epochs \(\[0, 1\]\)"):
+        reader(path, (3, 0), state=[late.state_dict(), states[1]])
+
+
+def test_torch_and_grain_resume_on_another_number_of_workers(data):
+    pytest.importorskip("torch")
+    pytest.importorskip("grain")
+    path = data["rows"]
+    _, states = interrupted(path, 3, [2, 4, 3])
+    kw = {"seed": SEED, "epochs": 2, "shuffle_buffer": 48}
+    for j in range(2):
+        want = [_ids(b) for b in reader(path, (2, j), state=states)]
+        torch_ids = [b["id"].tolist() for b in
+                     tfspark.torch_dataset(path, BATCH, shard=(2, j), state=states, **kw)]
+        grain_ids = [b["id"].tolist() for b in
+                     tfspark.grain_dataset(path, BATCH, shard=(2, j), state=states, **kw)]
+        assert torch_ids == want and grain_ids == want and want
+    loader = tfspark.torch_dataset(path, BATCH, shard=(2, 0), state=states, **kw).loader(
+        num_workers=2, multiprocessing_context="forkserver")
+    with pytest.raises(Exception, match="use num_workers=0 \\(PyTorch\\)"):
+        next(iter(loader))
