@@ -336,6 +336,7 @@ class SparkReadOptions:
 MAKE_DATASET, READ_BATCHES = "make_dataset", "read_batches"
 _BOTH = (MAKE_DATASET, READ_BATCHES)
 STRING_FORMS = ("object", "bytes", "ids")  # read_batches' strings=
+FILE_READERS = ("auto", "tensorflow")  # make_dataset's file_reader=
 RAGGED_FORMS = ("ragged", "padded")  # read_batches' ragged=
 SHUFFLES = ("window", "global")  # read_batches' shuffle=
 AUTOTUNE = -1  # tf.data.AUTOTUNE's value, without importing TensorFlow
@@ -431,6 +432,12 @@ class ReadOptions:
         "is ready first, which is faster", (MAKE_DATASET,))
     num_parallel_reads: int = _read(
         AUTOTUNE, s.parallel_reads, "files read at once (AUTOTUNE, -1: one per core)",
+        (MAKE_DATASET,))
+    file_reader: str = _read(
+        "auto", s.one_of(FILE_READERS), "who reads the files: 'auto' (TensorFlow's "
+        "TFRecordDataset for local files of the block layout, tfspark's own reader for the row "
+        "layout and for stores); 'tensorflow': TensorFlow's file reading for every file, a "
+        "pipeline of graph ops alone, which tf.data service can serve (local files and gs://)",
         (MAKE_DATASET,))
     # read_batches' own
     num_threads: int | None = _read(

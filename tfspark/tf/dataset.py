@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from tfspark.errors import scrubbed
+from tfspark.errors import OptionError, scrubbed
 from tfspark.quiet import quiet_import
 from tfspark.spec.model import FeatureSpec
 from tfspark.store import settings
@@ -34,6 +34,7 @@ from tfspark.store.read_plan import ReadPlan, plan_read
 from tfspark.store.settings import Where
 from tfspark.store.shards import Shard
 from tfspark.store.shards import shard as shard_plan
+from tfspark.store.uris import redact
 from tfspark.tf.records import RecordSource, epoch_blocks, file_blocks
 
 _PARSE_ROWS = 8192  # block layout: rows parsed per parse_example call, at least
@@ -58,13 +59,16 @@ def make_dataset(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
                  even_shards: bool = True, compression: str | None = None,
                  filesystem: Any = None, io_threads: int | None = None,
                  cache_dir: str | os.PathLike | None = None,
-                 columns: Iterable[str] | str | None = None) -> Any:
+                 columns: Iterable[str] | str | None = None,
+                 file_reader: str = "auto") -> Any:
     """A tf.data.Dataset of (features, labels) batches read from a data set.
 
     Only the files a data set's manifest names are read. Files anywhere but the local disk are
     read by tfspark's own reader, not TensorFlow's file systems (stock TensorFlow has no s3://
-    or abfs://); so are local files of the row layout. On a machine of 2 cores or fewer
-    tf.data's autotuner is off (with_options can turn it on).
+    or abfs://); so are local files of the row layout. file_reader="tensorflow" has
+    TensorFlow read every file (local, gs://): the pipeline is then graph ops alone, which
+    tf.data service can run on its workers. On a machine of 2 cores or fewer tf.data's
+    autotuner is off (with_options can turn it on).
 
     Args:
         path_or_files: a data set's directory or URI (or one split's, or one partition's), or
@@ -105,13 +109,33 @@ def make_dataset(path_or_files: str | os.PathLike | Sequence[str | os.PathLike],
     keep_freed_memory()  # (fewer page faults: store.memory)
     plan = plan_read(path_or_files, split=split, spec=spec, label_cols=label_cols,
                      compression=compression, filesystem=filesystem, columns=columns)
+    if file_reader == "tensorflow":
+        _tensorflow_reads(plan, cache_dir, filesystem)
     FileCache.swept(cache_dir, plan.locations, plan.versions)  # (None: no cache)
     return build_pipeline(plan, batch_size, shuffle_buffer=shuffle_buffer, seed=seed,
                           epochs=epochs, cache=cache, deterministic=deterministic,
                           drop_remainder=drop_remainder, num_parallel_reads=num_parallel_reads,
                           shuffle_files=shuffle_files, shard=shard, even_shards=even_shards,
                           io=(io_threads or IO_THREADS,
-                              None if cache_dir is None else os.fspath(cache_dir)))
+                              None if cache_dir is None else os.fspath(cache_dir)),
+                          file_reader=file_reader)
+
+
+def _tensorflow_reads(plan: ReadPlan, cache_dir: Any, filesystem: Any) -> None:
+    """file_reader="tensorflow": every file where TensorFlow's own file systems reach it."""
+    if cache_dir is not None:
+        raise OptionError("file_reader='tensorflow' reads with TensorFlow's file systems, "
+                          "cache_dir is tfspark's reader's: leave one of them out")
+    for loc in plan.locations:
+        if loc.is_local:
+            continue
+        scheme = loc.uri.split("://", 1)[0] if "://" in loc.uri else ""
+        if scheme != "gs" or filesystem is not None or "?" in loc.uri:
+            raise OptionError(
+                f"file_reader='tensorflow': TensorFlow reads local files and gs:// with its "
+                f"own credentials, not {redact(loc.uri)}"
+                f"{' with filesystem=' if filesystem is not None else ''}; leave file_reader "
+                f"out (tfspark's reader reads every store)")
 
 
 def build_pipeline(plan: ReadPlan, batch_size: int, *, shuffle_buffer: int | None = None,
@@ -119,7 +143,8 @@ def build_pipeline(plan: ReadPlan, batch_size: int, *, shuffle_buffer: int | Non
                    deterministic: bool = False, drop_remainder: bool = False,
                    num_parallel_reads: int = AUTOTUNE, shuffle_files: bool = True,
                    shard: tuple[int, int] | None = None, even_shards: bool = True,
-                   io: tuple[int, str | None] = (IO_THREADS, None)) -> Any:
+                   io: tuple[int, str | None] = (IO_THREADS, None),
+                   file_reader: str = "auto") -> Any:
     """The tf.data pipeline for a ReadPlan (see make_dataset for the arguments; io:
     io_threads and cache_dir)."""
     quiet_import("tensorflow")
@@ -141,7 +166,8 @@ def build_pipeline(plan: ReadPlan, batch_size: int, *, shuffle_buffer: int | Non
     required = [f for f in spec.features if f.required] if plan.spec_given else []
     ds = _records(part, per_read, shuffle_files=shuffle_files, seed=seed,
                   num_parallel_reads=num_parallel_reads, deterministic=deterministic,
-                  check=required_check(spec, required, per_read), block=block, io=io)
+                  check=required_check(spec, required, per_read), block=block, io=io,
+                  tensorflow_reads=file_reader == "tensorflow")
     if cache is True:
         ds = ds.cache()
     elif isinstance(cache, str):
@@ -200,14 +226,15 @@ def _steps(records: int | None, batch_size: int, drop_remainder: bool) -> int | 
 
 def _records(part: Shard, batch_size: int, *, shuffle_files: bool, seed: int | None,
              num_parallel_reads: int, deterministic: bool, check: Any = None,
-             block: int = 1, io: tuple[int, str | None] = (IO_THREADS, None)) -> Any:
+             block: int = 1, io: tuple[int, str | None] = (IO_THREADS, None),
+             tensorflow_reads: bool = False) -> Any:
     """Blocks of up to batch_size serialized records, files read in parallel, each file's
     records checked: a corrupt, truncated or miscounted file fails naming itself; `check`
     (name, block index, block) -> block, when given, looks at every block of a file.
 
-    Local files of the block layout are read by TensorFlow's TFRecordDataset; every other
-    file, and any with a cache directory (io: io_threads, cache_dir), by tfspark's own reader
-    (tf.records)."""
+    Local files of the block layout (every file with tensorflow_reads) are read by
+    TensorFlow's TFRecordDataset; every other file, and any with a cache directory (io:
+    io_threads, cache_dir), by tfspark's own reader (tf.records)."""
     quiet_import("tensorflow")
     import tensorflow as tf
 
@@ -216,8 +243,8 @@ def _records(part: Shard, batch_size: int, *, shuffle_files: bool, seed: int | N
         counts = [_whole_records(part, f, block) for f in range(len(part.files))]
     comps = ["GZIP" if c == "gzip" else "" for c in part.compressions]
     strides = [part.stride(f) for f in range(len(part.files))]
-    native = io[1] is None and block >= NATIVE_FROM_ROWS and \
-        all(loc.is_local for loc in part.files)
+    native = tensorflow_reads or (io[1] is None and block >= NATIVE_FROM_ROWS and
+                                  all(loc.is_local for loc in part.files))
     source = None if native else RecordSource(part, counts, batch_size, *io)
     names = [loc.base if loc.is_local else loc.uri for loc in part.files]
 
