@@ -141,11 +141,12 @@ def remainder(reader: BatchReader, states: list[dict[str, Any]],
                           f"save every worker's state at the same step (with even_shards, "
                           f"the default, every worker takes as many steps per epoch)")
     epoch = epochs[0]
-    seeds = [int(s["seed"]) for s in loaded]
-    parts, lefts, pieces = [], [], []
+    parts, lefts, pieces, seeds = [], [], [], []
     for i, s in enumerate(loaded):
         old, part = _old_reader(reader, s, n, i)
-        leftover, spans = _left(old, st.load(s, old.settings()), epoch)
+        got = st.load(s, old.settings())  # (checked whole: a damaged one says which field)
+        seeds.append(got.seed)
+        leftover, spans = _left(old, got, epoch)
         parts.append(part)
         lefts.append(leftover)
         pieces += [(i, sp) for sp in spans]
