@@ -21,7 +21,7 @@ from tfspark.cli.errors import describe_error
 from tfspark.cli.main import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[2]
-COMMANDS = ("export", "demo", "spec", "inspect", "stats", "verify", "train")
+COMMANDS = ("export", "demo", "spec", "inspect", "stats", "validate", "verify", "index", "train")
 
 
 def _run(args: list[str], cwd: Path, timeout: int = 120,
