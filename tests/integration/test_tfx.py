@@ -210,7 +210,7 @@ def test_each_planted_anomaly_is_one_line(data):
         "flag: in the schema, not in the data set (a feature gone)",
         f"id: missing in 1 of {tfspark.read_manifest(str(data / 'later')).rows_of_split('train')}"
         " rows; the schema says present in at least 100%",
-        "nanf: 1 infinite values; the schema's float domain disallows them",
+        "nanf: 1 infinite value; the schema's float domain disallows them",
         "x: type INT, the schema says FLOAT (the type changed)"]
     both = tfspark.validate(data / "later", schema)
     assert both.datasets == ["split 'test'", "split 'train'"]

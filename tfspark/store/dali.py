@@ -32,15 +32,34 @@ SUFFIX = ".idx"
 
 def dali_index(path: str | os.PathLike, split: str | None = None,
                filesystem: Any = None) -> list[tuple[str, str]]:
-    """Write the DALI index file of every TFRecord file of the data set at `path` (of one
-    split with `split=`) that has none yet, under `<path>/_tfspark_index/`; returns
-    (data file, index file) pairs in the manifest's order, as paths DALI opens (local paths,
-    or URIs on a store): give DALI's `fn.readers.tfrecord` the first of each pair as `path`
-    and the second as `index_path`.
+    """Write the index files NVIDIA DALI's TFRecord reader takes, for a data set's files.
 
-    Each index line is "offset size" of one record, as DALI's tfrecord2idx writes it. Index
-    files of files the data set no longer holds are removed. OptionError for a compressed
-    data set (DALI reads uncompressed TFRecords only)."""
+    For every TFRecord file (of one split with `split=`) that has none yet, under
+    `<path>/_tfspark_index/`: one line "offset size" per record, as DALI's tfrecord2idx
+    writes it. Each record's CRCs are checked on the way. Index files of files the data set
+    no longer holds are removed.
+
+    Args:
+        path: a data set's directory or URI (uncompressed).
+        split: index this split's files only.
+        filesystem: a pyarrow filesystem for `path` (default: from the path).
+
+    Returns:
+        (data file, index file) pairs in the manifest's order, as paths DALI opens (local
+        paths, or URIs on a store): give DALI's `fn.readers.tfrecord` the first of each pair
+        as `path` and the second as `index_path`.
+
+    Raises:
+        OptionError: a compressed data set (DALI reads uncompressed TFRecords only).
+        CorruptRecordError: a damaged record (its file and byte offset).
+
+    Examples:
+        >>> import pyarrow as pa, tfspark
+        >>> _ = tfspark.write_dataset(pa.table({"x": [1.0, 2.0]}), "ds")
+        >>> [(data.endswith(".tfrecord"), index.endswith(".idx"))
+        ...  for data, index in tfspark.dali_index("ds")]
+        [(True, True)]
+    """
     return write_indexes(locate(path, filesystem), split)[0]
 
 

@@ -108,15 +108,34 @@ def columns(spec: FeatureSpec) -> list[Column]:
 
 def tfdv_statistics(path: str | os.PathLike, split: str | None = None,
                     filesystem: Any = None) -> Any:
-    """The statistics of the data set at `path` as TFDV's DatasetFeatureStatisticsList: the
-    statistics of all rows as a dataset named "All Examples" (TFDV's default slice: what its
-    visualize_statistics draws and validate_statistics checks), then one dataset per split,
-    named by the split (slices to TFDV); with `split=`, that split's alone. Needs
-    tensorflow-metadata (the `tfx` extra); nothing but the manifest and its statistics files
-    is read.
+    """The statistics the write stored, as TFDV's DatasetFeatureStatisticsList.
 
-    Save it with `.SerializeToString()` as stats.pb for `tfdv.load_stats_binary`, or give it
-    to `tfdv.visualize_statistics` and `tfdv.validate_statistics` as it is."""
+    The statistics of all rows are the dataset named "All Examples" (TFDV's default slice:
+    what its visualize_statistics draws and validate_statistics checks), then each split is a
+    dataset named by the split. Nothing but the manifest and its statistics files is read.
+    Needs tensorflow-metadata (the `tfx` extra).
+
+    Args:
+        path: a data set's directory or URI.
+        split: that split's statistics alone (one dataset, named by the split).
+        filesystem: a pyarrow filesystem for `path` (default: from the path).
+
+    Returns:
+        A tensorflow_metadata DatasetFeatureStatisticsList: `.SerializeToString()` is the
+        stats.pb that TFDV's load_stats_binary reads.
+
+    Raises:
+        SchemaError: a data set written without statistics or without a spec.
+        OptionError: no such split.
+
+    Examples:
+        >>> import pyarrow as pa, tfspark
+        >>> _ = tfspark.write_dataset(pa.table({"x": [1.0, 2.0, 4.0]}), "ds")
+        >>> stats = tfspark.tfdv_statistics("ds")
+        >>> feature = stats.datasets[0].features[0]
+        >>> stats.datasets[0].name, feature.path.step[0], round(feature.num_stats.mean, 3)
+        ('All Examples', 'x', 2.333)
+    """
     m, where = _manifest(path, filesystem)
     m.check_split(split, where)
     return statistics_list(m, [split] if split is not None else [None, *m.splits], where)
@@ -263,14 +282,32 @@ def _complete(s: Mapping[str, Any]) -> bool:
 
 
 def tfmd_schema(path: str | os.PathLike, filesystem: Any = None) -> Any:
-    """A TFMD Schema of the data set at `path`, from its spec and the statistics of all its
-    rows: each Example key's type; presence (min_fraction 1 where no row lacks it); a shape
-    where every row holds the same number of values, else value counts; a string domain of
-    every value where a string feature has at most 100 of them; an int domain where the
-    spec knows one (booleans). Needs tensorflow-metadata (the `tfx` extra).
+    """A TFMD Schema of a data set, from its spec and the statistics of all its rows.
 
-    Save it with `google.protobuf.text_format.MessageToString` as schema.pbtxt, what
-    `tfdv.load_schema_text` reads and `tfspark validate --schema` takes."""
+    Each Example key's type; presence (min_fraction 1 where no row lacks it); a shape where
+    every row holds the same number of values, else value counts; a string domain of every
+    value where a string feature has at most 100 of them; an int domain where the spec knows
+    one (booleans). TFDV's infer_schema over the row layout's files infers the same. Needs
+    tensorflow-metadata (the `tfx` extra).
+
+    Args:
+        path: a data set's directory or URI.
+        filesystem: a pyarrow filesystem for `path` (default: from the path).
+
+    Returns:
+        A tensorflow_metadata Schema: `text_format.MessageToString(schema)` is the
+        schema.pbtxt that TFDV's load_schema_text and `tfspark validate --schema` read.
+
+    Raises:
+        SchemaError: a data set written without statistics or without a spec.
+
+    Examples:
+        >>> import pyarrow as pa, tfspark
+        >>> _ = tfspark.write_dataset(pa.table({"color": ["red", "blue", "red"]}), "ds")
+        >>> schema = tfspark.tfmd_schema("ds")
+        >>> [d.value for d in schema.string_domain][0]
+        ['blue', 'red']
+    """
     m, where = _manifest(path, filesystem)
     return schema_of(m, where)
 
@@ -368,13 +405,36 @@ class SchemaReport:
 
 def validate(path: str | os.PathLike, schema: Any, split: str | None = None,
              filesystem: Any = None) -> SchemaReport:
-    """The anomalies of the data set at `path` against a TFMD Schema (the proto, or the path
-    of a schema.pbtxt): features in the schema the data set lacks, features it has that the
-    schema lacks, changed types, values missing where the schema's presence says always,
-    value counts and shapes, string values outside the domain (among the stored top values),
-    numbers outside an int or float domain, NaN and infinities a float domain disallows.
-    Per split (all splits, or `split`), or of all rows for a data set without splits. Reads
-    the stored statistics only; needs tensorflow-metadata, not TFDV."""
+    """The anomalies of a data set against a TFMD Schema saved earlier, one line each.
+
+    Features in the schema the data set lacks, features it has that the schema lacks, changed
+    types, values missing where the schema's presence says always, value counts and shapes,
+    string values outside the domain (among the stored top values), numbers outside an int or
+    float domain, NaN and infinities a float domain disallows. Per split (every split, or
+    `split`), or of all rows for a data set without splits. Reads the stored statistics only;
+    needs tensorflow-metadata, not TFDV.
+
+    Args:
+        path: a data set's directory or URI.
+        schema: a tensorflow_metadata Schema, or the path of one (schema.pbtxt, or binary).
+        split: check this split only.
+        filesystem: a pyarrow filesystem for `path` (default: from the path).
+
+    Returns:
+        A SchemaReport: `.ok`, `.anomalies` (the lines) and `.render()` for the terminal.
+
+    Raises:
+        OptionError: a schema file that cannot be read or parsed, or no such split.
+        SchemaError: a data set written without statistics or without a spec.
+
+    Examples:
+        >>> import pyarrow as pa, tfspark
+        >>> _ = tfspark.write_dataset(pa.table({"color": ["red", "blue"]}), "day1")
+        >>> schema = tfspark.tfmd_schema("day1")
+        >>> _ = tfspark.write_dataset(pa.table({"color": ["red", "green"]}), "day2")
+        >>> tfspark.validate("day2", schema).anomalies
+        ["color: 1 value(s) outside the schema's domain 'color': 'green' (1 row)"]
+    """
     where = redact(os.fspath(path) if isinstance(path, os.PathLike) else str(path))
     schema_name = "the schema"
     if isinstance(schema, (str, os.PathLike)):
@@ -472,10 +532,12 @@ def _feature_anomalies(feat: Any, c: Column, s: Mapping[str, Any],
             out += _outside(e, d.min if d.HasField("min") else None,
                             d.max if d.HasField("max") else None, "float")
         if d.disallow_nan and int(e.get("nan", 0)):
-            out.append(f"{int(e['nan']):,} NaN values; the schema's float domain disallows NaN")
+            out.append(f"{_values(int(e['nan']), 'NaN value')}; the schema's float domain "
+                       f"disallows NaN")
         if d.disallow_inf and int(e.get("pos_inf", 0)) + int(e.get("neg_inf", 0)):
-            out.append(f"{int(e.get('pos_inf', 0)) + int(e.get('neg_inf', 0)):,} infinite "
-                       f"values; the schema's float domain disallows them")
+            inf = int(e.get("pos_inf", 0)) + int(e.get("neg_inf", 0))
+            out.append(f"{_values(inf, 'infinite value')}; the schema's float domain "
+                       f"disallows them")
     elif which in ("domain", "string_domain"):
         d = feat.string_domain if which == "string_domain" else domains.get(feat.domain)
         if d is None:
@@ -483,6 +545,14 @@ def _feature_anomalies(feat: Any, c: Column, s: Mapping[str, Any],
         else:
             out += _outside_domain(d, s, feat)
     return out
+
+
+def _rows(n: int) -> str:
+    return _values(n, "row")
+
+
+def _values(n: int, what: str) -> str:
+    return f"{n:,} {what}{'' if n == 1 else 's'}"
 
 
 def _span(lo: int, hi: int | None) -> str:
@@ -508,7 +578,7 @@ def _outside_domain(domain: Any, s: Mapping[str, Any], feat: Any) -> list[str]:
         return []
     out = []
     if new:
-        shown = ", ".join(f"{v!r} ({n:,} rows)" for v, n in new[:5])
+        shown = ", ".join(f"{v!r} ({_rows(n)})" for v, n in new[:5])
         more = f" and {len(new) - 5} more" if len(new) > 5 else ""
         partial = "" if _complete(s) else \
             f" (among its {len(top):,} most frequent values; the rest are not stored)"
