@@ -269,6 +269,16 @@ def test_base_install_reads_without_spark_or_tensorflow(dists, exported, tmp_pat
     last = done.stderr.strip().splitlines()[-1]
     assert "MissingExtraError" in last and "pip install 'pyspark-tfrecord[torch]'" in last, \
         done.stderr
+    done = venv.run(f"import tfspark; tfspark.tfdv_statistics({str(exported)!r})")
+    last = done.stderr.strip().splitlines()[-1]
+    assert "MissingExtraError" in last and "pip install 'pyspark-tfrecord[tfx]'" in last, \
+        done.stderr
+    done = venv.cli("stats", str(exported), "--format", "tfdv", "--out", str(tmp_path / "t"))
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        "error: tfspark's TFX support (TFDV statistics, TFMD schemas, validate) needs "
+        "tensorflow_metadata, which is not installed: pip install 'pyspark-tfrecord[tfx]'"], \
+        done.stderr
+    assert not (tmp_path / "t").exists()
 
 
 def test_tf_install_reads_with_make_dataset_without_spark(dists, exported, tmp_path):

@@ -35,8 +35,6 @@ def add_command(command: Any) -> None:
 
 def write_files(args: argparse.Namespace) -> int:
     """stats --format tfdv: stats.pb and schema.pbtxt into --out."""
-    from google.protobuf import text_format
-
     from tfspark.store import tfx as store_tfx
 
     if not args.out:
@@ -58,7 +56,7 @@ def write_files(args: argparse.Namespace) -> int:
         raise OptionError(f"--out {out} is a file; give a directory")
     out.mkdir(parents=True, exist_ok=True)
     for name, data in (("stats.pb", stats.SerializeToString()),
-                       ("schema.pbtxt", text_format.MessageToString(schema).encode())):
+                       ("schema.pbtxt", store_tfx.schema_text(schema).encode())):
         tmp = out / f".{name}.tmp"
         tmp.write_bytes(data)
         os.replace(tmp, out / name)

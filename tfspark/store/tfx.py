@@ -54,7 +54,8 @@ VALUES, LENGTHS = "values", "row_lengths"
 
 
 def _protos() -> tuple[Any, Any]:
-    require("tensorflow_metadata", "TFX's statistics and schema", "tfx")
+    require("tensorflow_metadata", "tfspark's TFX support (TFDV statistics, TFMD schemas, "
+            "validate)", "tfx")
     from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
 
     return statistics_pb2, schema_pb2
@@ -342,6 +343,14 @@ def schema_of(m: mf.Manifest, where: str) -> Any:
             feat.domain = c.key
             schema.string_domain.add(name=c.key, value=sorted(str(v) for v, _ in s["top"]))
     return schema
+
+
+def schema_text(schema: Any) -> str:
+    """A Schema in text format (schema.pbtxt: what TFDV's load_schema_text reads)."""
+    _protos()
+    from google.protobuf import text_format
+
+    return str(text_format.MessageToString(schema))
 
 
 def load_schema(file: str | os.PathLike) -> Any:
