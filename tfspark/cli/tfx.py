@@ -75,7 +75,7 @@ def run_validate(args: argparse.Namespace) -> int:
     missing_local_path(args.path)
     schema = store_tfx.load_schema(args.schema)
     report = store_tfx.validate(args.path, schema, split=args.split,
-                          filesystem=filesystem_of(args.path, args.store))
+                                filesystem=filesystem_of(args.path, args.store))
     report.schema = args.schema
     print(report.render())
     return 0 if report.ok else 1
