@@ -42,7 +42,8 @@ class ReaderState:
     turns: dict[str, Any] | None = None  # Interleave.snapshot() when the window began
     batches: int = 0
     # resumed on another number of workers, in the epoch it resumed: {"states": the old
-    # workers' states, "workers": m, "worker": j} (numpy.elastic); None otherwise
+    # workers' states, "workers": m, "worker": j, "epoch": that epoch} (numpy.elastic);
+    # None otherwise
     elastic: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
