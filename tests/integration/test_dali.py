@@ -49,7 +49,7 @@ def check(pairs, read=lambda p: open(p, "rb").read()) -> int:
 
 @pytest.mark.parametrize("layout", [{}, {"rows_per_record": 64}, {"partition_by": ["c"]}],
                          ids=["rows", "blocks", "partitions"])
-def test_each_index_is_what_tfrecord2idx_writes(tmp_path, layout):
+def test_each_index_is_what_tfrecord2idx_writes(tmp_path, layout, capsys):
     out = tmp_path / "ds"
     tfspark.write_dataset(table(1000), str(out), label_cols=["y"], max_records_per_file=300,
                           split={"train": 0.8, "test": 0.2}, split_key="id", **layout)
@@ -58,6 +58,10 @@ def test_each_index_is_what_tfrecord2idx_writes(tmp_path, layout):
     assert [d for d, _ in pairs] == [str(out / f.path) for f in m.files]
     assert [i for _, i in pairs] == [str(out / DIR / f"{f.path}.idx") for f in m.files]
     assert check(pairs) == m.records and len(pairs) > 2
+    if "rows_per_record" in layout:
+        assert main(["index", str(out)]) == 0
+        assert "note: the block layout: each record DALI reads is a block of up to 64 rows" \
+            in capsys.readouterr().out
     train = tfspark.dali_index(out, split="train")
     assert train == [p for p, f in zip(pairs, m.files) if f.split == "train"]
     assert tfspark.verify(str(out)).ok  # the index is no stray file
@@ -111,8 +115,9 @@ def test_damaged_and_compressed_files_are_refused(tmp_path, capsys):
     assert not list((out / DIR).rglob("*.idx")) if (out / DIR).exists() else True
     gz = tmp_path / "gz"
     tfspark.write_dataset(table(30), str(gz), label_cols=["y"], compression="gzip")
-    with pytest.raises(OptionError, match="is gzip-compressed; DALI's TFRecord reader reads "
-                       "uncompressed files only: write the data set with compression=None"):
+    with pytest.raises(OptionError, match=r"is gzip-compressed; DALI's TFRecord reader reads "
+                       r"uncompressed files only: write the data set uncompressed "
+                       r"\(compression=None; tfspark export --compression none\)"):
         tfspark.dali_index(gz)
     assert main(["index", str(gz)]) == 2
     assert capsys.readouterr().err.startswith(f"error: {gz} is gzip-compressed;")

@@ -269,7 +269,8 @@ def test_the_commands_write_the_files_and_validate_with_them(data, tmp_path, cap
                              str(out / "schema.pbtxt"), "--split", "test")
     assert code == 1, err
     lines = printed.splitlines()
-    assert lines[:3] == [f"tfspark validate {data / 'later'} --schema {out / 'schema.pbtxt'}",
+    assert lines[:3] == [f"tfspark validate {data / 'later'} --schema {out / 'schema.pbtxt'} "
+                         f"--split test",
                          "  statistics of split 'test'", "  4 anomalies:"]
     assert "  - flag: in the schema, not in the data set (a feature gone)" in lines
     code, printed, err = run(capsys, "stats", str(data / "ds"), "--format", "tfdv",
@@ -296,9 +297,18 @@ def test_the_commands_write_the_files_and_validate_with_them(data, tmp_path, cap
      "error: {tmp}/bad.pbtxt is not a TFMD Schema in text format (1:1 : Message type "
      "\"tensorflow.metadata.v0.Schema\" has no field named \"garbage\".); give a "
      "schema.pbtxt as tfdv.write_schema_text or tfspark stats --format tfdv writes"),
+    (["validate", "{ds}", "--schema", "{tmp}/empty.pbtxt"],
+     "error: {tmp}/empty.pbtxt holds no feature (it is empty): a schema to check against "
+     "names them; give a schema.pbtxt as tfdv.write_schema_text or tfspark stats --format "
+     "tfdv writes"),
+    (["validate", "{ds}", "--schema", "{tmp}/stats.pb"],
+     "error: {tmp}/stats.pb holds statistics (a DatasetFeatureStatisticsList), not a schema; "
+     "give the schema.pbtxt beside it"),
 ])
 def test_bad_arguments_are_one_line(data, tmp_path, capsys, args, line):
     (tmp_path / "bad.pbtxt").write_text("garbage {\n")
+    (tmp_path / "empty.pbtxt").write_text("")
+    (tmp_path / "stats.pb").write_bytes(tfspark.tfdv_statistics(data / "ds").SerializeToString())
     fill = {"ds": str(data / "ds"), "tmp": str(tmp_path)}
     code, printed, err = run(capsys, *[a.format(**fill) for a in args])
     assert code == 2 and err.splitlines() == [line.format(**fill)], err

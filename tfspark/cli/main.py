@@ -45,8 +45,8 @@ examples:
   tfspark inspect out/events --records 5         manifest, spec table, 5 decoded records
   tfspark verify out/events                      check every CRC, count and record
 
-Run `tfspark COMMAND --help` for a command's options. Exit status: 0 ok, 1 verify found
-problems, 2 error, 130 interrupted. Add --debug for the full traceback of an error."""
+Run `tfspark COMMAND --help` for a command's options. Exit status: 0 ok, 1 verify or validate
+found problems, 2 error, 130 interrupted. Add --debug for the full traceback of an error."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -283,6 +283,7 @@ def _train(args: argparse.Namespace) -> int:
 def _index(args: argparse.Namespace) -> int:
     from tfspark.store.dali import DIR, write_indexes
     from tfspark.store.fs import locate
+    from tfspark.store.partitions import read_data_set_manifest
 
     inspect.missing_local_path(args.path)
     loc = locate(args.path, filesystem_of(args.path, args.store))
@@ -292,6 +293,10 @@ def _index(args: argparse.Namespace) -> int:
           f"{gone}, under {redact(loc.child_uri(DIR))}")
     print("give DALI's fn.readers.tfrecord path=[...] and index_path=[...] as "
           "tfspark.dali_index(path) pairs them")
+    block = read_data_set_manifest(loc).rows_per_record
+    if block > 1:
+        print(f"note: the block layout: each record DALI reads is a block of up to {block:,} "
+              f"rows (as tfspark's readers read it), not one row")
     return 0
 
 

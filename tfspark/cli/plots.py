@@ -43,7 +43,8 @@ def add_command(command: Any) -> None:
                 "split with --split); --plot DIR writes one PNG per feature: histograms of "
                 "numbers (from the deciles) and the most frequent values of strings and ids. "
                 f"--plot needs matplotlib: {install('plot')}.")
-    p.add_argument("path", help="a directory written by write_tfrecords / tfspark export")
+    p.add_argument("path", help="a directory written by tfspark (write_tfrecords, "
+                   "write_dataset, tfspark export)")
     p.add_argument("--split", help="the statistics of this split (default: all rows)")
     p.add_argument("--plot", metavar="DIR", help="write PNG charts into this directory")
     p.add_argument("--format", choices=("table", "tfdv"), default="table",

@@ -25,7 +25,8 @@ def add_command(command: Any) -> None:
                 "string values outside a domain, numbers outside a domain. One line per "
                 "anomaly; exit status 1 when there is any. Reads the statistics the write "
                 f"stored, no records; needs {install('tfx')}.")
-    p.add_argument("path", help="a directory written by write_tfrecords / tfspark export")
+    p.add_argument("path", help="a directory written by tfspark (write_tfrecords, "
+                   "write_dataset, tfspark export)")
     p.add_argument("--schema", required=True, metavar="FILE",
                    help="the schema to check against (schema.pbtxt)")
     p.add_argument("--split", help="check this split only (default: every split)")

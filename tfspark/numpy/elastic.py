@@ -183,8 +183,9 @@ def _old_reader(reader: BatchReader, s: dict[str, Any], n: int, i: int
             break
     else:
         raise OptionError(f"state: item {i} is not the state of worker {i} of {n} of this "
-                          f"data set (its files differ: the data set changed, or the states "
-                          f"are out of order); give every worker's state in shard order")
+                          f"data set (its files differ: the data set or split changed, the "
+                          f"states are out of order, or the list lacks some workers' states: "
+                          f"it holds {n}); give every worker's state, in shard order")
     old = copy.copy(reader)
     old.part = part
     old.num_threads = int(theirs.get("num_threads") or reader.num_threads)

@@ -72,8 +72,8 @@ def write_indexes(loc: Location, split: str | None
     where = redact(loc.uri)
     if m.compression:
         raise OptionError(f"{where} is {m.compression}-compressed; DALI's TFRecord reader "
-                          f"reads uncompressed files only: write the data set with "
-                          f"compression=None to index it")
+                          f"reads uncompressed files only: write the data set uncompressed "
+                          f"(compression=None; tfspark export --compression none) to index it")
     m.check_split(split, where)
     files = m.files_of(split=split)
     # (a split's directory has a manifest of its own, naming its files: indexed there)

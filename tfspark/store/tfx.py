@@ -354,8 +354,9 @@ def schema_text(schema: Any) -> str:
 
 
 def load_schema(file: str | os.PathLike) -> Any:
-    """A Schema from its text format (schema.pbtxt) or binary file; OptionError if neither."""
-    _, schema_pb2 = _protos()
+    """A Schema from its text format (schema.pbtxt) or binary file; OptionError for anything
+    else (an empty file, a schema without features, TFDV's statistics)."""
+    statistics_pb2, schema_pb2 = _protos()
     from google.protobuf import text_format
 
     try:
@@ -364,21 +365,34 @@ def load_schema(file: str | os.PathLike) -> Any:
         raise OptionError(f"cannot read the schema {file} ({e.strerror or e}); give the path "
                           f"of a schema.pbtxt (tfspark stats PATH --format tfdv writes one)"
                           ) from None
+    give = "give a schema.pbtxt as tfdv.write_schema_text or tfspark stats --format tfdv writes"
     schema = schema_pb2.Schema()
     try:
         text_format.Parse(raw.decode(), schema)
+        if not schema.feature:
+            empty = " (it is empty)" if not raw.strip() else ""
+            raise OptionError(f"{file} holds no feature{empty}: a schema to check against "
+                              f"names them; {give}")
         return schema
     except (UnicodeDecodeError, text_format.ParseError) as e:
         text_error = str(e)
+    stats = statistics_pb2.DatasetFeatureStatisticsList()
+    try:  # (TFDV's statistics parse as a Schema of nonsense: said as what they are)
+        stats.ParseFromString(raw)
+        if any(d.num_examples and d.features for d in stats.datasets):
+            raise OptionError(f"{file} holds statistics (a DatasetFeatureStatisticsList), not a "
+                              f"schema; give the schema.pbtxt beside it")
+    except OptionError:
+        raise
+    except Exception:  # noqa: BLE001 - not statistics: perhaps a binary Schema
+        pass
     try:
-        schema.ParseFromString(raw)
-        if schema.feature:
+        schema = schema_pb2.Schema.FromString(raw)
+        if schema.feature and all(f.name for f in schema.feature):
             return schema
     except Exception:  # noqa: BLE001 - not a binary Schema either: the text error says more
         pass
-    raise OptionError(f"{file} is not a TFMD Schema in text format ({text_error}); give a "
-                      f"schema.pbtxt as tfdv.write_schema_text or tfspark stats --format "
-                      f"tfdv writes")
+    raise OptionError(f"{file} is not a TFMD Schema in text format ({text_error}); {give}")
 
 
 # ---------------------------------------------------------------- validation
@@ -392,6 +406,7 @@ class SchemaReport:
     path: str
     schema: str
     datasets: list[str] = field(default_factory=list)
+    split: str | None = None  # the one split checked; None: every split
     anomalies: list[str] = field(default_factory=list)
 
     @property
@@ -401,7 +416,8 @@ class SchemaReport:
 
     def render(self) -> str:
         """The report as text for the terminal."""
-        lines = [f"tfspark validate {self.path} --schema {self.schema}",
+        split = f" --split {self.split}" if self.split else ""
+        lines = [f"tfspark validate {self.path} --schema {self.schema}{split}",
                  f"  statistics of {', '.join(self.datasets)}"]
         if self.ok:
             lines.append("  OK: every feature conforms to the schema")
@@ -452,7 +468,7 @@ def validate(path: str | os.PathLike, schema: Any, split: str | None = None,
     m, where = _manifest(path, filesystem)
     m.check_split(split, where)
     spec = _spec(m, where)
-    report = SchemaReport(where, schema_name)
+    report = SchemaReport(where, schema_name, split=split)
     by_key = {c.key: c for c in columns(spec)}
     names: list[str | None] = [split] if split is not None else list(m.splits) or [None]
     for name in names:
