@@ -76,6 +76,12 @@ def test_window_shuffle_row_layout(data, n, m):
     check(data["rows"], n, m)
 
 
+@pytest.mark.parametrize("n,m", [(2, 3), (4, 3), (1, 5), (3, 2)])
+def test_every_row_without_even_shards(data, n, m):
+    check(data["rows"], n, m, even_shards=False)
+    check(data["blocks"], n, m, even_shards=False, shuffle="global")
+
+
 @pytest.mark.parametrize("n,m", [(2, 3), (3, 1), (4, 5), (1, 2)])
 def test_block_layout_stops_mid_block(data, n, m):
     check(data["blocks"], n, m)
@@ -93,20 +99,32 @@ def test_fewer_files_than_workers(data, n, m):
 
 
 def check(path, n, m, **kw):
-    full = Counter()
+    even = kw.get("even_shards", True)
+    if not even:  # uneven shards' batches run on across epochs: one epoch is read
+        kw = {**kw, "epochs": 1}
+    full, stops = Counter(), []
     for i in range(n):  # what an uninterrupted run on n workers reads in epoch 0
-        full += rows_of(by_epoch(reader(path, (n, i), epochs=1, **kw)).get(0, []))
-    per_worker = sum(full.values()) // n // BATCH
-    stops = [max(1, (per_worker * (i + 1)) // (n + 1)) for i in range(n)]  # mid-window
+        own = rows_of(by_epoch(reader(path, (n, i), **{**kw, "epochs": 1})).get(0, []))
+        full += own
+        stops.append(max(1, (sum(own.values()) // BATCH * (i + 1)) // (n + 1)))  # mid-window
     seen, states = interrupted(path, n, stops, **kw)
-    rest, later = Counter(), []
+    rest, later, shares = Counter(), [], []
     for j in range(m):
-        got = by_epoch(reader(path, (m, j), state=states, **kw))
-        rest += rows_of(got.get(0, []))
+        r = reader(path, (m, j), state=states, **kw)
+        steps = r.resumed_steps()  # (known before reading: a training loop's steps)
+        got = by_epoch(r)
+        assert steps == (len(got.get(0, [])) if even else None), (steps, j)
+        mine = rows_of(got.get(0, []))
+        shares.append(sum(mine.values()))
+        rest += mine
         later.append(got.get(1, []))
     assert sum(full.values()) >= ROWS // 2 and seen and rest  # (evened: some rows cut)
-    assert seen + rest == full, (sum(seen.values()), sum(rest.values()), sum(full.values()))
-    assert max((seen + rest).values()) == 1
+    assert max((seen + rest).values()) == 1 and not (seen + rest) - full
+    left_out = sum((full - seen - rest).values())
+    if not even:  # every row; the shares differ by one row at most
+        assert left_out == 0 and max(shares) - min(shares) <= 1, (shares, left_out)
+        return
+    assert len(set(shares)) == 1 and left_out < m, (shares, left_out)  # what does not divide
     for j in range(m):  # the next epoch: as a run begun on m workers
         fresh = by_epoch(reader(path, (m, j), **kw))
         assert later[j] == fresh.get(1, []) and later[j], j
@@ -128,11 +146,36 @@ def test_a_state_saved_in_the_resumed_epoch_resumes_it_again(data):
         assert again["elastic"]["workers"] == m and again["epoch"] == 0
         r.close()
         r2 = reader(path, (m, j), state=again)
-        rest += rows_of(by_epoch(r2).get(0, []))
+        left = r2.resumed_steps()
+        got = by_epoch(r2).get(0, [])
+        assert left == len(got) and left, (left, len(got))
+        rest += rows_of(got)
         with pytest.raises(OptionError, match=r"saved by worker \d of 2 while resuming on that "
                            r"many workers; this reader is shard=\(3, 0\)"):
             reader(path, (3, 0), state=again)
     assert seen + rest == full and max((seen + rest).values()) == 1
+
+
+def test_the_same_global_batch_on_another_number_of_workers(data):
+    """A run on m workers with the global batch of one on n: another per-worker batch and
+    shuffle buffer (their default, ten batches) resume the epoch, in equal steps."""
+    path, n, m = data["rows"], 2, 4
+    seen, states = Counter(), []
+    for i in range(n):
+        r = tfspark.read_batches(path, 32, shard=(n, i), seed=SEED, epochs=2)
+        it = iter(r)
+        for _ in range(3):
+            seen.update(_ids(next(it)))
+        states.append(r.state_dict())
+    steps, rest = set(), Counter()
+    for j in range(m):
+        r = tfspark.read_batches(path, 16, shard=(m, j), seed=SEED, epochs=2, state=states)
+        got = by_epoch(r)[0]
+        steps.add(len(got))
+        rest += rows_of(got)
+    assert len(steps) == 1  # every new worker takes as many steps
+    # even shards: 300 rows per old worker (files of 100 rows); the 408 left divide by 4
+    assert sum((seen + rest).values()) == 600 and max((seen + rest).values()) == 1
 
 
 def test_states_that_cannot_resume_say_why(data):
@@ -142,9 +185,8 @@ def test_states_that_cannot_resume_say_why(data):
                        "set"):
         reader(path, (3, 0), state=[states[1], states[0]])
     with pytest.raises(OptionError, match=r"worker 0 of 2 read with other settings "
-                       r"\(batch_size=16 there, 32 here\)"):
-        tfspark.read_batches(path, 32, shard=(3, 0), seed=SEED, epochs=2, shuffle_buffer=48,
-                             state=states)
+                       r"\(strings='object' there, 'bytes' here\)"):
+        reader(path, (3, 0), state=states, strings="bytes")
     with pytest.raises(OptionError, match="is read in this process: leave processes out"):
         reader(path, (3, 0), state=states, processes=2)
     with pytest.raises(OptionError, match=r"2 workers' states resume on shard=\(m, j\)"):

@@ -103,6 +103,20 @@ class BatchReader:
             return None
         return total // self.batch_size if self.drop_remainder else -(-total // self.batch_size)
 
+    def resumed_steps(self) -> int | None:
+        """Batches left of an epoch resumed on another number of workers (the next iteration
+        starts in one: load_state_dict with the old workers' states, or a state saved in that
+        epoch): this worker's share of its rows in batches, less those already handed on.
+        None: no such epoch, or its batches are not known (no manifest counts, or shards that
+        are not even, whose batches run on into the next epoch)."""
+        rem, at = self.elastic, self._pending
+        if rem is None or rem.rows is None or at is None or at.elastic is None or \
+                self.part.keep is None:
+            return None
+        b = self.batch_size
+        steps = rem.rows // b if self.drop_remainder else -(-rem.rows // b)
+        return max(0, steps - at.batches)
+
     def __len__(self) -> int:
         total = self.part.total
         if total is None or self.epochs is None:

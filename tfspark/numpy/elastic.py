@@ -11,22 +11,31 @@ leftovers; where the turns stand after that window, each slot's span from its Po
 the slot's later spans, is the rest of its epoch. Every new worker computes the same
 remainder from the same states, and takes its part:
 
-    leftovers    the old windows' rows not yet handed on, in the old workers' order: worker j
-                 takes the j-th of m near-equal runs of them (read back by their records)
-    spans        the rest of the old slots' files (or units of the global shuffle), whole:
-                 each to the new worker with the fewest rows so far, the largest first
+    spans        the rest of the old slots' files (or units of the global shuffle): each
+                 whole to the new worker with the most room left, the largest first
+    the rest     the spans that fit nowhere whole, then the old windows' rows not yet handed
+                 on (read back by their records), fill the workers' room in turn: a span is
+                 cut at a row (its first part: the span capped at that many rows; its second:
+                 the rest of the record the cut falls in, read back by its record, and the
+                 span from the next record on, found by reading the framing up to the cut)
 
-A new worker's epoch is then its leftovers as one window, and its spans read in turns by its
-own slots in windows of its own shuffle (from the seed, the epoch and its number j). Its state
-says where it is in that epoch and carries the old states, so a state saved then resumes it
-(with the same m); past that epoch its states are those of a run begun on m workers. What the
-shares cannot keep: equal rows per worker (whole spans; with even_shards the workers' steps
-in that epoch may differ) and the old run's order within the epoch.
+With the manifest's counts every new worker gets the same number of rows (so their steps in
+that epoch are equal): with even_shards (the default) the fewer than m rows that do not divide
+are left out of that epoch, as even shards leave rows out of every epoch; without, the first
+workers take one row more. Without counts, the shares are near-equal, by the spans' sizes.
+A new worker's epoch is then its rows of the old windows as one window, and its spans read in
+turns by its own slots in windows of its own shuffle (from the seed, the epoch and its number
+j). Its state says where it is in that epoch and carries the old states, so a state saved then
+resumes it (with the same m); past that epoch its states are those of a run begun on m workers
+(with its own batch size and shuffle buffer: a run on m workers of the same global batch has
+another per-worker batch). What the shares do not keep is the old run's order in the epoch.
 """
 
 from __future__ import annotations
 
 import copy
+import warnings
+from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -35,8 +44,9 @@ import numpy as np
 from tfspark.errors import OptionError
 from tfspark.numpy.columns import Table, concat_tables, num_rows, slice_table, take_table
 from tfspark.numpy.decode import NumpyDecoder
-from tfspark.numpy.interleave import Position
-from tfspark.numpy.units import Span
+from tfspark.numpy.interleave import FileChunks, Position
+from tfspark.numpy.units import UNIT_ROWS, Span
+from tfspark.store.fetch import Fetcher
 from tfspark.store.read_plan import ReadPlan
 from tfspark.store.shards import Shard
 from tfspark.store.shards import shard as shard_plan
@@ -46,7 +56,7 @@ if TYPE_CHECKING:
 
 REF = ("__file", "__byte", "__size", "__row")  # a row's place: the columns of a RefDecoder
 # settings that may differ between the old run and the new one (the rest must be the same)
-FREE = ("files", "num_threads", "seed")
+FREE = ("files", "num_threads", "seed", "batch_size", "shuffle_buffer")
 
 
 class RefDecoder:
@@ -78,14 +88,17 @@ class RefDecoder:
 
 @dataclass
 class Remainder:
-    """One new worker's part of an interrupted epoch: the old windows' rows it takes (REF
-    columns), and the spans of `part` (a shard of entries from the old workers' shards)."""
+    """One new worker's part of an interrupted epoch: the old rows it takes by their records
+    (REF columns), and the spans of `part` (a shard of entries from the old workers' shards);
+    `rows` and `least`: its rows and the fewest any new worker has (None: not counted)."""
 
     epoch: int
     seed: int
     leftovers: Table
     part: Shard
     spans: list[Span]
+    rows: int | None = None
+    least: int | None = None
 
 
 def check_states(states: list[Any], shard: tuple[int, int] | None) -> None:
@@ -151,24 +164,156 @@ def remainder(reader: BatchReader, states: list[dict[str, Any]],
         lefts.append(leftover)
         pieces += [(i, sp) for sp in spans]
     left = concat_tables(lefts) if any(num_rows(t) for t in lefts) else _no_rows()
-    total = num_rows(left)
-    cut = [total * k // workers for k in range(workers + 1)]
-    load = [cut[k + 1] - cut[k] for k in range(workers)]
+    exact = [_exact_rows(parts[i], sp, reader.plan.rows_per_record) for i, sp in pieces]
+    if all(w is not None for w in exact):
+        refs, mine, rows, least = _shares(reader, parts, left, pieces,
+                                          [int(w or 0) for w in exact], workers, worker)
+    else:
+        refs, mine = _near_shares(parts, left, pieces, workers, worker)
+        rows = least = None
     entries: dict[tuple[int, int], int] = {}
     my_spans: list[Span] = []
-    weights = [_rows(parts[i], sp) for i, sp in pieces]
-    for p in sorted(range(len(pieces)), key=lambda p: (-weights[p], p)):
-        k = min(range(workers), key=lambda k: (load[k], k))
-        load[k] += weights[p]
-        if k != worker:
-            continue
-        i, sp = pieces[p]
+    for i, sp in mine:
         e = entries.setdefault((i, sp.file), len(entries))
         my_spans.append(sp._replace(file=e))
     my_spans.sort(key=lambda sp: sp.file)  # (then shuffled by the reader, as files are)
     part = _entries(parts, list(entries))
-    mine_left = slice_table(left, cut[worker], cut[worker + 1])
-    return Remainder(epoch, seeds[0], mine_left, part, my_spans)
+    return Remainder(epoch, seeds[0], refs, part, my_spans, rows, least)
+
+
+def _shares(reader: BatchReader, parts: list[Shard], left: Table,
+            pieces: list[tuple[int, Span]], weights: list[int], workers: int, worker: int
+            ) -> tuple[Table, list[tuple[int, Span]], int, int]:
+    """Worker `worker`'s rows of the old windows (REF) and spans, of equal shares counted
+    exactly (module docstring), its rows and the fewest of any worker's."""
+    total = num_rows(left) + sum(weights)
+    q, extra = divmod(total, workers)
+    even = reader.part.keep is not None
+    room = [q + (0 if even else int(k < extra)) for k in range(workers)]
+    shares = list(room)
+    mine: list[tuple[int, Span]] = []
+    # Items of the rest: (i, span, lo, hi): rows lo..hi of a span of old worker i; (None,
+    # None, lo, hi): rows lo..hi of the old windows' rows.
+    rest: deque[tuple[int | None, Span | None, int, int]] = deque()
+    for p in sorted(range(len(pieces)), key=lambda p: (-weights[p], p)):
+        k = max(range(workers), key=lambda k: (room[k], -k))
+        if weights[p] and weights[p] <= room[k]:
+            room[k] -= weights[p]
+            if k == worker:
+                mine.append(pieces[p])
+        elif weights[p]:
+            rest.append((*pieces[p], 0, weights[p]))
+    if num_rows(left):
+        rest.append((None, None, 0, num_rows(left)))
+    refs: list[Table] = []
+    k = 0
+    while rest and k < workers:
+        if not room[k]:
+            k += 1
+            continue
+        i, sp, lo, hi = rest.popleft()
+        take = min(hi - lo, room[k])
+        room[k] -= take
+        if take < hi - lo:
+            rest.appendleft((i, sp, lo + take, hi))
+        if k != worker:
+            continue
+        if sp is None:
+            refs.append(slice_table(left, lo, lo + take))
+        else:
+            assert i is not None
+            got, span = _rows_of_span(reader, parts[i], sp, lo, lo + take)
+            refs.append(got)
+            if span is not None:
+                mine.append((i, span))
+    if even and extra:
+        warnings.warn(f"even_shards: the resumed epoch leaves out {extra:,} of its rows "
+                      f"(fewer than the {workers} workers: they do not divide among them), so "
+                      f"that every worker takes {q:,}; even_shards=False reads them (then the "
+                      f"workers' steps in that epoch may differ)", stacklevel=5)
+    table = concat_tables([t for t in refs if num_rows(t)]) if any(
+        num_rows(t) for t in refs) else _no_rows()
+    return table, mine, shares[worker], min(shares)
+
+
+def _rows_of_span(reader: BatchReader, part: Shard, sp: Span, lo: int, hi: int
+                  ) -> tuple[Table, Span | None]:
+    """Rows lo..hi of a span: as the span capped (lo = 0), else the rest of the record row
+    lo falls in (REF, read back by its record) and the span from the next record on (None:
+    no rows there); the framing up to row lo is read to find where that record is."""
+    if lo == 0:
+        return _no_rows(), sp._replace(rows=hi)
+    fetcher = Fetcher(reader.io_threads, cache=reader.cache)
+    chunks = FileChunks(part, lambda: RefDecoder(reader.plan), fetcher,
+                        reader._chunk_records())
+    got = begun = 0
+    pieces = chunks.pieces(sp, Position(0), RefDecoder(reader.plan))
+    try:
+        for table, _ in pieces:
+            n = num_rows(table)
+            heads = table[REF[3]] == 0 if n else np.zeros(0, bool)
+            if got + n <= lo:
+                got, begun = got + n, begun + int(np.count_nonzero(heads))
+                continue
+            r = lo - got
+            begun += int(np.count_nonzero(heads[: r + 1]))
+            later = np.flatnonzero(heads[r + 1:])
+            end = min(r + 1 + int(later[0]) if len(later) else n, r + hi - lo)
+            byte, size = int(table[REF[1]][r]), int(table[REF[2]][r])
+            break
+        else:
+            raise OptionError(f"state: {part.files[sp.file].uri} holds fewer rows than the "
+                              f"manifest lists; the file was changed after the states were "
+                              f"saved: start the epoch afresh")
+    finally:
+        pieces.close()
+        fetcher.close()
+    n_, s = part.stride(sp.file)
+    first = max(sp.record, s)
+    record = first + (s - first) % n_ + (begun - 1) * n_  # the file's number of that record
+    if table[REF[3]][r] == 0:  # the cut is at a record's start
+        return _no_rows(), Span(sp.file, record, byte, sp.end, hi - lo)
+    record_rows = {k: v[r:end] for k, v in table.items()}
+    after = hi - lo - (end - r)
+    return record_rows, (Span(sp.file, record + 1, byte + size, sp.end, after)
+                         if after > 0 else None)
+
+
+def _near_shares(parts: list[Shard], left: Table, pieces: list[tuple[int, Span]],
+                 workers: int, worker: int) -> tuple[Table, list[tuple[int, Span]]]:
+    """Near-equal shares where the rows are not counted: the old windows' rows in m equal
+    runs, then each span whole to the worker with the fewest rows so far (by its size)."""
+    total = num_rows(left)
+    cut = [total * k // workers for k in range(workers + 1)]
+    load = [cut[k + 1] - cut[k] for k in range(workers)]
+    mine: list[tuple[int, Span]] = []
+    weights = [_rows(parts[i], sp) for i, sp in pieces]
+    for p in sorted(range(len(pieces)), key=lambda p: (-weights[p], p)):
+        k = min(range(workers), key=lambda k: (load[k], k))
+        load[k] += weights[p]
+        if k == worker:
+            mine.append(pieces[p])
+    return slice_table(left, cut[worker], cut[worker + 1]), mine
+
+
+def _exact_rows(part: Shard, sp: Span, block: int) -> int | None:
+    """The rows a span holds, from the manifest's counts (None: not known): its records'
+    (a file's records are full but its last; a span that ends before the file's end is a
+    unit of the global shuffle, which ends where the next unit starts), at most its cap."""
+    counts = part.file_rows()
+    if counts is None or (part.rows is None and block > 1):
+        return None
+    n, s = part.stride(sp.file)
+
+    def before(r: int) -> int:  # the shard's records of the file before record r
+        return len(range(s, r, n))
+
+    if sp.end < 0:
+        got = counts[sp.file] - before(sp.record) * block
+    else:
+        per = max(1, UNIT_ROWS // block)
+        got = (before((sp.record // per + 1) * per) - before(sp.record)) * block
+    return got if sp.rows is None else min(got, sp.rows)
 
 
 def _old_reader(reader: BatchReader, s: dict[str, Any], n: int, i: int
@@ -189,6 +334,8 @@ def _old_reader(reader: BatchReader, s: dict[str, Any], n: int, i: int
     old = copy.copy(reader)
     old.part = part
     old.num_threads = int(theirs.get("num_threads") or reader.num_threads)
+    old.batch_size = int(theirs.get("batch_size") or reader.batch_size)
+    old.buffer = int(theirs.get("shuffle_buffer", reader.buffer))
     old.decoder_factory = lambda: RefDecoder(reader.plan)
     old.stacks, old.pad_widths, old.labels = (), {}, ()
     old.elastic = old._rem = None
