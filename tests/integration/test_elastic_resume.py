@@ -156,6 +156,30 @@ def test_a_state_saved_in_the_resumed_epoch_resumes_it_again(data):
     assert seen + rest == full and max((seen + rest).values()) == 1
 
 
+def test_states_at_the_end_of_a_resumed_epoch_resume_on_yet_another_number(data):
+    """2 workers interrupted, 3 resume and finish that epoch, their states then go on 4:
+    nothing of the epoch is read again, the next is as a run begun on 4 workers."""
+    path = data["rows"]
+    _, states = interrupted(path, 2, [2, 3])
+    ends, mids = [], []
+    for j in range(3):
+        r = reader(path, (3, j), state=states)
+        steps = r.resumed_steps()
+        it = iter(r)
+        next(it)
+        mids.append(r.state_dict())
+        for _ in range(steps - 1):
+            next(it)
+        ends.append(r.state_dict())
+        r.close()
+    for j in range(4):
+        got = by_epoch(reader(path, (4, j), state=ends))
+        assert 0 not in got and got[1] == by_epoch(reader(path, (4, j)))[1], j
+    with pytest.raises(OptionError, match=r"saved while a run resumed on another number of "
+                       r"workers, mid-epoch 0; resume them with shard=\(3, \.\.\.\)"):
+        reader(path, (4, 0), state=mids)
+
+
 def test_the_same_global_batch_on_another_number_of_workers(data):
     """A run on m workers with the global batch of one on n: another per-worker batch and
     shuffle buffer (their default, ten batches) resume the epoch, in equal steps."""

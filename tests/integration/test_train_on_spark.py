@@ -329,3 +329,82 @@ def test_train_workers_failing_on_a_corrupt_file_print_no_spark_log(spark, tmp_p
                                                 r"(Executor|TaskSetManager): ", ln)
                  or ln.startswith("\tat ")]
     assert not spark_log, done.stderr[-3000:]
+
+
+def preempted_train(cfg, at: int, ctx):
+    """`tfspark train`'s worker whose chief is preempted at step `at` of each fit call in the
+    second epoch, after the checkpoint of that step (every attempt of the stage: the run
+    fails with its checkpoints kept)."""
+    import keras
+
+    import tfspark.keras.fitting as fitting
+    from tfspark.cli.train_cluster import _worker_train
+
+    class Preempted(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            self.epoch = epoch
+
+        def on_train_batch_end(self, step, logs=None):
+            if ctx.is_chief and self.epoch == 1 and step + 1 == at:
+                raise RuntimeError("preempted")
+
+    original = fitting.resumable_fit
+
+    def fit(*args, callbacks=None, **kwargs):
+        return original(*args, callbacks=[*(callbacks or []), Preempted()], **kwargs)
+
+    fitting.resumable_fit = fit
+    return _worker_train(cfg, ctx)
+
+
+def test_train_resumes_a_run_of_two_workers_on_one(spark, tmp_path, capsys, monkeypatch):
+    """`tfspark train --workers 2` preempted mid-epoch, then rerun with --workers 1: the one
+    worker trains the rest of that epoch (the rows the two had not trained on, in batches of
+    the same global size) and the epochs after, from the checkpoint's weights."""
+    import functools
+
+    from pyspark.sql import functions as F
+
+    from tfspark.cli.config import TrainConfig
+    from tfspark.cli.main import main
+    from tfspark.cli.train_cluster import _absolute, record_run
+    from tfspark.keras.resume import latest, reader_states
+
+    data = str(tmp_path / "ds")
+    df = spark.range(2000).select("id", (F.col("id") % 2).alias("y"),
+                                  (F.col("id") * 0.5 % 7).alias("x"))
+    tfspark.write_tfrecords(df, data, label_cols=["y"], split={"train": 0.8, "validation": 0.2},
+                            split_key="id")
+    model_out, ckpt = tmp_path / "m.keras", tmp_path / "m.checkpoints"
+    cfg = _absolute(TrainConfig.from_mapping({
+        "data": data, "workers": 2, "epochs": 2, "label": "y", "batch_size": 64,
+        "checkpoint_every": 2, "bench_batches": 0, "verbose": 0, "model_out": str(model_out),
+        "exclude": ["id"]}))
+    record_run(cfg)  # (what train_distributed does first)
+    with pytest.raises(TrainingError, match="preempted"):
+        tfspark.train_on_spark(spark, functools.partial(preempted_train, cfg, 4), 2,
+                               checkpoint_dir=str(ckpt), shared_paths=[data])
+    epochs, step, path = latest(str(ckpt))
+    assert epochs == 1 and step and step % 4 == 0, (epochs, step)
+    assert len(reader_states(path)) == 2
+    # what the two workers read in an epoch: their shards' rows (even: as many each)
+    per_worker = sum(len(x["x"]) for x, _ in tfspark.read_batches(
+        data, 32, split="train", shard=(2, 0), columns=["x", "y"]))
+    left = 2 * per_worker - 2 * step * 32
+    monkeypatch.chdir(tmp_path)
+    code = main(["train", data, "--workers", "1", "--epochs", "2", "--label", "y",
+                 "--batch-size", "64", "--model-out", str(model_out), "--config",
+                 str(_config(tmp_path))])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "it trained on 2 workers" in out and "the global batch stays 64" in out, out
+    log = (ckpt / "logs" / "worker-0.log").read_text()
+    assert f"resumed from the checkpoint of epoch 1, step {step}" in log, log
+    assert f"begun on another number of workers: {-(-left // 64)} steps on each" in log, log
+    assert "final: " in out and model_out.exists() and not list(ckpt.glob("epoch-*"))
+
+
+def _config(tmp_path):
+    conf = tmp_path / "train.toml"
+    conf.write_text('exclude = ["id"]\nbench_batches = 0\nverbose = 0\n')
+    return conf

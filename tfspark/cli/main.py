@@ -228,7 +228,8 @@ def _read_commands(command: Any) -> None:
                    help="Keras 3's backend (default tensorflow)")
     p.add_argument("--workers", type=int,
                    help="train on N Spark tasks at once (MultiWorkerMirroredStrategy; "
-                        "batch-size is then the global batch); default 1: this process")
+                        "batch-size is then the global batch); default 1: this process. "
+                        "A rerun resumes an unfinished run's checkpoints, on any N")
     p.add_argument("--master", help="Spark master for --workers (default local[*])")
     p.add_argument("--checkpoint-dir",
                    help="with --workers: a directory every executor shares, for the "
@@ -267,11 +268,15 @@ def _train(args: argparse.Namespace) -> int:
     cfg = load_train_config(args.config, **flags) if args.config else \
         TrainConfig.from_mapping(flags, "the command line")
     inspect.missing_local_path(cfg.data)
-    use_backend(cfg.backend, trains_here=cfg.workers <= 1)  # before Keras is imported
+    from tfspark.cli.train_cluster import unfinished
+
+    # one worker resuming the checkpoints of a run on several: a Spark task, as they were
+    several = cfg.workers > 1 or unfinished(cfg)
+    use_backend(cfg.backend, trains_here=not several)  # before Keras is imported
     from tfspark.cli.train import train
 
     with stderr_filtered(args.verbose, drain=True):  # TensorFlow's C++ start-up notices
-        if cfg.workers > 1:
+        if several:
             from tfspark.cli.train_cluster import train_distributed
 
             train_distributed(cfg, spark_log=args.verbose)

@@ -4,7 +4,8 @@ Each worker runs tfspark.cli.train.train on its shard under MultiWorkerMirroredS
 keras.distribution.DataParallel with backend = "jax"); the chief saves the model and its result
 (history, rates) comes back to the driver. Checkpoints go to a shared directory after every
 epoch, so a stage that Spark retries resumes; they are removed when the run succeeds (a rerun
-trains from scratch), kept when it fails (a rerun resumes). The workers' output is in
+trains from scratch), kept when it fails (a rerun resumes, also on another number of workers:
+the global batch stays, each worker's is the global batch / workers). The workers' output is in
 <checkpoint_dir>/logs/worker-<i>.log.
 """
 
@@ -34,7 +35,7 @@ def train_distributed(cfg: TrainConfig, echo: Callable[[str], None] = print,
     cfg.master). spark_log=False (the command line without --verbose): a session made here
     leaves out Spark's log of each failed task, which repeats what the workers' own lines and
     the error already say, with a JVM stack trace, for each worker of each attempt."""
-    from tfspark.keras.resume import latest_checkpoint, remove_checkpoints
+    from tfspark.keras.resume import latest_checkpoint, reader_states, remove_checkpoints
     from tfspark.spark.distributed import train_on_spark
 
     # a bad setting: one line now, before Spark starts any task (the label resolved, so that
@@ -51,9 +52,13 @@ def train_distributed(cfg: TrainConfig, echo: Callable[[str], None] = print,
     if spark is None:
         spark = _session(cfg.master, cfg.workers, spark_log)
     master = spark.conf.get("spark.master", "?")  # a Connect session has no sparkContext
-    echo(f"training on {cfg.workers} Spark tasks ({master}); checkpoints and worker logs in "
-         f"{cfg.checkpoint_dir}"
-         + (f"; resuming an earlier run after its epoch {found[0]}" if found else ""))
+    before = len(reader_states(found[1])) if found else 0
+    echo(f"training on {cfg.workers} Spark task{'s' if cfg.workers > 1 else ''} ({master}); "
+         f"checkpoints and worker logs in {cfg.checkpoint_dir}"
+         + (f"; resuming an earlier run after its epoch {found[0]}" if found else "")
+         + (f" (it trained on {before} workers; the global batch stays {cfg.batch_size}, "
+            f"{cfg.batch_size // cfg.workers} a worker here)"
+            if found and before and before != cfg.workers else ""))
     result = train_on_spark(spark, functools.partial(_worker_train, cfg), cfg.workers,
                             backend=cfg.backend, checkpoint_dir=cfg.checkpoint_dir,
                             shared_paths=[cfg.data],
@@ -71,7 +76,7 @@ def train_distributed(cfg: TrainConfig, echo: Callable[[str], None] = print,
 # another model or other batches, which the checkpoint cannot continue.
 RUN = "run.json"
 _MAY_CHANGE = frozenset({"epochs", "verbose", "model_out", "checkpoint_dir", "checkpoint_every",
-                         "master", "bench_batches", "store", "validation_split"})
+                         "master", "bench_batches", "store", "validation_split", "workers"})
 
 
 def _settings(cfg: TrainConfig) -> dict[str, Any]:
@@ -79,6 +84,16 @@ def _settings(cfg: TrainConfig) -> dict[str, Any]:
     may hold credentials; the data path without a URI's secrets)."""
     kept = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in _MAY_CHANGE}
     return dict(json.loads(json.dumps({**kept, "data": redact(cfg.data)})))
+
+
+def unfinished(cfg: TrainConfig) -> bool:
+    """Whether cfg's checkpoint directory holds a checkpoint of an unfinished run on Spark
+    workers (which a rerun resumes, on any number of workers)."""
+    ckpt = _absolute(cfg).checkpoint_dir
+    assert ckpt is not None
+    from tfspark.keras.resume import latest_checkpoint
+
+    return os.path.exists(os.path.join(ckpt, RUN)) and latest_checkpoint(ckpt) is not None
 
 
 def record_run(cfg: TrainConfig) -> None:
@@ -99,6 +114,7 @@ def same_run(cfg: TrainConfig) -> None:
     except FileNotFoundError:  # kept by a version without this file: the workers check
         return
     now = _settings(cfg)
+    saved = {k: v for k, v in saved.items() if k not in _MAY_CHANGE}
     changed = [f"{k} {saved.get(k)!r} there, {now.get(k)!r} here"
                for k in sorted(now.keys() | saved.keys()) if saved.get(k) != now.get(k)]
     if changed:

@@ -64,6 +64,10 @@ class Floats:
         """The reader's steps_per_epoch()."""
         return self.reader.steps_per_epoch()
 
+    def resumed_steps(self) -> int | None:
+        """The reader's resumed_steps()."""
+        return self.reader.resumed_steps()
+
 
 def passes(reader: Any) -> Any:
     """The reader's passes one after another, for ever (fit takes an epoch's steps of them)."""

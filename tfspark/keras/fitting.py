@@ -44,10 +44,11 @@ class Feed:
         self._round = 0  # a generator of an earlier fit call takes nothing more
         self.state: dict[str, Any] = reader.state_dict()
 
-    def load(self, state: dict[str, Any]) -> None:
-        """Start at a reader state a checkpoint saved."""
+    def load(self, state: dict[str, Any] | list[dict[str, Any]]) -> None:
+        """Start at a reader state a checkpoint saved (a list: every worker's, of a run on
+        another number of workers)."""
         self._reader.load_state_dict(state)
-        self.state = state
+        self.state = self._reader.state_dict()
 
     def batches(self) -> Iterator[Any]:
         """The batches for one fit call (a reader's iteration ends: the next one begins, as
@@ -112,7 +113,8 @@ class Resumed:
 
 def resumable_fit(model: Any, batches: Any, epochs: int, checkpoint_dir: str | None = None, *,
                   every: int | None = None, steps_per_epoch: int | None = None,
-                  callbacks: list[Any] | None = None, worker: int = 0, is_chief: bool = True,
+                  callbacks: list[Any] | None = None, worker: int = 0, workers: int = 1,
+                  is_chief: bool = True,
                   differs: Callable[[int], bool] | None = None,
                   every_worker_saves: bool = False, log: Callable[[str], None] | None = None,
                   source: Callable[[Feed], Any] | None = None, **fit_kwargs: Any) -> Resumed:
@@ -123,8 +125,12 @@ def resumable_fit(model: Any, batches: Any, epochs: int, checkpoint_dir: str | N
     batches: a read_batches reader (epochs=None, or each iteration one of fit's epochs).
     every: steps between checkpoints within an epoch (None: at epoch ends only).
     steps_per_epoch: default the reader's steps_per_epoch() (from the manifest's counts).
-    worker, is_chief, differs, every_worker_saves, log: a worker's place in a multi-worker
-      run (train_on_spark's ctx.fit passes them; see resume.epoch_checkpoint).
+    worker, workers, is_chief, differs, every_worker_saves, log: a worker's place in a
+      multi-worker run (train_on_spark's ctx.fit passes them; see resume.epoch_checkpoint).
+      A checkpoint saved by another number of workers resumes here too: each worker's
+      reader, shard=(workers, worker), continues its share of the rows the old workers had
+      not trained on in the interrupted epoch (read_batches with every old worker's state),
+      in as many steps on every worker; the epochs after it are those of a run begun here.
     source: what a fit call reads, made of the Feed (default: its batches; TensorFlow's
       multi-worker strategy needs them as a dataset it does not shard: tf.worker).
     Other keyword arguments (validation_data, verbose, ...) go to model.fit.
@@ -157,18 +163,8 @@ def resumable_fit(model: Any, batches: Any, epochs: int, checkpoint_dir: str | N
             resume.same_on_every_worker(differs, epoch, checkpoint_dir, step)
         if found is not None:
             done.history = resume.restore(model, found[2])
-            state = resume.reader_state(found[2], worker)
-            if state is None:
-                raise OptionError(f"checkpoint {found[2]!r} has no reader state for worker "
-                                  f"{worker} (saved by another kind of run): remove "
-                                  f"{checkpoint_dir!r} to start afresh")
-            try:
-                feed.load(state)
-            except StateMismatch as e:  # (its words are for read_batches' own state=)
-                raise OptionError(f"checkpoint {found[2]!r} was saved with a reader that gives "
-                                  f"other batches ({e.what}): resume with the same data set "
-                                  f"and reader arguments, or remove {checkpoint_dir!r} to "
-                                  f"start afresh") from None
+            _load(feed, resume.reader_states(found[2]), found[2], checkpoint_dir, worker,
+                  workers)
             done.resumed_at = (epoch, step)
             if log is not None:
                 log(f"resumed from the checkpoint of epoch {epoch}"
@@ -177,18 +173,47 @@ def resumable_fit(model: Any, batches: Any, epochs: int, checkpoint_dir: str | N
                    worker=worker, is_chief=is_chief, differs=differs,
                    every_worker_saves=every_worker_saves)
     own = [saver, *(callbacks or []), *_progress(keras, epochs, callbacks, fit_kwargs)]
+    rest = steps - step
+    shared = getattr(batches, "resumed_steps", lambda: None)() if step else None
+    if shared is not None and steps == batches.steps_per_epoch():  # (an epoch is a pass)
+        rest = shared  # this worker's share of the epoch another number of workers began
+        if log is not None:
+            log(f"the rest of epoch {epoch + 1}, begun on another number of workers: {rest} "
+                f"steps on each")
     if step and epoch < epochs:  # the rest of the interrupted epoch
-        saver.offset = step
-        model.fit(make(feed), steps_per_epoch=steps - step, initial_epoch=epoch,
-                  epochs=epoch + 1, callbacks=own, shuffle=False, **fit_kwargs)
-        feed.rewind()
+        saver.offset, saver.end = step, step + rest
+        if rest:
+            model.fit(make(feed), steps_per_epoch=rest, initial_epoch=epoch,
+                      epochs=epoch + 1, callbacks=own, shuffle=False, **fit_kwargs)
+            feed.rewind()
         epoch += 1
     if epoch < epochs:
-        saver.offset = 0
+        saver.offset, saver.end = 0, steps
         model.fit(make(feed), steps_per_epoch=steps, initial_epoch=epoch,
                   epochs=epochs, callbacks=own, shuffle=False, **fit_kwargs)
         feed.rewind()
     return done
+
+
+def _load(feed: Feed, saved: list[dict[str, Any]], checkpoint: str, directory: str,
+          worker: int, workers: int) -> None:
+    """Put the feed at the reader state(s) a checkpoint holds: this worker's, or, saved by
+    another number of workers, all of theirs (read_batches resumes them on this shard)."""
+    if not saved:
+        raise OptionError(f"checkpoint {checkpoint!r} has no reader state (saved by another "
+                          f"kind of run): remove {directory!r} to start afresh")
+    elsewhere = len(saved) != workers
+    try:
+        feed.load(saved if elsewhere else saved[worker])
+    except StateMismatch as e:  # (its words are for read_batches' own state=)
+        raise OptionError(f"checkpoint {checkpoint!r} was saved with a reader that gives other "
+                          f"batches ({e.what}): resume with the same data set and reader "
+                          f"arguments, or remove {directory!r} to start afresh") from None
+    except OptionError as e:
+        if not elsewhere:
+            raise
+        raise OptionError(f"checkpoint {checkpoint!r} was saved by {len(saved)} workers and "
+                          f"cannot resume on {workers}: {e}") from None
 
 
 def _progress(keras: Any, epochs: int, callbacks: list[Any] | None,
@@ -216,6 +241,7 @@ def _saver(keras: Any, feed: Feed, done: Resumed, *, directory: str | None, step
 
     class Saver(keras.callbacks.Callback):
         offset = 0  # steps of the epoch trained before this fit call
+        end = steps  # the step the epoch ends at
 
         def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
             self.epoch, self.seen = epoch, 0
@@ -225,7 +251,7 @@ def _saver(keras: Any, feed: Feed, done: Resumed, *, directory: str | None, step
             feed.trained(ran)
             self.seen = batch + 1
             at = self.offset + self.seen
-            if every and at // every > (at - ran) // every and at < steps:
+            if every and at // every > (at - ran) // every and at < self.end:
                 self._save(self.epoch, at)
 
         def on_epoch_end(self, epoch: int, logs: Any = None) -> None:

@@ -175,15 +175,24 @@ def _temporary(path: str) -> str:
     return f"{path}.tmp-{os.getpid()}-{uuid.uuid4().hex[:12]}"
 
 
-def reader_state(checkpoint: str, worker: int) -> dict[str, Any] | None:
-    """The reader state worker `worker` saved with a checkpoint (None: the checkpoint has
-    none, e.g. one saved by epoch_checkpoint)."""
+def reader_states(checkpoint: str) -> list[dict[str, Any]]:
+    """The reader states every worker saved with a checkpoint, in the order of their worker
+    numbers (empty: the checkpoint has none, e.g. one saved by epoch_checkpoint)."""
+    folder = os.path.join(checkpoint, _READERS)
     try:
-        with open(os.path.join(checkpoint, _READERS, f"worker-{worker}.json")) as f:
-            state: dict[str, Any] = json.load(f)
+        names = os.listdir(folder)
     except FileNotFoundError:
-        return None
-    return state
+        return []
+    found = {int(m[1]): n for n in names if (m := re.fullmatch(r"worker-(\d+)\.json", n))}
+    if sorted(found) != list(range(len(found))):
+        raise OptionError(f"checkpoint {checkpoint!r} holds the reader states of workers "
+                          f"{sorted(found)}, not of every worker of its run: remove it to "
+                          f"resume from the one before")
+    out = []
+    for i in range(len(found)):
+        with open(os.path.join(folder, found[i])) as f:
+            out.append(json.load(f))
+    return out
 
 
 def epoch_checkpoint(directory: str, *, is_chief: bool,

@@ -87,8 +87,8 @@ class WorkerContext:
         from tfspark.keras.fitting import resumable_fit
 
         return resumable_fit(model, batches, epochs, self.checkpoint_dir, every=every,
-                             worker=self.index, source=self.source, **self._saving(),
-                             **fit_kwargs)
+                             worker=self.index, workers=self.num_workers,
+                             source=self.source, **self._saving(), **fit_kwargs)
 
     def _saving(self) -> dict[str, Any]:
         """How this worker takes part in saving and restoring checkpoints (keras.resume)."""

@@ -104,9 +104,10 @@ class BatchReader:
         return total // self.batch_size if self.drop_remainder else -(-total // self.batch_size)
 
     def resumed_steps(self) -> int | None:
-        """Batches left of an epoch resumed on another number of workers (the next iteration
-        starts in one: load_state_dict with the old workers' states, or a state saved in that
-        epoch): this worker's share of its rows in batches, less those already handed on.
+        """Batches left of an epoch resumed on another number of workers, before the next
+        iteration begins in one (load_state_dict with the old workers' states, or a state
+        saved in that epoch): this worker's share of its rows in batches, less those already
+        handed on; every worker's is the same.
         None: no such epoch, or its batches are not known (no manifest counts, or shards that
         are not even, whose batches run on into the next epoch)."""
         rem, at = self.elastic, self._pending

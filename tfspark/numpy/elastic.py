@@ -130,19 +130,14 @@ def remainder(reader: BatchReader, states: list[dict[str, Any]],
         if s.get("format") != st.FORMAT:
             raise OptionError(f"state: item {i} is not a read_batches state (a dict from "
                               f"reader.state_dict() with format {st.FORMAT!r})")
-        if s.get("elastic"):
-            raise OptionError(f"state: item {i} was saved while a run resumed on another "
-                              f"number of workers, mid-epoch {s.get('epoch')}; resume those "
-                              f"states with shard=({s['elastic'].get('workers')}, ...) as "
-                              f"saved, and on another number after that epoch")
         loaded.append(s)
-    mine = reader.settings()
+    ours = reader.settings()
     first = loaded[0].get("settings") or {}
     for i, s in enumerate(loaded):
         theirs = s.get("settings") or {}
-        differ = [k for k in mine if k not in FREE and theirs.get(k) != mine[k]]
+        differ = [k for k in ours if k not in FREE and theirs.get(k) != ours[k]]
         if differ:
-            what = "; ".join(f"{k}={theirs.get(k)!r} there, {mine[k]!r} here" for k in differ)
+            what = "; ".join(f"{k}={theirs.get(k)!r} there, {ours[k]!r} here" for k in differ)
             raise OptionError(f"state: worker {i} of {n} read with other settings ({what}); "
                               f"resume with the settings of the interrupted run")
         if theirs.get("num_threads") != first.get("num_threads"):
@@ -154,6 +149,14 @@ def remainder(reader: BatchReader, states: list[dict[str, Any]],
                           f"save every worker's state at the same step (with even_shards, "
                           f"the default, every worker takes as many steps per epoch)")
     epoch = epochs[0]
+    if any(s.get("elastic") for s in loaded):  # saved in an epoch resumed like this one
+        if not _finished(reader, loaded):
+            raise OptionError(
+                f"state: the states were saved while a run resumed on another number of "
+                f"workers, mid-epoch {epoch}; resume them with shard="
+                f"({len(loaded)}, ...) as saved, and on another number after that epoch")
+        return Remainder(epoch, int(loaded[0].get("seed") or 0), _no_rows(),
+                         _entries([reader.part], []), [], 0, 0)
     parts, lefts, pieces, seeds = [], [], [], []
     for i, s in enumerate(loaded):
         old, part = _old_reader(reader, s, n, i)
@@ -165,6 +168,8 @@ def remainder(reader: BatchReader, states: list[dict[str, Any]],
         pieces += [(i, sp) for sp in spans]
     left = concat_tables(lefts) if any(num_rows(t) for t in lefts) else _no_rows()
     exact = [_exact_rows(parts[i], sp, reader.plan.rows_per_record) for i, sp in pieces]
+    rows: int | None
+    least: int | None
     if all(w is not None for w in exact):
         refs, mine, rows, least = _shares(reader, parts, left, pieces,
                                           [int(w or 0) for w in exact], workers, worker)
@@ -179,6 +184,30 @@ def remainder(reader: BatchReader, states: list[dict[str, Any]],
     my_spans.sort(key=lambda sp: sp.file)  # (then shuffled by the reader, as files are)
     part = _entries(parts, list(entries))
     return Remainder(epoch, seeds[0], refs, part, my_spans, rows, least)
+
+
+def _finished(reader: BatchReader, states: list[dict[str, Any]]) -> bool:
+    """Whether states saved in a resumed epoch (each with the states it resumed) are each at
+    the end of its worker's share of that epoch: then nothing of it is left."""
+    workers = len(states)
+    for j, s in enumerate(states):
+        was = s.get("elastic")
+        if not isinstance(was, dict) or (was.get("workers"), was.get("worker")) != (workers, j) \
+                or not isinstance(was.get("states"), list):
+            return False
+        theirs = s.get("settings") or {}
+        old, _ = _old_reader(reader, s, workers, j)
+        old._shard = (workers, j)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (said when that epoch was resumed)
+            rem = remainder(old, was["states"], workers, j)
+        if rem.rows is None or old.part.keep is None:
+            return False  # (not counted: cannot tell)
+        b = int(theirs.get("batch_size") or reader.batch_size)
+        steps = rem.rows // b if reader.drop_remainder else -(-rem.rows // b)
+        if int(s.get("batches") or 0) < steps:
+            return False
+    return True
 
 
 def _shares(reader: BatchReader, parts: list[Shard], left: Table,
@@ -244,14 +273,17 @@ def _rows_of_span(reader: BatchReader, part: Shard, sp: Span, lo: int, hi: int
     if lo == 0:
         return _no_rows(), sp._replace(rows=hi)
     fetcher = Fetcher(reader.io_threads, cache=reader.cache)
-    chunks = FileChunks(part, lambda: RefDecoder(reader.plan), fetcher,
-                        reader._chunk_records())
+    def refs() -> Any:  # rows' places, where the reader's decoder gives rows
+        return RefDecoder(reader.plan)
+
+    chunks = FileChunks(part, refs, fetcher, reader._chunk_records())
     got = begun = 0
-    pieces = chunks.pieces(sp, Position(0), RefDecoder(reader.plan))
+    pieces: Any = chunks.pieces(sp, Position(0), refs())
+    table: Any = {}
     try:
         for table, _ in pieces:
             n = num_rows(table)
-            heads = table[REF[3]] == 0 if n else np.zeros(0, bool)
+            heads = np.asarray(table[REF[3]]) == 0 if n else np.zeros(0, bool)
             if got + n <= lo:
                 got, begun = got + n, begun + int(np.count_nonzero(heads))
                 continue
@@ -273,7 +305,7 @@ def _rows_of_span(reader: BatchReader, part: Shard, sp: Span, lo: int, hi: int
     record = first + (s - first) % n_ + (begun - 1) * n_  # the file's number of that record
     if table[REF[3]][r] == 0:  # the cut is at a record's start
         return _no_rows(), Span(sp.file, record, byte, sp.end, hi - lo)
-    record_rows = {k: v[r:end] for k, v in table.items()}
+    record_rows: Table = {k: v[r:end] for k, v in table.items()}
     after = hi - lo - (end - r)
     return record_rows, (Span(sp.file, record + 1, byte + size, sp.end, after)
                          if after > 0 else None)
