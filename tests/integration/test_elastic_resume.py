@@ -237,7 +237,40 @@ def test_torch_and_grain_resume_on_another_number_of_workers(data):
         grain_ids = [b["id"].tolist() for b in
                      tfspark.grain_dataset(path, BATCH, shard=(2, j), state=states, **kw)]
         assert torch_ids == want and grain_ids == want and want
-    loader = tfspark.torch_dataset(path, BATCH, shard=(2, 0), state=states, **kw).loader(
-        num_workers=2, multiprocessing_context="forkserver")
-    with pytest.raises(Exception, match="use num_workers=0 \\(PyTorch\\)"):
-        next(iter(loader))
+
+
+def test_loaders_with_worker_processes_resume_on_another_number_of_workers(data):
+    """Two ranks, each a StatefulDataLoader of 2 workers, continue 3 workers' epoch: each
+    loader worker takes an equal share (1/4 of the rest), every row once; a loader's state
+    saved in that epoch resumes it in a new loader. Grain's worker processes the same."""
+    pytest.importorskip("torchdata")
+    path = data["rows"]
+    seen, states = interrupted(path, 3, [2, 4, 3], epochs=1)
+    full = Counter()
+    for i in range(3):
+        full += rows_of(by_epoch(reader(path, (3, i), epochs=1)).get(0, []))
+    kw = {"seed": SEED, "epochs": 1, "shuffle_buffer": 48}
+    rest, sizes = Counter(), []
+    for j in range(2):
+        ds = tfspark.torch_dataset(path, BATCH, shard=(2, j), state=states, **kw)
+        loader = ds.loader(num_workers=2, multiprocessing_context="forkserver")
+        it = iter(loader)
+        first = [next(it)["id"].tolist() for _ in range(3)]
+        saved = loader.state_dict()
+        del it
+        again = tfspark.torch_dataset(path, BATCH, shard=(2, j), **kw).loader(
+            num_workers=2, multiprocessing_context="forkserver")
+        again.load_state_dict(saved)
+        got = first + [b["id"].tolist() for b in again]
+        sizes.append(sum(len(b) for b in got))
+        rest += rows_of(got)
+    assert max((seen + rest).values()) == 1 and not (seen + rest) - full
+    assert sizes[0] == sizes[1] and sum((full - seen - rest).values()) < 4, sizes
+    grain = pytest.importorskip("grain")
+    rest = Counter()
+    for j in range(2):  # Grain's worker processes, the same way
+        pipeline = tfspark.grain_dataset(path, BATCH, shard=(2, j), state=states, **kw)
+        rest += rows_of(b["id"].tolist() for b in pipeline.mp_prefetch(
+            grain.MultiprocessingOptions(num_workers=2)))
+    assert max((seen + rest).values()) == 1 and not (seen + rest) - full
+    assert sum((full - seen - rest).values()) < 4

@@ -76,6 +76,7 @@ class BatchReader:
         self.last_turns: Interleave | None = None  # the turns of the latest window made
         self.elastic: Remainder | None = None  # this worker's part of a resumed epoch
         self._rem: Remainder | None = None  # ... in the iteration under way
+        self._loader: tuple[int, int] | None = None  # (k, w): a loader worker's part (for_worker)
         self._iterations = 0
         self._pending: states.ReaderState | None = None  # where the next iteration starts
         self._state: states.ReaderState | None = None  # after the latest batch handed on
@@ -85,14 +86,21 @@ class BatchReader:
         """This reader's part for one of `workers` loader workers of one process (a PyTorch
         DataLoader's): disjoint parts that together yield each of its rows exactly once per
         epoch (no evening between them: they feed one training rank)."""
-        if self._pending is not None and self._pending.elastic is not None:
-            raise OptionError(
-                "state: resuming on another number of workers reads in the loader's own "
-                "process until the resumed epoch ends: use num_workers=0 (PyTorch) or no "
-                "mp_prefetch (Grain) for it, then save a state and go on with workers")
         part = copy.copy(self)
         part.part = split_shard(self.part, workers, worker, self.plan.rows_per_record)
         part._iterations, part._pending, part._state, part._live = 0, None, None, None
+        part._loader = (workers, worker)
+        at = self._pending
+        if at is not None and at.elastic is not None:  # an epoch resumed on another number
+            if at.batches or at.window or at.taken or self._loader is not None:
+                raise OptionError(
+                    "state: saved part-way through an epoch resumed on another number of "
+                    "workers, by a reader without loader workers: go on with num_workers=0 "
+                    "(PyTorch) or no mp_prefetch (Grain) until that epoch ends")
+            # each loader worker takes an equal share of the rank's workers' rows
+            part.elastic = elastic.remainder(part, at.elastic["states"], *part._place())
+            part._pending = at.moved(settings=part.settings(),
+                                     elastic={**at.elastic, "loader": [workers, worker]})
         return part
 
     def steps_per_epoch(self) -> int | None:
@@ -158,15 +166,19 @@ class BatchReader:
             return
         was = state.get("elastic") if isinstance(state, dict) else None
         mine = self.shard_of()
+        loader = list(self._loader) if self._loader is not None else None
         if isinstance(was, dict) and state.get("epoch") == was.get("epoch") and \
-                (was.get("workers"), was.get("worker")) != mine:
+                (was.get("workers"), was.get("worker"), was.get("loader")) != (*mine, loader):
+            by = f" (loader worker {was['loader'][1]} of {was['loader'][0]})" \
+                if was.get("loader") else ""
+            here = f", loader worker {loader[1]} of {loader[0]}" if loader else ""
             raise OptionError(
-                f"state: saved by worker {was.get('worker')} of {was.get('workers')} while "
-                f"resuming on that many workers; this reader is shard={mine}: resume it as "
-                f"it was saved until its epoch {state.get('epoch')} ends")
+                f"state: saved by worker {was.get('worker')} of {was.get('workers')}{by} while "
+                f"resuming on that many workers; this reader is shard={mine}{here}: resume "
+                f"it as it was saved until its epoch {state.get('epoch')} ends")
         got = states.load(state, self.settings())
         if got.elastic is not None and got.epoch == got.elastic_epoch():
-            self.elastic = elastic.remainder(self, got.elastic["states"], *mine)
+            self.elastic = elastic.remainder(self, got.elastic["states"], *self._place())
         elif got.elastic is not None:
             got = got.moved(elastic=None)
         self._pending = got
@@ -175,6 +187,15 @@ class BatchReader:
     def shard_of(self) -> tuple[int, int]:
         """(m, j): the shard this reader reads ((1, 0): all of it)."""
         return self._shard or (1, 0)
+
+    def _place(self) -> tuple[int, int]:
+        """This reader's part of an epoch resumed on another number of workers: its shard's,
+        or for a loader worker's part (for_worker(k, w)), the w-th of k parts of it."""
+        m, j = self.shard_of()
+        if self._loader is None:
+            return m, j
+        k, w = self._loader
+        return m * k, j * k + w
 
     def _resume_elsewhere(self, old: list[dict[str, Any]]) -> None:
         """Continue the epoch of every old worker's state on this reader's shard."""
@@ -296,7 +317,7 @@ class BatchReader:
             spans = units.whole_files(self.part)
         order = list(range(len(spans)))
         if (self.shuffle_files or self.shuffle == "global") and len(order) > 1:
-            key = [seed, epoch, 1] if rem is None else [seed, epoch, 3, self.shard_of()[1]]
+            key = [seed, epoch, 1] if rem is None else [seed, epoch, 3, self._place()[1]]
             order = [int(i) for i in np.random.default_rng(key).permutation(len(order))]
 
         def decoder() -> Any:
