@@ -139,3 +139,30 @@ def test_on_a_store_the_pairs_are_its_uris(s3):
 
     assert check(pairs, read) == 500
     assert fs.get_file_info(pafs.FileSelector(f"{path}/{DIR}", recursive=True))
+
+
+def test_written_at_export_with_dali_index(tmp_path):
+    """dali_index=True: the write's index files come with it, an append's for its new files;
+    a compressed write with it is refused before anything is written."""
+    out = tmp_path / "ds"
+    first = tfspark.write_dataset(table(600), str(out), label_cols=["y"],
+                                  max_records_per_file=250, dali_index=True)
+    assert first.dali_indexes == 3 and "DALI index: 3 files written" in first.summary()
+    again = tfspark.write_dataset(table(100, 600), str(out), label_cols=["y"], mode="append",
+                                  dali_index=True)
+    pairs = tfspark.dali_index(out)  # (nothing left to write)
+    assert again.dali_indexes == 1 and check(pairs) == 700 and len(pairs) == 4
+    with pytest.raises(OptionError, match=r"dali_index: DALI reads uncompressed TFRecords "
+                       r"only, and compression is 'gzip': drop one of them"):
+        tfspark.write_dataset(table(30), str(tmp_path / "gz"), compression="gzip",
+                              dali_index=True)
+    assert not (tmp_path / "gz").exists()
+
+
+@pytest.mark.spark
+def test_written_by_write_tfrecords_with_dali_index(tmp_path, spark):
+    df = spark.createDataFrame(table(300).to_pandas())
+    done = tfspark.write_tfrecords(df, str(tmp_path / "spark"), label_cols=["y"],
+                                   dali_index=True)
+    assert done.dali_indexes >= 1
+    assert check(tfspark.dali_index(tmp_path / "spark")) == 300

@@ -202,6 +202,11 @@ def export(df: DataFrame, opts: WriteOptions, filesystem: Any = None) -> WriteRe
                               compression=opts.compression)
     result = replace(result, seconds=staged.seconds, passes=2 if why else 1,
                      two_passes_why=why or "")
+    if opts.dali_index:  # (it reads the records: the kernels, here only then)
+        from tfspark.store import dali
+
+        result = replace(result, dali_indexes=dali.after_write(loc, backup_rows,
+                                                               "write_tfrecords"))
     log.info("%s", result.summary())
     for line in observe.label_nulls(spec, (manifest.stats or {}).get("null_counts", {}),
                                     backup_rows, opts.defaults):

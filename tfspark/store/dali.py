@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from tfspark.errors import CountMismatchError, OptionError
+from tfspark.errors import CountMismatchError, OptionError, TfsparkError
 from tfspark.store import manifest as mf
 from tfspark.store.fs import Location, locate
-from tfspark.store.uris import redact
+from tfspark.store.uris import error_line, redact
 from tfspark.wire.stream import stream_framed
 
 DIR = "_tfspark_index"
@@ -86,6 +86,20 @@ def write_indexes(loc: Location, split: str | None
         loc.delete_files(f"{DIR}/{rel}" for rel in stale)
     pairs = [(loc.child_uri(f.path), loc.child_uri(f"{DIR}/{f.path}{SUFFIX}")) for f in files]
     return pairs, len(missing), len(stale)
+
+
+def after_write(loc: Location, rows: int, who: str) -> int:
+    """dali_index=True: the index files of a committed write's data set (the new files'; those
+    of files it replaced removed), or TfsparkError saying the rows are committed and which
+    command writes the index. The number written."""
+    try:
+        return write_indexes(loc, None)[1]
+    except Exception as e:
+        raise TfsparkError(
+            f"{who} committed this write's {rows:,} rows to {redact(loc.uri)!r}, but writing "
+            f"their DALI index failed ({error_line(e)}); the rows are in the data set, do not "
+            f"write them again: `tfspark index PATH` (tfspark.dali_index) writes the index") \
+            from e
 
 
 def record_index(loc: Location, rel: str) -> np.ndarray:

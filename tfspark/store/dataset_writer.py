@@ -33,6 +33,7 @@ from tfspark.errors import CountMismatchError, OptionError, TfsparkError, scrubb
 from tfspark.spec import FeatureSpec, infer_spec
 from tfspark.spec.from_arrow import spark_schema
 from tfspark.store import backup as copy
+from tfspark.store import dali
 from tfspark.store import manifest as mf
 from tfspark.store.commit import StartedFrom, existing_manifest, last_write, new_write_id
 from tfspark.store.fs import Location, locate
@@ -410,6 +411,8 @@ def _write(source: Source, opts: WriteOptions, filesystem: Any) -> WriteResult:
                               compression=opts.compression)
     result = replace(result, seconds={"backup": round(copied - started, 2),
                                       "tfrecords": round(encoded - copied, 2)})
+    if opts.dali_index:
+        result = replace(result, dali_indexes=dali.after_write(loc, facts.rows, "write_dataset"))
     log.info("%s", result.summary())
     for line in label_nulls(spec, facts.nulls, facts.rows, opts.defaults):
         log.warning("%s", line)

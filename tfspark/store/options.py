@@ -142,6 +142,10 @@ class WriteOptions:
         False, s.boolean, "true: the write's tasks gather feature statistics into the "
         "manifest (keras_preprocessing, tfspark stats)", option="featureStats",
         text=s.bool_text, workflow=False)
+    dali_index: bool = _setting(
+        False, s.boolean, "also write index files for NVIDIA DALI's TFRecord reader (what "
+        "tfspark index writes, under <path>/_tfspark_index/), after the commit; "
+        "uncompressed files only", typed=bool, option=None)
     stats_top_k: int = _setting(
         10_000, s.positive, "most frequent values kept per string/integer feature",
         option="statsTopK", text=s.int_text, typed=int)
@@ -205,6 +209,10 @@ class WriteOptions:
         if self.task_stats and self.record_type == "ByteArray":
             raise OptionError("option featureStats=true needs a feature spec; recordType "
                               "ByteArray writes raw records: drop one of them")
+        if self.dali_index and self.compression:
+            name = "option dali_index" if prefix else "dali_index"
+            raise OptionError(f"{name}: DALI reads uncompressed TFRecords only, and compression "
+                              f"is {self.compression!r}: drop one of them")
         if self.split is None and self.split_key is not None:
             raise OptionError("split_key is given but split is not; pass split={'train': 0.8, "
                               "'validation': 0.2} or drop split_key")

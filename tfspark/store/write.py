@@ -307,6 +307,7 @@ class WriteResult:
     seconds: dict[str, float] = field(default_factory=dict)  # per stage
     passes: int = 1  # over the source rows: 1, or 2 (the backup staged first)
     two_passes_why: str = ""  # why two (write_tfrecords)
+    dali_indexes: int = 0  # DALI index files written after the commit (dali_index=True)
 
     def summary(self) -> str:
         """A few lines for the terminal: counts (source = backup = tfrecords), splits, timings."""
@@ -322,6 +323,9 @@ class WriteResult:
             lines.append("  time: " + ", ".join(f"{k} {v:.1f}s" for k, v in self.seconds.items()))
         if self.two_passes_why:
             lines.append(f"  two passes over the rows: {self.two_passes_why}")
+        if self.dali_indexes:
+            lines.append(f"  DALI index: {progress.many(self.dali_indexes, 'file')} written "
+                         f"(tfspark.dali_index(path) pairs them with the data files)")
         for name, s in self.splits.items():
             lines.append(f"  split {name}: {progress.many(s.rows, 'row')}, "
                          f"{progress.many(s.files, 'file')}, {s.bytes / 2**20:,.1f} MiB")
