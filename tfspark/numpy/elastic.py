@@ -26,10 +26,11 @@ workers take one row more. Without counts, the shares are near-equal, by the spa
 A new worker's epoch is then its rows of the old windows as one window, and its spans read in
 turns by its own slots in windows of its own shuffle (from the seed, the epoch and its number
 j). Its state says where it is in that epoch and carries the old states, so a state saved then
-resumes it (with the same m; states saved at its end, on any number: nothing of it is left;
-a loader worker's part, for_worker(k, w), is the w-th of k shares of its rank's); past that epoch its states are those of a run begun on m workers
-(with its own batch size and shuffle buffer: a run on m workers of the same global batch has
-another per-worker batch). What the shares do not keep is the old run's order in the epoch.
+resumes it with the same m (states saved at its end resume on any number: nothing of it is
+left). A loader worker's part, for_worker(k, w), is the w-th of k shares of its rank's. Past
+that epoch its states are those of a run begun on m workers (with its own batch size and
+shuffle buffer: a run on m workers of the same global batch has another per-worker batch).
+What the shares do not keep is the old run's order in the epoch.
 """
 
 from __future__ import annotations
