@@ -360,7 +360,8 @@ def preempted_train(cfg, at: int, ctx):
 def test_train_resumes_a_run_of_two_workers_on_one(spark, tmp_path, capsys, monkeypatch):
     """`tfspark train --workers 2` preempted mid-epoch, then rerun with --workers 1: the one
     worker trains the rest of that epoch (the rows the two had not trained on, in batches of
-    the same global size) and the epochs after, from the checkpoint's weights."""
+    the same global size) and the epochs after, from the checkpoint's weights. (A string
+    feature: one TensorFlow worker reads it as tensors too.)"""
     import functools
 
     from pyspark.sql import functions as F
@@ -372,7 +373,8 @@ def test_train_resumes_a_run_of_two_workers_on_one(spark, tmp_path, capsys, monk
 
     data = str(tmp_path / "ds")
     df = spark.range(2000).select("id", (F.col("id") % 2).alias("y"),
-                                  (F.col("id") * 0.5 % 7).alias("x"))
+                                  (F.col("id") * 0.5 % 7).alias("x"),
+                                  F.concat(F.lit("c"), F.col("id") % 3).alias("c"))
     tfspark.write_tfrecords(df, data, label_cols=["y"], split={"train": 0.8, "validation": 0.2},
                             split_key="id")
     model_out, ckpt = tmp_path / "m.keras", tmp_path / "m.checkpoints"

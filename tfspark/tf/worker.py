@@ -104,7 +104,7 @@ def main(argv: list[str]) -> int:
         whole_worker_batches(strategy)
     ctx = WorkerContext(job["num_workers"], job["index"], job["task_id"], job["checkpoint_dir"],
                         backend="tensorflow", strategy=strategy, differs=_differs(strategy),
-                        source=unsharded_batches if job["num_workers"] > 1 else None)
+                        source=unsharded_batches)  # (also one worker: strings as tensors)
     ctx.log(f"started: {strategy.num_replicas_in_sync} replicas in sync")
     run_job(job, ctx, argv[1])
     # Leave together: the chief hosts TensorFlow's coordination service, and a worker still
