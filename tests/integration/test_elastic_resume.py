@@ -180,6 +180,25 @@ def test_states_at_the_end_of_a_resumed_epoch_resume_on_yet_another_number(data)
         reader(path, (4, 0), state=mids)
 
 
+def test_a_checkpoint_saved_part_way_through_a_taken_over_epoch_names_its_workers(data):
+    """What resumable_fit (tfspark train) says of one: in the terms of a training run."""
+    from tfspark.keras.fitting import Feed, _load
+
+    path = data["rows"]
+    _, states = interrupted(path, 2, [2, 3])
+    mids = []
+    for j in range(3):
+        r = reader(path, (3, j), state=states)
+        next(iter(r))
+        mids.append(r.state_dict())
+        r.close()
+    with pytest.raises(OptionError, match=r"checkpoint 'ck' was saved by 3 workers part-way "
+                       r"through an epoch they took over from a run on another number of "
+                       r"workers: resume it on 3 workers \(tfspark train --workers 3\) until "
+                       r"that epoch ends, then on any number"):
+        _load(Feed(reader(path, (2, 0))), mids, "ck", "dir", 0, 2)
+
+
 def test_the_same_global_batch_on_another_number_of_workers(data):
     """A run on m workers with the global batch of one on n: another per-worker batch and
     shuffle buffer (their default, ten batches) resume the epoch, in equal steps."""

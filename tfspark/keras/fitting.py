@@ -212,8 +212,16 @@ def _load(feed: Feed, saved: list[dict[str, Any]], checkpoint: str, directory: s
     except OptionError as e:
         if not elsewhere:
             raise
-        raise OptionError(f"checkpoint {checkpoint!r} was saved by {len(saved)} workers and "
-                          f"cannot resume on {workers}: {e}") from None
+        n = len(saved)
+        by = f"{n} worker{'s' if n > 1 else ''}"
+        if any(isinstance(st.get("elastic"), dict) for st in saved):
+            raise OptionError(
+                f"checkpoint {checkpoint!r} was saved by {by} part-way through an epoch they "
+                f"took over from a run on another number of workers: resume it on {by} "
+                f"(tfspark train --workers {n}) until that epoch ends, then on any number"
+                ) from None
+        raise OptionError(f"checkpoint {checkpoint!r} was saved by {by} and cannot resume on "
+                          f"{workers}: {e}") from None
 
 
 def _progress(keras: Any, epochs: int, callbacks: list[Any] | None,
