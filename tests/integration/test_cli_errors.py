@@ -467,6 +467,12 @@ def test_train_on_workers_checks_its_settings_before_spark_runs_a_task(spark, tm
     # how long, where to and how loud may change: the rerun goes on from that checkpoint
     same_run(dataclasses.replace(ran, epochs=9, verbose=0, model_out=str(tmp_path / "n.keras"),
                                  checkpoint_every=10))
+    # data written to since the run began: its checkpoints hold places in the old files
+    tfspark.write_tfrecords(df.limit(10), data, label_cols=["y"], mode="append",
+                            split={"train": 0.8, "validation": 0.2}, split_key="id")
+    line = _one_error(cli([*workers, "--batch-size", "256"]))
+    assert "which was written to since (an append or an overwrite): they cannot resume on " \
+        "other rows; remove that directory" in line, line
 
 
 def test_an_error_of_the_library_names_the_commands_flags():

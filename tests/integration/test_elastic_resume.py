@@ -273,6 +273,9 @@ def test_loaders_with_worker_processes_resume_on_another_number_of_workers(data)
     for j in range(2):
         ds = tfspark.torch_dataset(path, BATCH, shard=(2, j), state=states, **kw)
         loader = ds.loader(num_workers=2, multiprocessing_context="forkserver")
+        with pytest.raises(OptionError, match=r"read by its loader's 2 worker processes, so "
+                           r"its own state is not where they are: save the loader's"):
+            ds.state_dict()  # (it would say: from the start)
         it = iter(loader)
         first = [next(it)["id"].tolist() for _ in range(3)]
         saved = loader.state_dict()

@@ -395,11 +395,12 @@ def test_train_resumes_a_run_of_two_workers_on_one(spark, tmp_path, capsys, monk
     left = 2 * per_worker - 2 * step * 32
     monkeypatch.chdir(tmp_path)
     code = main(["train", data, "--workers", "1", "--epochs", "2", "--label", "y",
-                 "--batch-size", "64", "--model-out", str(model_out), "--config",
-                 str(_config(tmp_path))])
+                 "--batch-size", "64", "--model-out", str(model_out), "--checkpoint-every",
+                 "4", "--config", str(_config(tmp_path))])
     out = capsys.readouterr().out
     assert code == 0, out
-    assert "it trained on 2 workers" in out and "the global batch stays 64" in out, out
+    assert (f"resuming an earlier run from its checkpoint of epoch 1, step {step} (it trained "
+            f"on 2 workers; the global batch stays 64, 64 a worker here)") in out, out
     log = (ckpt / "logs" / "worker-0.log").read_text()
     assert f"resumed from the checkpoint of epoch 1, step {step}" in log, log
     assert f"begun on another number of workers: {-(-left // 64)} steps on each" in log, log

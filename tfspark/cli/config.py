@@ -308,6 +308,14 @@ class TrainConfig:
     store: dict[str, Any] | None = None  # [store]: pyarrow's filesystem options for `data`
     backend: str = "tensorflow"  # Keras 3's backend: "tensorflow", or "jax" (no TensorFlow)
 
+    def check_in_process(self, where: str) -> None:
+        """OptionError for what a run in this process (not on Spark workers) cannot do."""
+        if self.checkpoint_every is not None:
+            raise OptionError(f"checkpoint_every in {where} is for training on Spark workers "
+                              f"(workers > 1, or a rerun resuming their checkpoints), whose "
+                              f"retried stage resumes from the checkpoints; one process takes "
+                              f"none: set workers, or leave checkpoint_every out")
+
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any], where: str = "config") -> TrainConfig:
         """A TrainConfig from {key: value}; OptionError names an unknown key or a bad value and
@@ -322,11 +330,6 @@ class TrainConfig:
                                   f"{', '.join(fields)}")
             out[key] = _check_train_value(key, value, where)
         cfg = cls(**out)
-        if cfg.checkpoint_every is not None and cfg.workers <= 1:
-            raise OptionError(f"checkpoint_every in {where} is for training on several Spark "
-                              f"workers (workers > 1), whose retried stage resumes from the "
-                              f"checkpoints; one process takes none: set workers, or leave "
-                              f"checkpoint_every out")
         for key in ("model_out", "checkpoint_dir"):  # (found after training, or by Spark)
             local_only(getattr(cfg, key) or "", key, "Keras saves to files", ", or a mounted "
                        "one every worker sees (e.g. /dbfs/... on Databricks); copy the model to "

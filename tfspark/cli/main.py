@@ -272,6 +272,8 @@ def _train(args: argparse.Namespace) -> int:
 
     # one worker resuming the checkpoints of a run on several: a Spark task, as they were
     several = cfg.workers > 1 or unfinished(cfg)
+    if not several:
+        cfg.check_in_process(str(args.config) if args.config else "the command line")
     use_backend(cfg.backend, trains_here=not several)  # before Keras is imported
     from tfspark.cli.train import train
 

@@ -42,6 +42,8 @@ def train(config: TrainConfig | Mapping[str, Any],
     distribution), each worker reads its shard at batch_size / workers, the chief saves.
     """
     cfg = config if isinstance(config, TrainConfig) else TrainConfig.from_mapping(config)
+    if worker is None:
+        cfg.check_in_process("config")
     n = worker.num_workers if worker is not None else 1
     data = _Data.of(cfg, _batch_per_worker(cfg, n), worker)
     chosen = _choose(cfg, data)

@@ -35,7 +35,7 @@ def train_distributed(cfg: TrainConfig, echo: Callable[[str], None] = print,
     cfg.master). spark_log=False (the command line without --verbose): a session made here
     leaves out Spark's log of each failed task, which repeats what the workers' own lines and
     the error already say, with a JVM stack trace, for each worker of each attempt."""
-    from tfspark.keras.resume import latest_checkpoint, reader_states, remove_checkpoints
+    from tfspark.keras.resume import latest, latest_checkpoint, reader_states, remove_checkpoints
     from tfspark.spark.distributed import train_on_spark
 
     # a bad setting: one line now, before Spark starts any task (the label resolved, so that
@@ -52,10 +52,12 @@ def train_distributed(cfg: TrainConfig, echo: Callable[[str], None] = print,
     if spark is None:
         spark = _session(cfg.master, cfg.workers, spark_log)
     master = spark.conf.get("spark.master", "?")  # a Connect session has no sparkContext
-    before = len(reader_states(found[1])) if found else 0
+    at = latest(cfg.checkpoint_dir) if found else None
+    before = len(reader_states(at[2])) if at else 0
     echo(f"training on {cfg.workers} Spark task{'s' if cfg.workers > 1 else ''} ({master}); "
          f"checkpoints and worker logs in {cfg.checkpoint_dir}"
-         + (f"; resuming an earlier run after its epoch {found[0]}" if found else "")
+         + (f"; resuming an earlier run from its checkpoint of epoch {at[0]}"
+            + (f", step {at[1]}" if at[1] else "") if at else "")
          + (f" (it trained on {before} workers; the global batch stays {cfg.batch_size}, "
             f"{cfg.batch_size // cfg.workers} a worker here)"
             if found and before and before != cfg.workers else ""))
@@ -97,11 +99,26 @@ def unfinished(cfg: TrainConfig) -> bool:
 
 
 def record_run(cfg: TrainConfig) -> None:
-    """Write cfg's settings into its checkpoint directory, for a rerun to compare."""
+    """Write cfg's settings into its checkpoint directory, for a rerun to compare, with the
+    data set's last write (a rerun on data written to since cannot resume)."""
     assert cfg.checkpoint_dir is not None
     os.makedirs(cfg.checkpoint_dir, exist_ok=True)
     with open(os.path.join(cfg.checkpoint_dir, RUN), "w") as f:
-        json.dump(_settings(cfg), f, indent=1, sort_keys=True)
+        json.dump({**_settings(cfg), _DATA: _data_write(cfg)}, f, indent=1, sort_keys=True)
+
+
+_DATA = "data_last_write"  # in run.json: the data set's last write when the run began
+
+
+def _data_write(cfg: TrainConfig) -> str | None:
+    """The id of the last write to cfg's data set (None: not found)."""
+    from tfspark.store.partitions import read_data_set_manifest
+
+    try:
+        return read_data_set_manifest(cfg.data, store_filesystem(
+            cfg.data, cfg.store, "the train config")).last_write
+    except Exception:  # noqa: BLE001 - the workers' own checks name what is wrong
+        return None
 
 
 def same_run(cfg: TrainConfig) -> None:
@@ -114,6 +131,13 @@ def same_run(cfg: TrainConfig) -> None:
     except FileNotFoundError:  # kept by a version without this file: the workers check
         return
     now = _settings(cfg)
+    began_on = saved.pop(_DATA, None)
+    if began_on is not None and began_on != _data_write(cfg):
+        raise OptionError(
+            f"{cfg.checkpoint_dir!r} holds the checkpoints of an unfinished run on "
+            f"{redact(cfg.data)!r}, which was written to since (an append or an overwrite): "
+            f"they cannot resume on other rows; remove that directory (or give another "
+            f"--checkpoint-dir) to train on the data set as it is now")
     saved = {k: v for k, v in saved.items() if k not in _MAY_CHANGE}
     changed = [f"{k} {saved.get(k)!r} there, {now.get(k)!r} here"
                for k in sorted(now.keys() | saved.keys()) if saved.get(k) != now.get(k)]

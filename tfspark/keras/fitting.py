@@ -178,8 +178,8 @@ def resumable_fit(model: Any, batches: Any, epochs: int, checkpoint_dir: str | N
     if shared is not None and steps == batches.steps_per_epoch():  # (an epoch is a pass)
         rest = shared  # this worker's share of the epoch another number of workers began
         if log is not None:
-            log(f"the rest of epoch {epoch + 1}, begun on another number of workers: {rest} "
-                f"steps on each")
+            log(f"the rest of that epoch, begun on another number of workers: {rest} steps "
+                f"on each")
     if step and epoch < epochs:  # the rest of the interrupted epoch
         saver.offset, saver.end = step, step + rest
         if rest:

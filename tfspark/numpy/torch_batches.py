@@ -26,10 +26,11 @@ class TorchBatches(IterableDataset):
         self.path_or_files, self.batch_size, self.kwargs = path_or_files, batch_size, kwargs
         self._reader: Any = None  # (where, reader), made in the process that iterates
         self._state: dict[str, Any] | None = None  # given back, for the next iteration
+        self._workers = 0  # a loader of this many worker processes reads it (loader())
 
     def __getstate__(self) -> dict[str, Any]:
         # A worker gets the arguments and any state given back, never the parent's reader.
-        return {**self.__dict__, "_reader": None}
+        return {**self.__dict__, "_reader": None, "_workers": 0}
 
     def reader(self) -> Any:
         """This process's reader (a DataLoader worker's: its part of the shard), made once."""
@@ -64,6 +65,11 @@ class TorchBatches(IterableDataset):
 
     def state_dict(self) -> dict[str, Any]:
         """Where the reader is (JSON-serializable), for torchdata's StatefulDataLoader."""
+        if self._workers and get_worker_info() is None:  # (its copies are read, not it)
+            raise OptionError(
+                f"state_dict: this dataset is read by its loader's {self._workers} worker "
+                f"processes, so its own state is not where they are: save the loader's "
+                f"(loader.state_dict(), given back by loader.load_state_dict())")
         return dict(self._state) if self._state is not None else self.reader().state_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -83,6 +89,7 @@ class TorchBatches(IterableDataset):
                               f"are made by the reader (torch_dataset's batch_size): leave "
                               f"batch_size out")
         kwargs["batch_size"] = None
+        self._workers = num_workers
         try:
             from torchdata.stateful_dataloader import StatefulDataLoader
         except ImportError:
