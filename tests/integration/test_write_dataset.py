@@ -236,7 +236,7 @@ class _ArrowStream:
         return self.table.__arrow_c_stream__(requested_schema)
 
 
-def test_modes_appends_and_what_is_refused(tmp_path):
+def test_modes_appends_and_what_is_refused(tmp_path, capsys):
     out = str(tmp_path / "ds")
     tfspark.write_dataset(every_type(10), out, label_cols=["y"])
     with pytest.raises(OptionError, match="already exists"):
@@ -245,10 +245,22 @@ def test_modes_appends_and_what_is_refused(tmp_path):
     tfspark.write_dataset(every_type(10, start=10), out, mode="append", label_cols=["y"])
     assert read_rows(out)["id"] == list(range(20))
     assert read_manifest(out).backup.rows == 20 and tfspark.verify(out).ok
+    # an append's statistics are of its own rows: said where they are shown and used
+    m = read_manifest(out)
+    assert m.stats_scope() == "the last write's 10 rows only, an append: not all 20"
+    with pytest.warns(UserWarning, match=r"the statistics of .* are of the last write's 10 "
+                      r"rows only, an append: not all 20: an overwrite with every row"):
+        assert m.feature_stats()["id"]["min"] == 10
+    from tfspark.cli.main import main
+
+    assert main(["inspect", out]) == 0
     with pytest.raises(SchemaError, match=r"cannot append .* \(missing: \['b', 'cat'"):
         tfspark.write_dataset(pa.table({"id": [1]}), out, mode="append")
+    assert "statistics (the last write's 10 rows only, an append: not all 20;" in \
+        capsys.readouterr().out
     tfspark.write_dataset(pa.table({"id": [7, 8]}), out, mode="overwrite")
     assert read_rows(out)["id"] == [7, 8] and tfspark.verify(out).ok
+    assert read_manifest(out).stats_scope() is None
     for name in ("backup_table", "stats_exact"):
         with pytest.raises(OptionError, match=f"^{name}: .*write_dataset"):
             tfspark.write_dataset(pa.table({"id": [1]}), str(tmp_path / name),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import errno
 import os
+import warnings
 from collections.abc import Iterator
 from itertools import islice
 from pathlib import Path
@@ -66,9 +67,13 @@ def describe(path: str, filesystem: Any = None, manifest: mf.Manifest | None = N
                 for f in m.spec.features]
         lines += ["", *_table(["feature", "kind", "dtype", "shape", "source type", "nullable",
                                "default", "label"], rows)]
-    features = m.feature_stats()
+    scope = m.stats_scope()
+    with warnings.catch_warnings():  # (said in the header)
+        warnings.simplefilter("ignore")
+        features = m.feature_stats()
     if features:
-        lines += ["", "statistics (all rows; of present values, nulls counted apart):",
+        lines += ["", f"statistics ({scope or 'all rows'}; of present values, nulls counted "
+                      f"apart):",
                   *stats_table(features, m.spec)]
     return "\n".join(lines) + "\n"
 

@@ -234,9 +234,29 @@ class Manifest:
         """Rows of one split (all rows for None)."""
         return sum(f.row_count for f in self.files_of(split=split))
 
+    def stats_scope(self) -> str | None:
+        """None: the statistics are of every row; else which rows they are of (an append's
+        statistics are of its own rows: the earlier rows' sketches are not kept)."""
+        if self.stats.get("features_scope") != "last write":
+            return None
+        rows = (self.stats.get("rows") or {}).get("source")
+        of = f"{rows:,} " if isinstance(rows, int) else ""
+        return f"the last write's {of}rows only, an append: not all {self.rows:,}"
+
     def feature_stats(self, split: str | None = None) -> dict[str, Any] | None:
         """{feature: statistics} the write stored (spark.stats): of one split, or of all
-        rows when split is None; None when there are none."""
+        rows when split is None; None when there are none. Those of an append are of its
+        own rows (stats_scope), said once by a warning."""
+        scope = self.stats_scope()
+        if scope is not None and "scope said" not in self._loaded:
+            import warnings
+
+            from tfspark.store.uris import redact
+
+            self._loaded["scope said"] = True
+            where = redact(self.home.uri) if self.home is not None else "this data set"
+            warnings.warn(f"the statistics of {where} are of {scope}: an overwrite with every "
+                          f"row gives statistics of all of them", stacklevel=2)
         side = self.stats.get("side")
         if side is None:  # written by a tfspark that kept them inside the manifest
             if split is not None:
