@@ -286,7 +286,7 @@ def _run_worker(cmd: list[str], env: dict[str, str], checkpoint_dir: str | None,
     # The exception it died of on the first line: a command line shows only that one.
     raised = next((ln.strip() for ln in reversed(tail) if _EXCEPTION_LINE.match(ln)), None)
     return (f"tfspark training worker {index} {how}" + (f" ({raised})" if raised else "")
-            + "; its last output lines:\n" + "".join(tail))
+            + "\nits last output lines:\n" + "".join(tail))
 
 
 def _free_port(host: str) -> int:
