@@ -131,8 +131,9 @@ def same_run(cfg: TrainConfig) -> None:
     except FileNotFoundError:  # kept by a version without this file: the workers check
         return
     now = _settings(cfg)
-    began_on = saved.pop(_DATA, None)
-    if began_on is not None and began_on != _data_write(cfg):
+    began_on, now_on = saved.pop(_DATA, None), _data_write(cfg)
+    if None not in (began_on, now_on) and began_on != now_on:  # (None: not read; the workers
+        #                                                        say what is wrong)
         raise OptionError(
             f"{cfg.checkpoint_dir!r} holds the checkpoints of an unfinished run on "
             f"{redact(cfg.data)!r}, which was written to since (an append or an overwrite): "
