@@ -441,6 +441,10 @@ def test_train_on_workers_checks_its_settings_before_spark_runs_a_task(spark, tm
     assert "no 'nope'" in line and "set train_split" in line, line
     assert spark.sparkContext.statusTracker().getJobIdsForGroup() == jobs  # no job ran
     assert not (tmp_path / "m.checkpoints").exists()
+    # one process takes no checkpoints (no unfinished run of workers to resume here)
+    line = _one_error(cli(["train", data, "--checkpoint-every", "5", "--model-out",
+                           str(tmp_path / "one.keras")]))
+    assert "checkpoint_every in the command line is for training on Spark workers" in line, line
 
     # What an unfinished run leaves for a rerun to resume: its settings, and a complete
     # checkpoint (an epoch directory with its state file, which the workers would restore).

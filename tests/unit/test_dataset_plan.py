@@ -201,7 +201,10 @@ def test_train_config_file_and_errors(tmp_path):
                        ({"model_out": "m.h5"}, r"\.keras"),
                        ({"hidden_units": ["a"]}, "hidden_units"),
                        ({"checkpoint_every": 0, "backend": "jax", "workers": 2},
-                        "checkpoint_every"),
-                       ({"checkpoint_every": 50}, r"checkpoint_every .*\(workers > 1\)")):
+                        "checkpoint_every")):
         with pytest.raises(OptionError, match=match):
             TrainConfig.from_mapping(bad)
+    # checkpoints are a run on Spark workers' (or a rerun resuming theirs): not one process's
+    with pytest.raises(OptionError, match=r"checkpoint_every in config is for training on "
+                       r"Spark workers \(workers > 1, or a rerun resuming their checkpoints\)"):
+        TrainConfig.from_mapping({"checkpoint_every": 50}).check_in_process("config")
