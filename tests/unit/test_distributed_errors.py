@@ -124,3 +124,17 @@ def test_a_training_process_writes_a_warning_as_one_line(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stderr == ("UserWarning: even_shards: worker 0 of 2 reads 9 of its 10 rows "
                            "(<string>:4)\n")
+
+
+def test_workers_on_one_host_are_given_distinct_ports():
+    """Each worker's port is held until every worker has sent its address: two on one host
+    never get the same one (they did, the first's let go at once: the second's training
+    process could not start its server, and the first waited for it)."""
+    from tfspark.spark.distributed import _reserved_port
+
+    with _reserved_port("127.0.0.1") as a, _reserved_port("127.0.0.1") as b:
+        assert a != b
+        import socket
+
+        with socket.socket() as s, pytest.raises(OSError):  # held: no one else binds it
+            s.bind(("127.0.0.1", a))

@@ -11,6 +11,7 @@ never imports TensorFlow or JAX: the training process does.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pickle
@@ -218,7 +219,8 @@ def _task(payload: bytes, num_workers: int, checkpoint_dir: str | None,
         ctx = BarrierTaskContext.get()
         index = ctx.partitionId()
         host = ctx.getTaskInfos()[index].address.rsplit(":", 1)[0]
-        workers = ctx.allGather(f"{host}:{_free_port(host)}")
+        with _reserved_port(host) as port:  # held while the others pick theirs
+            workers = ctx.allGather(f"{host}:{port}")
         child_env = {**os.environ, **env, "KERAS_BACKEND": backend,
                      "TFSPARK_TASK_PID": str(os.getpid())}
         if backend == "tensorflow":
@@ -289,11 +291,15 @@ def _run_worker(cmd: list[str], env: dict[str, str], checkpoint_dir: str | None,
             + "\nits last output lines:\n" + "".join(tail))
 
 
-def _free_port(host: str) -> int:
-    """A port free on this host now (the training process binds it a moment later)."""
+@contextlib.contextmanager
+def _reserved_port(host: str) -> Iterator[int]:
+    """A port free on this host, held (bound) until the block ends; the training process binds
+    it a moment later. Held while the workers exchange addresses: two workers on one host that
+    each took a free port and let it go at once were given the same one, and the second's
+    training process could not start its server while the first waited for it for ever."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("" if host in ("localhost",) else host, 0))
-        return int(s.getsockname()[1])
+        yield int(s.getsockname()[1])
 
 
 def _worker_error(message: str) -> str:
