@@ -3,6 +3,8 @@ own lines out of Spark's error text, not the JVM stack trace."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from tfspark.spark.distributed import _worker_error
@@ -138,3 +140,41 @@ def test_workers_on_one_host_are_given_distinct_ports():
 
         with socket.socket() as s, pytest.raises(OSError):  # held: no one else binds it
             s.bind(("127.0.0.1", a))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal")
+def test_a_training_process_blocked_in_native_code_ends_with_its_task(tmp_path):
+    """A training process stuck in native code that holds the GIL (TensorFlow's strategy
+    waiting for a worker that never started) ends when its task's process is killed: its
+    watching thread never ran there, and such a process stayed for good."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    child = ("import re, sys; from tfspark.keras.worker import exit_with_parent; "
+             "exit_with_parent(); print('blocked', flush=True); "
+             "re.match(r'(a+)+$', 'a' * 64 + 'b')")  # minutes in C, the GIL held
+    parent = ("import subprocess, sys, time; "
+              f"p = subprocess.Popen([sys.executable, '-c', {child!r}]); "
+              "print(p.pid, flush=True); time.sleep(600)")
+    task = subprocess.Popen([sys.executable, "-c", parent], stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(task.stdout.readline())
+        assert task.stdout.readline().strip() == "blocked"
+        time.sleep(0.5)  # (into the regular expression)
+        os.kill(task.pid, signal.SIGKILL)
+        task.wait()
+        for _ in range(100):
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] == "Z":  # ended, not yet reaped
+                        break
+            except FileNotFoundError:
+                break
+            time.sleep(0.1)
+        else:
+            os.kill(pid, signal.SIGKILL)
+            pytest.fail("the training process outlived its task's process")
+    finally:
+        task.kill()

@@ -115,11 +115,22 @@ class WorkerContext:
 
 
 def exit_with_parent() -> None:
-    """End this process when the Spark task's process is gone (killed, or the task cancelled).
+    """End this process when the Spark task's process is gone (killed, or the task cancelled):
+    on Linux by the kernel's parent-death signal, and by a thread watching the parent.
 
     The task passes its pid (TFSPARK_TASK_PID): one killed before this process got here has
     already left it with another parent, which os.getppid() at this point would not show."""
     parent = int(os.environ.get("TFSPARK_TASK_PID") or os.getppid())
+    if sys.platform.startswith("linux"):  # the kernel's signal needs no Python thread: one
+        # blocked in native code that holds the GIL (TensorFlow's strategy waiting for a
+        # worker that never came) never ran the watch below, and the process stayed for good
+        try:
+            import ctypes
+            import signal
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # DEATHSIG
+        except (OSError, AttributeError):
+            pass
 
     def watch() -> None:
         while os.getppid() == parent:
