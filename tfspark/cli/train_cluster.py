@@ -35,7 +35,7 @@ def train_distributed(cfg: TrainConfig, echo: Callable[[str], None] = print,
     cfg.master). spark_log=False (the command line without --verbose): a session made here
     leaves out Spark's log of each failed task, which repeats what the workers' own lines and
     the error already say, with a JVM stack trace, for each worker of each attempt."""
-    from tfspark.keras.resume import latest, latest_checkpoint, reader_states, remove_checkpoints
+    from tfspark.keras.resume import latest, reader_states, remove_checkpoints
     from tfspark.spark.distributed import train_on_spark
 
     # a bad setting: one line now, before Spark starts any task (the label resolved, so that
@@ -43,8 +43,8 @@ def train_distributed(cfg: TrainConfig, echo: Callable[[str], None] = print,
     cfg = _absolute(cfg)
     cfg = dataclasses.replace(cfg, label=check(cfg, cfg.workers))
     assert cfg.checkpoint_dir is not None
-    found = latest_checkpoint(cfg.checkpoint_dir)
-    if found is None:  # a fresh run: the logs of earlier runs go
+    at = latest(cfg.checkpoint_dir)  # (epochs done, steps into the next, path)
+    if at is None:  # a fresh run: the logs of earlier runs go
         shutil.rmtree(os.path.join(cfg.checkpoint_dir, "logs"), ignore_errors=True)
         record_run(cfg)
     else:
@@ -52,7 +52,6 @@ def train_distributed(cfg: TrainConfig, echo: Callable[[str], None] = print,
     if spark is None:
         spark = _session(cfg.master, cfg.workers, spark_log)
     master = spark.conf.get("spark.master", "?")  # a Connect session has no sparkContext
-    at = latest(cfg.checkpoint_dir) if found else None
     before = len(reader_states(at[2])) if at else 0
     echo(f"training on {cfg.workers} Spark task{'s' if cfg.workers > 1 else ''} ({master}); "
          f"checkpoints and worker logs in {cfg.checkpoint_dir}"
@@ -60,7 +59,7 @@ def train_distributed(cfg: TrainConfig, echo: Callable[[str], None] = print,
             + (f", step {at[1]}" if at[1] else "") if at else "")
          + (f" (it trained on {before} workers; the global batch stays {cfg.batch_size}, "
             f"{cfg.batch_size // cfg.workers} a worker here)"
-            if found and before and before != cfg.workers else ""))
+            if before and before != cfg.workers else ""))
     result = train_on_spark(spark, functools.partial(_worker_train, cfg), cfg.workers,
                             backend=cfg.backend, checkpoint_dir=cfg.checkpoint_dir,
                             shared_paths=[cfg.data],

@@ -109,7 +109,12 @@ class BatchReader:
         total = self.part.total
         if total is None:
             return None
-        return total // self.batch_size if self.drop_remainder else -(-total // self.batch_size)
+        return self._batches_of(total)
+
+    def _batches_of(self, rows: int) -> int:
+        """The batches `rows` rows make (the last one short, or dropped: drop_remainder)."""
+        b = self.batch_size
+        return rows // b if self.drop_remainder else -(-rows // b)
 
     def resumed_steps(self) -> int | None:
         """Batches left of an epoch resumed on another number of workers, before the next
@@ -122,9 +127,7 @@ class BatchReader:
         if rem is None or rem.rows is None or at is None or at.elastic is None or \
                 self.part.keep is None:
             return None
-        b = self.batch_size
-        steps = rem.rows // b if self.drop_remainder else -(-rem.rows // b)
-        return max(0, steps - at.batches)
+        return max(0, self._batches_of(rem.rows) - at.batches)
 
     def __len__(self) -> int:
         total = self.part.total
@@ -134,7 +137,7 @@ class BatchReader:
         if self.part.keep is not None:  # batches end with each epoch
             return int(self.steps_per_epoch() or 0) * self.epochs
         rows = total * self.epochs
-        return rows // self.batch_size if self.drop_remainder else -(-rows // self.batch_size)
+        return self._batches_of(rows)
 
     # ---- where an iteration is
 

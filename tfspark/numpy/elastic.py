@@ -92,7 +92,7 @@ class RefDecoder:
 class Remainder:
     """One new worker's part of an interrupted epoch: the old rows it takes by their records
     (REF columns), and the spans of `part` (a shard of entries from the old workers' shards);
-    `rows` and `least`: its rows and the fewest any new worker has (None: not counted)."""
+    `rows`: its rows (None: not counted)."""
 
     epoch: int
     seed: int
@@ -100,7 +100,6 @@ class Remainder:
     part: Shard
     spans: list[Span]
     rows: int | None = None
-    least: int | None = None
 
 
 def check_states(states: list[Any], shard: tuple[int, int] | None) -> None:
@@ -158,7 +157,7 @@ def remainder(reader: BatchReader, states: list[dict[str, Any]],
                 f"workers, mid-epoch {epoch}; resume them with shard="
                 f"({len(loaded)}, ...) as saved, and on another number after that epoch")
         return Remainder(epoch, int(loaded[0].get("seed") or 0), _no_rows(),
-                         _entries([reader.part], []), [], 0, 0)
+                         _entries([reader.part], []), [], 0)
     parts, lefts, pieces, seeds = [], [], [], []
     for i, s in enumerate(loaded):
         old, part = _old_reader(reader, s, n, i)
@@ -171,13 +170,12 @@ def remainder(reader: BatchReader, states: list[dict[str, Any]],
     left = concat_tables(lefts) if any(num_rows(t) for t in lefts) else _no_rows()
     exact = [_exact_rows(parts[i], sp, reader.plan.rows_per_record) for i, sp in pieces]
     rows: int | None
-    least: int | None
     if all(w is not None for w in exact):
-        refs, mine, rows, least = _shares(reader, parts, left, pieces,
-                                          [int(w or 0) for w in exact], workers, worker)
+        refs, mine, rows = _shares(reader, parts, left, pieces, [int(w or 0) for w in exact],
+                                   workers, worker)
     else:
         refs, mine = _near_shares(parts, left, pieces, workers, worker)
-        rows = least = None
+        rows = None
     entries: dict[tuple[int, int], int] = {}
     my_spans: list[Span] = []
     for i, sp in mine:
@@ -185,7 +183,7 @@ def remainder(reader: BatchReader, states: list[dict[str, Any]],
         my_spans.append(sp._replace(file=e))
     my_spans.sort(key=lambda sp: sp.file)  # (then shuffled by the reader, as files are)
     part = _entries(parts, list(entries))
-    return Remainder(epoch, seeds[0], refs, part, my_spans, rows, least)
+    return Remainder(epoch, seeds[0], refs, part, my_spans, rows)
 
 
 def _finished(reader: BatchReader, states: list[dict[str, Any]]) -> bool:
@@ -197,26 +195,23 @@ def _finished(reader: BatchReader, states: list[dict[str, Any]]) -> bool:
         if not isinstance(was, dict) or (was.get("workers"), was.get("worker")) != (workers, j) \
                 or not isinstance(was.get("states"), list):
             return False
-        theirs = s.get("settings") or {}
-        old, _ = _old_reader(reader, s, workers, j)
+        old, _ = _old_reader(reader, s, workers, j)  # (its batch_size: the state's)
         old._shard = (workers, j)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # (said when that epoch was resumed)
             rem = remainder(old, was["states"], workers, j)
         if rem.rows is None or old.part.keep is None:
             return False  # (not counted: cannot tell)
-        b = int(theirs.get("batch_size") or reader.batch_size)
-        steps = rem.rows // b if reader.drop_remainder else -(-rem.rows // b)
-        if int(s.get("batches") or 0) < steps:
+        if int(s.get("batches") or 0) < old._batches_of(rem.rows):
             return False
     return True
 
 
 def _shares(reader: BatchReader, parts: list[Shard], left: Table,
             pieces: list[tuple[int, Span]], weights: list[int], workers: int, worker: int
-            ) -> tuple[Table, list[tuple[int, Span]], int, int]:
+            ) -> tuple[Table, list[tuple[int, Span]], int]:
     """Worker `worker`'s rows of the old windows (REF) and spans, of equal shares counted
-    exactly (module docstring), its rows and the fewest of any worker's."""
+    exactly (module docstring), and its rows."""
     total = num_rows(left) + sum(weights)
     q, extra = divmod(total, workers)
     even = reader.part.keep is not None
@@ -264,7 +259,7 @@ def _shares(reader: BatchReader, parts: list[Shard], left: Table,
                       f"workers' steps in that epoch may differ)", stacklevel=5)
     table = concat_tables([t for t in refs if num_rows(t)]) if any(
         num_rows(t) for t in refs) else _no_rows()
-    return table, mine, shares[worker], min(shares)
+    return table, mine, shares[worker]
 
 
 def _rows_of_span(reader: BatchReader, part: Shard, sp: Span, lo: int, hi: int
