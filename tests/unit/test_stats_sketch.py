@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 
 from tfspark.spec import Feature, FeatureSpec
+from tfspark.store.stats import rules
 from tfspark.store.stats.sketch import TaskStats, merge
 
 SPEC = FeatureSpec((
@@ -89,6 +90,43 @@ def test_deciles_within_the_recorded_rank_error_and_splits_apart():
             assert abs(rank - p) <= 2 * err, (p, v, rank)
     assert out["features"]["s"]["distinct_approx"] == 10  # exact: under the cap
     assert sum(c for _, c in out["features"]["s"]["top"]) == 800_000
+
+
+@pytest.mark.parametrize("sizes", [
+    [50_000, 30_000],  # every task packs its runs
+    [3_000, 2_000, 700],  # no task fills a run: each value goes in as itself
+    [60_000, 5_000, 1_000],  # both, weighed together
+])
+def test_packed_deciles_within_the_recorded_rank_error(sizes):
+    """Deciles from tasks that pack their runs of values (every PACK-th of a sorted run),
+    tasks whose values go in as themselves, and both in one feature: each within the recorded
+    rank error of the true deciles. Values come in batches of 10,000 and of 700 (pooled into
+    runs); the tasks' values are skewed apart so that weighing packed values wrongly shows."""
+    from tfspark.store.stats.sketch import PACK_RUN, Deciles
+
+    rng = np.random.default_rng(11)
+    parts, every = [], []
+    for t, n in enumerate(sizes):
+        x = rng.exponential(size=n) * (t + 1) + 3 * t
+        every.append(x)
+        st = TaskStats(SPEC, 10)
+        step = 700 if t % 2 else 10_000
+        for lo in range(0, n, step):
+            st.add(None, pa.record_batch({"s": pa.array(["a"] * len(x[lo:lo + step])),
+                                          "n": pa.array([1] * len(x[lo:lo + step])),
+                                          "x": pa.array(x[lo:lo + step])}))
+        result = pickle.loads(pickle.dumps(st.result()))
+        packed = result[rules.ALL]["x"].deciles.packed is not None
+        assert packed == (n >= PACK_RUN), (n, packed)
+        parts.append(result)
+    out = merge(parts, SPEC, 10, None)
+    err = out["quantile_rank_error"]
+    assert err == round(Deciles.rank_error(800), 4)
+    xs = np.sort(np.concatenate(every))
+    for p, v in zip(out["features"]["x"]["quantiles"]["probabilities"],
+                    out["features"]["x"]["quantiles"]["values"]):
+        rank = np.searchsorted(xs, v, side="right") / len(xs)
+        assert abs(rank - p) <= err, (p, v, rank)
 
 
 @pytest.mark.parametrize("rows", [0, 1])

@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tfspark import progress
+from tfspark.arrow.hashing import binary_buffers, fnv, mix
 from tfspark.arrow.values import column_of
 from tfspark.errors import CountMismatchError, OptionError, TfsparkError, scrubbed
 from tfspark.spec import FeatureSpec, infer_spec
@@ -59,7 +60,6 @@ from tfspark.store.write import (
     undo_on_failure,
     write_result,
 )
-from tfspark.wire.jit import njit
 
 log = logging.getLogger("tfspark")
 SPLIT_COLUMN = "__tfspark_split__"
@@ -255,11 +255,7 @@ def _unit_hash(col: pa.Array, seed: int) -> np.ndarray:
             pa.types.is_large_binary(t) or pa.types.is_decimal(t):
         blob = (col.cast(pa.string()) if pa.types.is_decimal(t) else col).cast(
             pa.large_binary())
-        filled = pc.fill_null(blob, b"")
-        bufs = filled.buffers()
-        offsets = np.frombuffer(bufs[1], np.int64)[filled.offset:filled.offset + len(filled) + 1]
-        data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
-        h = _fnv(data, offsets)
+        h = fnv(*binary_buffers(pc.fill_null(blob, b"")))
     elif pa.types.is_floating(t):
         h = pc.fill_null(col.cast(pa.float64()), 0.0).to_numpy(zero_copy_only=False) \
             .view(np.uint64).copy()
@@ -270,31 +266,7 @@ def _unit_hash(col: pa.Array, seed: int) -> np.ndarray:
     else:
         raise OptionError(f"split_key column {col!r} has type {t}; use a column of numbers, "
                           f"strings, binaries or dates")
-    return (_mix(h ^ np.uint64(seed & (2**64 - 1))) >> np.uint64(11)) * (1.0 / 2**53)
-
-
-def _mix(x: np.ndarray) -> np.ndarray:
-    """splitmix64's finalizer: every input bit moves every output bit."""
-    x = x.copy()
-    x ^= x >> np.uint64(30)
-    x *= np.uint64(0xBF58476D1CE4E5B9)
-    x ^= x >> np.uint64(27)
-    x *= np.uint64(0x94D049BB133111EB)
-    x ^= x >> np.uint64(31)
-    return x
-
-
-@njit
-def _fnv(data, offsets):  # pragma: no cover - compiled
-    """64-bit FNV-1a of each value data[offsets[i]:offsets[i + 1]]."""
-    n = offsets.shape[0] - 1
-    out = np.empty(n, np.uint64)
-    for i in range(n):
-        h = np.uint64(0xCBF29CE484222325)
-        for j in range(offsets[i], offsets[i + 1]):
-            h = (h ^ np.uint64(data[j])) * np.uint64(0x100000001B3)
-        out[i] = h
-    return out
+    return (mix(h ^ np.uint64(seed & (2**64 - 1))) >> np.uint64(11)) * (1.0 / 2**53)
 
 
 # ---------------------------------------------------------------- the write

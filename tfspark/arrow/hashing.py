@@ -1,0 +1,48 @@
+"""64-bit hashes of Arrow values, the same in every process and run: what splits rows by a key
+(write_dataset's split_key) and what counts distinct values (the statistics' HyperLogLog) hash.
+
+Integers are hashed by splitmix64's finalizer (`mix`), a whole array at once; strings and
+bytes by 64-bit FNV-1a over their bytes (`fnv`), compiled. A change here moves rows between
+splits of data sets already written, so these functions stay as they are.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from tfspark.wire.jit import njit
+
+
+def mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finalizer of each uint64: every input bit moves every output bit."""
+    with np.errstate(over="ignore"):
+        x = x ^ (x >> np.uint64(30))
+        x = x * np.uint64(0xBF58476D1CE4E5B9)
+        x = x ^ (x >> np.uint64(27))
+        x = x * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+@njit
+def fnv(data, offsets):  # pragma: no cover - compiled
+    """64-bit FNV-1a of each value data[offsets[i]:offsets[i + 1]]."""
+    n = offsets.shape[0] - 1
+    out = np.empty(n, np.uint64)
+    for i in range(n):
+        h = np.uint64(0xCBF29CE484222325)
+        for j in range(offsets[i], offsets[i + 1]):
+            h = (h ^ np.uint64(data[j])) * np.uint64(0x100000001B3)
+        out[i] = h
+    return out
+
+
+def binary_buffers(col: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """The bytes and int64 offsets of a string or binary array (large or not) without nulls:
+    value i is data[offsets[i]:offsets[i + 1]]."""
+    if pa.types.is_string(col.type) or pa.types.is_binary(col.type):
+        col = col.cast(pa.large_binary())
+    bufs = col.buffers()
+    offsets = np.frombuffer(bufs[1], np.int64)[col.offset:col.offset + len(col) + 1]
+    data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+    return data, offsets
