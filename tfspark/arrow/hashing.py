@@ -9,7 +9,6 @@ splits of data sets already written, so these functions stay as they are.
 from __future__ import annotations
 
 import numpy as np
-import pyarrow as pa
 
 from tfspark.wire.jit import njit
 
@@ -35,14 +34,3 @@ def fnv(data, offsets):  # pragma: no cover - compiled
             h = (h ^ np.uint64(data[j])) * np.uint64(0x100000001B3)
         out[i] = h
     return out
-
-
-def binary_buffers(col: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """The bytes and int64 offsets of a string or binary array (large or not) without nulls:
-    value i is data[offsets[i]:offsets[i + 1]]."""
-    if pa.types.is_string(col.type) or pa.types.is_binary(col.type):
-        col = col.cast(pa.large_binary())
-    bufs = col.buffers()
-    offsets = np.frombuffer(bufs[1], np.int64)[col.offset:col.offset + len(col) + 1]
-    data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
-    return data, offsets

@@ -28,8 +28,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tfspark import progress
-from tfspark.arrow.hashing import binary_buffers, fnv, mix
-from tfspark.arrow.values import column_of
+from tfspark.arrow.hashing import fnv, mix
+from tfspark.arrow.values import bytes_buffers, column_of
 from tfspark.errors import CountMismatchError, OptionError, TfsparkError, scrubbed
 from tfspark.spec import FeatureSpec, infer_spec
 from tfspark.spec.from_arrow import spark_schema
@@ -255,7 +255,7 @@ def _unit_hash(col: pa.Array, seed: int) -> np.ndarray:
             pa.types.is_large_binary(t) or pa.types.is_decimal(t):
         blob = (col.cast(pa.string()) if pa.types.is_decimal(t) else col).cast(
             pa.large_binary())
-        h = fnv(*binary_buffers(pc.fill_null(blob, b"")))
+        h = fnv(*bytes_buffers(pc.fill_null(blob, b"")))
     elif pa.types.is_floating(t):
         h = pc.fill_null(col.cast(pa.float64()), 0.0).to_numpy(zero_copy_only=False) \
             .view(np.uint64).copy()

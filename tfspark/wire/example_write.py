@@ -37,6 +37,9 @@ from tfspark.wire.protobuf import (
 from tfspark.wire.tfrecord import HEADER_BYTES, TRAILER_BYTES
 
 _BYTES_TAG, _FLOAT_TAG, _INT_TAG = list_tag(BYTES), list_tag(FLOAT), list_tag(INT)
+# Byte positions in the copying loops are uint64: numba checks every signed index for a
+# negative one (Python's wrap-around), which took half the time of copying a scalar's entry.
+_U = np.uint64
 
 
 @njit
@@ -53,8 +56,9 @@ def _put_entry_head(out, pos, key, tag, list_len):
     entry = key.shape[0] + 1 + varint_size(feature) + feature
     out[pos] = 0x0A
     pos = put_varint(out, pos + 1, entry)
-    for k in range(key.shape[0]):
-        out[pos + k] = key[k]
+    at = _U(pos)
+    for k in range(_U(key.shape[0])):
+        out[at + k] = key[k]
     pos += key.shape[0]
     out[pos] = 0x12
     pos = put_varint(out, pos + 1, feature)
@@ -155,8 +159,9 @@ def write_bytes(out, cursor, lo, hi, key, rows, present, data, offsets):
                 s, e = offsets[j], offsets[j + 1]
                 out[pos] = 0x0A
                 pos = put_varint(out, pos + 1, e - s)
-                for k in range(e - s):  # strings are short; a loop beats slice setup
-                    out[pos + k] = data[s + k]
+                at, src = _U(pos), _U(s)
+                for k in range(_U(e - s)):  # strings are short; a loop beats slice setup
+                    out[at + k] = data[src + k]
                 pos += e - s
             cursor[i] = pos
 
@@ -220,16 +225,17 @@ def size_float_scalars(sizes, key, present, values_u8):
 def write_float_scalars(out, cursor, lo, hi, key, present, values_u8):
     """Scalar floats: every entry is the same head followed by the value's 4 bytes."""
     head = _scalar_head(key, _FLOAT_TAG, 4)
-    h = head.shape[0]
+    h = _U(head.shape[0])
     for i in range(lo, hi):
         if present[i]:
-            pos = cursor[i]
+            pos = _U(cursor[i])
             for k in range(h):
                 out[pos + k] = head[k]
             pos += h
-            for k in range(4):
-                out[pos + k] = values_u8[4 * i + k]
-            cursor[i] = pos + 4
+            src = _U(4 * i)
+            for k in range(_U(4)):
+                out[pos + k] = values_u8[src + k]
+            cursor[i] = pos + _U(4)
 
 
 @njit
@@ -251,10 +257,10 @@ def write_int_scalars(out, cursor, lo, hi, key, present, values):
         if present[i]:
             v = values[i]
             head = heads[varint_size(v) - 1]
-            pos = cursor[i]
-            for k in range(head.shape[0]):
+            pos = _U(cursor[i])
+            for k in range(_U(head.shape[0])):
                 out[pos + k] = head[k]
-            cursor[i] = put_varint(out, pos + head.shape[0], v)
+            cursor[i] = put_varint(out, cursor[i] + head.shape[0], v)
 
 
 @njit

@@ -52,12 +52,13 @@ def varint_size(v):
 def put_varint(out, pos, v):
     """Write the varint of v at out[pos]; returns the position after it."""
     u = np.uint64(v)
+    at = np.uint64(pos)  # (an unsigned index: no check for a negative one)
     while u >= np.uint64(0x80):
-        out[pos] = np.uint8((u & np.uint64(0x7F)) | np.uint64(0x80))
+        out[at] = np.uint8((u & np.uint64(0x7F)) | np.uint64(0x80))
         u >>= np.uint64(7)
-        pos += 1
-    out[pos] = np.uint8(u)
-    return pos + 1
+        at += np.uint64(1)
+    out[at] = np.uint8(u)
+    return pos + int(at - np.uint64(pos)) + 1
 
 
 @njit

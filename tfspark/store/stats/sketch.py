@@ -44,12 +44,10 @@ except ImportError as e:  # a dependency of tfspark, but an executor's Python ma
                       "Python lacks: pip install datasketches (on a cluster, in every "
                       "executor's Python), or write with stats=False", name="datasketches") from e
 
-from tfspark.arrow.hashing import binary_buffers
-from tfspark.arrow.values import column_of, to_int64
+from tfspark.arrow.values import bytes_buffers, column_of, to_int64
 from tfspark.spec import Feature, FeatureSpec
 from tfspark.spec.kinds import json_float
 from tfspark.store.stats import rules
-from tfspark.wire.jit import njit
 
 KLL_K = 800  # deciles' sketch: rank error about 0.35%, up to ~19 KB per feature and split
 KLL_K_WIDE = 200  # with more than WIDE numeric features: about 1.3%, ~5 KB (message size)
@@ -63,7 +61,6 @@ PACK_RUN = 8192  # (so a packed run adds a rank error under PACK / PACK_RUN: 0.0
 
 _HLL_M = 1 << HLL_LG_K
 _HLL_ALPHA = 0.7213 / (1 + 1.079 / _HLL_M)
-_LOW = (1 << (64 - HLL_LG_K)) - 1
 
 
 @dataclass
@@ -89,11 +86,17 @@ class Distinct:
         if pa.types.is_integer(t) or pa.types.is_boolean(t):
             self.add_ints(values.cast(pa.int64()).to_numpy(zero_copy_only=False))
         else:
-            _hll_bytes(self.registers, *binary_buffers(values))
+            from tfspark.arrow.hashing import fnv
+            from tfspark.store.stats import loops
+
+            loops.hll_add(self.registers, fnv(*bytes_buffers(values)), HLL_LG_K)
 
     def add_ints(self, values: np.ndarray) -> None:
         """Each of an int64 array's values."""
-        _hll_ints(self.registers, np.ascontiguousarray(values, np.int64))
+        from tfspark.store.stats import loops
+
+        loops.hll_add(self.registers, np.ascontiguousarray(values, np.int64).view(np.uint64),
+                       HLL_LG_K)
 
     def merge(self, other: Distinct) -> None:
         """Another sketch's values too."""
@@ -107,46 +110,6 @@ class Distinct:
         if raw <= 2.5 * _HLL_M and empty:
             return _HLL_M * math.log(_HLL_M / empty)
         return raw
-
-
-@njit
-def _splitmix(x):  # pragma: no cover - compiled
-    """splitmix64's finalizer of one uint64 (as tfspark.arrow.hashing.mix of an array)."""
-    x = x ^ (x >> np.uint64(30))
-    x = x * np.uint64(0xBF58476D1CE4E5B9)
-    x = x ^ (x >> np.uint64(27))
-    x = x * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
-
-
-@njit
-def _hll_put(registers, h):  # pragma: no cover - compiled
-    """One hash into the registers: its top HLL_LG_K bits pick one, the rest give the rank
-    (leading zeros + 1 of the low 64 - HLL_LG_K bits)."""
-    index = int(h >> np.uint64(64 - HLL_LG_K))
-    low = h & np.uint64(_LOW)
-    top = np.uint64(1 << (63 - HLL_LG_K))  # the low bits' highest
-    rank = 1
-    while rank <= 64 - HLL_LG_K and not (low & top):  # two steps on average
-        rank += 1
-        low <<= np.uint64(1)
-    if rank > registers[index]:
-        registers[index] = rank
-
-
-@njit
-def _hll_ints(registers, values):  # pragma: no cover - compiled
-    for i in range(values.shape[0]):
-        _hll_put(registers, _splitmix(np.uint64(values[i])))
-
-
-@njit
-def _hll_bytes(registers, data, offsets):  # pragma: no cover - compiled
-    for i in range(offsets.shape[0] - 1):
-        h = np.uint64(0xCBF29CE484222325)  # FNV-1a, then mixed: its high bits pick a register
-        for j in range(offsets[i], offsets[i + 1]):
-            h = (h ^ np.uint64(data[j])) * np.uint64(0x100000001B3)
-        _hll_put(registers, _splitmix(h))
 
 
 @dataclass
@@ -273,10 +236,12 @@ class Finite:
     def add(self, f: Feature, x: np.ndarray) -> np.ndarray:
         """Count x (int64 or float64 values); returns its finite values as float64 (moments
         taken), in a new array of their own."""
+        from tfspark.store.stats import loops
+
         if x.dtype != np.int64:
             x = x.astype(np.float64, copy=False)
         out = np.empty(len(x), np.float64)
-        nan, pos_inf, neg_inf, n, mean, m2, lo, hi = _fold_numbers(
+        nan, pos_inf, neg_inf, n, mean, m2, lo, hi = loops.fold_numbers(
             np.ascontiguousarray(x), rules.nonfinite(f), out)
         self.count += len(x)
         self.nan += nan
@@ -296,54 +261,6 @@ class Finite:
     def nonfinite(self) -> dict[str, int]:
         """NaN and infinities as the statistics name them."""
         return {"nan": self.nan, "pos_inf": self.pos_inf, "neg_inf": self.neg_inf}
-
-
-@njit
-def _fold_numbers(x, nonfinite, out):  # pragma: no cover - compiled
-    """One pass over x: NaN and infinities counted (where nonfinite), the finite values
-    copied to out as float64 with their count, sum, min and max; a second over those for the
-    squared deviations from their mean (two passes: exact where one would cancel)."""
-    nan = pos_inf = neg_inf = n = 0
-    total = 0.0
-    lo, hi = np.inf, -np.inf
-    for i in range(x.shape[0]):
-        v = np.float64(x[i])
-        if nonfinite:
-            if v != v:
-                nan += 1
-                continue
-            if v == np.inf:
-                pos_inf += 1
-                continue
-            if v == -np.inf:
-                neg_inf += 1
-                continue
-        out[n] = v
-        n += 1
-        total += v
-        lo = min(lo, v)
-        hi = max(hi, v)
-    mean = total / n if n else 0.0
-    m2 = 0.0
-    for i in range(n):
-        d = out[i] - mean
-        m2 += d * d
-    return nan, pos_inf, neg_inf, n, mean, m2, lo, hi
-
-
-@njit
-def _max_chars(data, offsets, at_least):  # pragma: no cover - compiled
-    """The most characters (code points) of a UTF-8 value, or at_least: only values of more
-    bytes than the longest so far are counted."""
-    best = at_least
-    for i in range(offsets.shape[0] - 1):
-        a, b = offsets[i], offsets[i + 1]
-        if b - a > best:
-            chars = 0
-            for j in range(a, b):
-                chars += (data[j] & 0xC0) != 0x80  # not a continuation byte
-            best = max(best, chars)
-    return best
 
 
 @dataclass
@@ -455,7 +372,9 @@ class FeatureSketch:
         memory or in the message) and its distinct count goes on in the HLL sketch."""
         if len(text):  # (null slots may hold bytes: counted without them)
             present = text.drop_null() if text.null_count else text
-            self.max_chars = int(_max_chars(*binary_buffers(present), self.max_chars or 0))
+            from tfspark.store.stats import loops
+
+            self.max_chars = int(loops.max_chars(*bytes_buffers(present), self.max_chars or 0))
         if (self.max_chars or 0) <= rules.MAX_TOKEN_CHARS:
             self._count(text, cap)
             return
