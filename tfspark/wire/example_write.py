@@ -125,8 +125,9 @@ def write_floats(out, cursor, lo, hi, key, rows, present, values_u8):
             if payload:
                 out[pos] = 0x0A
                 pos = put_varint(out, pos + 1, payload)
-                for k in range(payload):
-                    out[pos + k] = values_u8[a + k]
+                at, src = _U(pos), _U(a)
+                for k in range(_U(payload)):
+                    out[at + k] = values_u8[src + k]
                 pos += payload
             cursor[i] = pos
 
