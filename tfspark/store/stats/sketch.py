@@ -57,6 +57,7 @@ CAP_FACTOR = 2  # distinct values counted exactly per task: CAP_FACTOR * top_k
 CHUNK = 32  # count tables summed at once: a task's unsummed ones, the driver's from the tasks
 PACK = 4  # deciles: each run of PACK_RUN values or more goes in as every PACK-th of it, sorted
 PACK_RUN = 8192  # (so a packed run adds a rank error under PACK / PACK_RUN: 0.05%)
+GRID = 8192  # deciles of packed and unpacked values together: from this many points of each
 
 
 _HLL_M = 1 << HLL_LG_K
@@ -206,9 +207,9 @@ class Deciles:
         both = [(s, w) for s, w in ((self.exact, 1), (self.packed, PACK)) if s is not None]
         if len(both) == 1:
             return list(both[0][0].get_quantiles(probabilities))
-        # each quantile: the least value (of 4,097 from each sketch) whose rank, each
-        # sketch's weighed by its values, reaches it (adding under 1/4,096 to the error)
-        grid = np.linspace(0.0, 1.0, 4097)
+        # each quantile: the least value (of GRID + 1 from each sketch) whose rank, each
+        # sketch's weighed by its values, reaches it (adding under 1 / GRID to the error)
+        grid = np.linspace(0.0, 1.0, GRID + 1)
         points = np.unique(np.concatenate([np.asarray(s.get_quantiles(grid)) for s, _ in both]))
         weights = [w * s.n for s, w in both]
         ranks = sum(wt * np.asarray(s.get_cdf(points))[:-1] for (s, _), wt in zip(both, weights))
@@ -218,8 +219,10 @@ class Deciles:
 
     @staticmethod
     def rank_error(k: int) -> float:
-        """The normalized rank error recorded: KLL's (99% confidence) and packing's bound."""
-        return kll_doubles_sketch.get_normalized_rank_error(k, False) + PACK / PACK_RUN
+        """The normalized rank error recorded: KLL's (99% confidence), packing's bound and the
+        grid's (where packed and unpacked values are weighed together)."""
+        return kll_doubles_sketch.get_normalized_rank_error(k, False) + PACK / PACK_RUN + \
+            1 / GRID
 
 
 @dataclass
