@@ -48,8 +48,9 @@ def fold_numbers(x, nonfinite, out):  # pragma: no cover - compiled
 @njit
 def hll_add(registers, keys, lg_k):  # pragma: no cover - compiled
     """Each 64-bit key (an integer's bits, or a string's FNV-1a) into a HyperLogLog of
-    2**lg_k registers: splitmix64's finalizer mixes it, its top lg_k bits pick a register, and
-    the register keeps the largest rank (leading zeros + 1 of the other bits) seen."""
+    2**lg_k registers: splitmix64's finalizer (as the split keys' hash) mixes it, its top
+    lg_k bits pick a register, and the register keeps the largest rank (leading zeros + 1 of
+    the other bits) seen."""
     low_bits = np.uint64(64 - lg_k)
     low_mask = (np.uint64(1) << low_bits) - np.uint64(1)
     top = np.uint64(1) << (low_bits - np.uint64(1))  # the low bits' highest

@@ -69,10 +69,9 @@ class Distinct:
     """A HyperLogLog sketch of distinct values (Flajolet et al. 2007; linear counting while
     registers are still empty): 2**HLL_LG_K registers, each the longest run of leading zeros
     after a value's 64-bit hash picked it; merged by taking each register's maximum.
-    Values are hashed as the value hashes of tfspark's Arrow tier hash them (splitmix64 for
-    integers, FNV-1a then splitmix64 for strings and bytes), a whole array in one compiled
-    loop: a sketch fed one value per Python call cost a task's statistics more than
-    everything else together on a column of ids."""
+    Values are hashed as split keys are (splitmix64's finalizer of an integer; of a string's
+    or bytes' FNV-1a), a whole array in one compiled loop: a sketch fed one value per Python
+    call cost a task's statistics more than everything else together on a column of ids."""
 
     registers: np.ndarray = field(default_factory=lambda: np.zeros(_HLL_M, np.uint8))
 
