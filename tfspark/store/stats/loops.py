@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tfspark.arrow.hashing import splitmix
 from tfspark.wire.jit import njit
 
 
@@ -48,19 +49,14 @@ def fold_numbers(x, nonfinite, out):  # pragma: no cover - compiled
 @njit
 def hll_add(registers, keys, lg_k):  # pragma: no cover - compiled
     """Each 64-bit key (an integer's bits, or a string's FNV-1a) into a HyperLogLog of
-    2**lg_k registers: splitmix64's finalizer (as the split keys' hash) mixes it, its top
+    2**lg_k registers: splitmix64's finalizer (as split keys are hashed) mixes it, its top
     lg_k bits pick a register, and the register keeps the largest rank (leading zeros + 1 of
     the other bits) seen."""
     low_bits = np.uint64(64 - lg_k)
     low_mask = (np.uint64(1) << low_bits) - np.uint64(1)
     top = np.uint64(1) << (low_bits - np.uint64(1))  # the low bits' highest
     for i in range(keys.shape[0]):
-        x = keys[i]
-        x = x ^ (x >> np.uint64(30))
-        x = x * np.uint64(0xBF58476D1CE4E5B9)
-        x = x ^ (x >> np.uint64(27))
-        x = x * np.uint64(0x94D049BB133111EB)
-        x = x ^ (x >> np.uint64(31))
+        x = splitmix(keys[i])
         index = int(x >> low_bits)
         low = x & low_mask
         rank = 1

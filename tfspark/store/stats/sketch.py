@@ -292,11 +292,11 @@ class FeatureSketch:
     def add(self, f: Feature, arr: pa.Array, cap: int, k: int) -> None:
         """Fold in a column of f's values. cap: values counted exactly; k: the KLL size."""
         n, nulls = len(arr), arr.null_count
-        valid = _ALL if nulls == 0 else arr.is_valid().to_numpy(zero_copy_only=False)
+        valid = arr.is_valid().to_numpy(zero_copy_only=False) if nulls else None  # None: all
         self.rows += n
         self.nulls += nulls
         if rules.numeric(f):
-            values = _numbers(f, arr, valid, n - nulls)
+            values = _numbers(f, arr, valid)
             self.numbers = self.numbers or Finite()
             finite = self.numbers.add(f, values)
             if len(finite):
@@ -314,7 +314,7 @@ class FeatureSketch:
         elif rules.categorical(f):  # strings
             self._strings(arr.cast(pa.large_string()), cap)  # decimals as text: their text
         elif rules.array(f):
-            self._array(f, arr, valid if nulls else np.ones(n, bool), cap)
+            self._array(f, arr, valid if valid is not None else np.ones(n, bool), cap)
 
     def frozen(self) -> FeatureSketch:
         """A copy for the task's commit message (pickled): counts summed, sketches as bytes."""
@@ -620,19 +620,16 @@ def sum_counts(tables: list[pa.Table]) -> pa.Table:
     return both.group_by("value").aggregate([("n", "sum")]).rename_columns(["value", "n"])
 
 
-_ALL = np.ones(0, bool)  # a column without nulls: every row valid (not read)
-
-
-def _numbers(f: Feature, arr: pa.Array, valid: np.ndarray, present: int) -> np.ndarray:
+def _numbers(f: Feature, arr: pa.Array, valid: np.ndarray | None) -> np.ndarray:
     """The present values of a scalar column as the numbers the Example stores: float64 (of
-    floats and decimals) or int64. present: how many there are (all: valid is not read)."""
+    floats and decimals) or int64. valid: which rows are present (None: all of them)."""
     if f.encoding in ("float", "decimal"):
-        if present == len(arr) and pa.types.is_float64(arr.type):
+        if valid is None and pa.types.is_float64(arr.type):
             return arr.to_numpy(zero_copy_only=False)  # (no copy)
         out = pc.fill_null(arr, 0).cast(pa.float64()).to_numpy(zero_copy_only=False)
     else:
         out = to_int64(f, arr)
-    return out if present == len(arr) else out[valid]
+    return out if valid is None else out[valid]
 
 
 def _num(x: float) -> Any:
