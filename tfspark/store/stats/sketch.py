@@ -317,10 +317,17 @@ class FeatureSketch:
             self._array(f, arr, valid if valid is not None else np.ones(n, bool), cap)
 
     def frozen(self) -> FeatureSketch:
-        """A copy for the task's commit message (pickled): counts summed, sketches as bytes."""
+        """A copy for the task's commit message (pickled): counts summed, sketches as bytes,
+        and the distinct count's sketch of the values counted (begun here if the task stayed
+        under the cap: the driver merges registers and hashes nothing, so it loads no
+        compiled kernel)."""
         self._settle()
+        hll = self.hll
+        if hll is None and self.counts is not None and self.counts.num_rows:
+            hll = Distinct()
+            hll.add(self.counts.column("value"))
         return dataclasses.replace(
-            self, more=[],
+            self, more=[], hll=hll,
             deciles=self.deciles.frozen() if self.deciles is not None else None)
 
     def _count(self, values: pa.Array, cap: int) -> None:
@@ -445,33 +452,27 @@ class FeatureSketch:
     def _merge_counts(self, parts: list[FeatureSketch], cap: int) -> None:
         """The tasks' value counts summed CHUNK tables at a time and cut to the cap as a task
         cuts them; their distinct values as one HLL sketch once any task or the sum went past
-        the cap (every value counted exactly anywhere goes into it too)."""
-        union: Distinct | None = None
+        the cap. A frozen sketch carries the HLL of every value it counted, so the union is
+        their registers' maximum; a part without one has its counted values hashed here."""
+        union = Distinct()
         for b in parts:
             if b.hll is not None:
-                union = union or Distinct()
                 union.merge(b.hll)
+            elif b.counts is not None:
+                union.add(b.counts.column("value"))
         tables = [b.counts for b in parts if b.counts is not None]
+        past = any(b.pruned or b.too_many for b in parts)
         if any(b.too_many for b in parts):  # counting stopped in a task: nowhere counted
             self.too_many = True
-            union = union or Distinct()
-            for t in tables:
-                union.add(t.column("value"))
         else:
             self.pruned = any(b.pruned for b in parts)
             for i in range(0, len(tables), CHUNK):
-                chunk = tables[i:i + CHUNK]
-                if union is not None:
-                    for t in chunk:
-                        union.add(t.column("value"))
                 self.counts = sum_counts(([self.counts] if self.counts is not None else [])
-                                         + chunk)
+                                         + tables[i:i + CHUNK])
                 if self.counts.num_rows > cap:
-                    if union is None:  # the first cut: every value summed so far goes in
-                        union = Distinct()
-                        union.add(self.counts.column("value"))
+                    past = True
                     self._cut(cap)
-        if union is not None:
+        if past:
             self.hll = union
 
     def distinct(self) -> int | None:
