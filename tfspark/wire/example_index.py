@@ -73,8 +73,9 @@ def index_records(buf, offsets, head, tail, keys, key_offsets, table, kinds, sta
                   unknown, sequence, int_row, ints, ivalid, float_row, floats_u8, fvalid):
     """For record i and key k: kinds[i, k] = the kind of its list (NONE for a Feature without
     one; left at -1 when the record has no such key) and starts/ends = the byte range of the
-    list's body (left as given where kinds is -1: read them only where it is not). unknown = (record, key start, key end) of the first entry whose key is not in
-    keys (left as given when there is none). Returns (code, record, byte position).
+    list's body (left as given where kinds is -1: read them only where it is not). unknown =
+    (record, key start, key end) of the first entry whose key is not in keys (left as given
+    when there is none). Returns (code, record, byte position).
 
     Scalar numbers are read while their record is indexed: where int_row[k] = j >= 0, key k's
     one packed int64 value into ints[j, i] (ivalid[j, i] set); where float_row[k] = j >= 0,
