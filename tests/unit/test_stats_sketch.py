@@ -216,11 +216,10 @@ def test_the_drivers_merge_hashes_nothing_and_estimates_as_if_it_did(tmp_path):
                      for name, s in feats.items()} for label, feats in p.items()}
             for p in parts]
     want = merge(bare, SPEC, 100, None)
-    (tmp_path / "parts.pkl").write_bytes(pickle.dumps(parts))
+    (tmp_path / "parts.pkl").write_bytes(pickle.dumps((parts, SPEC)))
     code = ("import json, pickle, sys; from tfspark.store.stats.sketch import merge;"
-            "from tests.unit.test_stats_sketch import SPEC;"
-            f"out = merge(pickle.load(open({str(tmp_path / 'parts.pkl')!r}, 'rb')), SPEC, 100,"
-            " None);"
+            f"parts, spec = pickle.load(open({str(tmp_path / 'parts.pkl')!r}, 'rb'));"
+            "out = merge(parts, spec, 100, None);"
             "assert 'numba' not in sys.modules, 'the merge loaded numba';"
             "print(json.dumps(out, sort_keys=True, default=str))")
     got = subprocess.run([sys.executable, "-c", code], check=True, timeout=120,
