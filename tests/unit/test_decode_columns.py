@@ -270,6 +270,9 @@ def test_bad_ragged_lengths():
     b"\x80\x80\x80\x80\x10\x00",  # a tag over 32 bits (field number 2**29)
     b"\x0a\x0b" + b"\xff" * 11,  # an 11-byte varint
     example(entry(b"f", ld(2, ld(1, b"\x00\x00\x80")))),  # 3 bytes of packed floats
+    # an 11-byte varint among packed int64s: in a list, and as a scalar's one value
+    example(entry(b"l", ld(3, ld(1, varint(1) + b"\xff" * 10 + b"\x01" + varint(2))))),
+    example(entry(b"a", ld(3, ld(1, b"\xff" * 10 + b"\x01")))),
 ])
 def test_malformed_bytes(data):
     with pytest.raises(CorruptRecordError, match=r"record at byte offset 7\b"):
