@@ -241,3 +241,35 @@ def test_the_drivers_merge_hashes_nothing_and_estimates_as_if_it_did(tmp_path):
     assert got == want_, {(f, k): (got[f].get(k), v) for f in want_ for k, v in want_[f].items()
                           if got[f].get(k) != v}
     assert want["features"]["s"]["distinct_approx"] > 30_000  # past the cap: estimated
+
+
+def test_small_batches_of_two_splits_pool_into_the_statistics_of_their_rows():
+    """A task's batches are pooled per split before they are folded in (a pool's rows at
+    once); what comes out is the statistics of each split's rows, as one batch of them gives."""
+    rng = np.random.default_rng(7)
+    cols = _columns(rng, 150_000, 40, 10**6)
+    split = np.where(rng.random(150_000) < 0.3, "eval", "train")
+    whole = pa.record_batch({k: pa.array(v) for k, v in cols.items()})
+    pooled, once = TaskStats(SPEC, 100), TaskStats(SPEC, 100)
+    for lo in range(0, 150_000, 1_000):  # interleaved, as a task's groups come
+        part = whole.slice(lo, 1_000)
+        mine = split[lo:lo + 1_000]
+        for label in ("train", "eval"):
+            pooled.add(label, part.filter(pa.array(mine == label)))
+    for label in ("train", "eval"):
+        once.add(label, whole.filter(pa.array(split == label)))
+    got, want = pooled.result(), once.result()
+    assert set(got) == set(want) == {"train", "eval"}
+    for label in want:
+        for name in ("s", "n", "x"):
+            g, w = got[label][name], want[label][name]
+            assert (g.rows, g.nulls, g.too_many, g.pruned) == (w.rows, w.nulls, w.too_many,
+                                                              w.pruned)
+            assert (g.counts is None) == (w.counts is None)
+            if w.counts is not None:
+                assert g.counts.sort_by("value").equals(w.counts.sort_by("value"))
+            if w.numbers is not None:
+                assert g.numbers.count == w.numbers.count
+                assert g.numbers.moments.mean == pytest.approx(w.numbers.moments.mean)
+            if w.hll is not None:
+                assert (g.hll.registers == w.hll.registers).all()
