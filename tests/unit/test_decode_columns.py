@@ -273,6 +273,10 @@ def test_bad_ragged_lengths():
     # an 11-byte varint among packed int64s: in a list, and as a scalar's one value
     example(entry(b"l", ld(3, ld(1, varint(1) + b"\xff" * 10 + b"\x01" + varint(2))))),
     example(entry(b"a", ld(3, ld(1, b"\xff" * 10 + b"\x01")))),
+    # a 10-byte varint past 64 bits (its last byte over 1): a field's, a list's, a scalar's
+    b"\x08" + b"\x80" * 9 + b"\x02",
+    example(entry(b"l", ld(3, ld(1, varint(1) + b"\xff" * 9 + b"\x02")))),
+    example(entry(b"a", ld(3, b"\x08" + b"\xff" * 9 + b"\x03"))),
 ])
 def test_malformed_bytes(data):
     with pytest.raises(CorruptRecordError, match=r"record at byte offset 7\b"):

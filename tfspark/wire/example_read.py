@@ -60,9 +60,11 @@ def count_list(buf, kind, a, b):
             elif kind == INT and w == 0:
                 count += 1
             elif kind == INT and w == 2 and q > p:
-                run = 0  # packed varints: count last bytes; no varint over 10 bytes
-                for r in range(p, q):
+                run = 0  # packed varints: count last bytes; no varint over 10 bytes,
+                for r in range(p, q):  # nor a 10th byte over 1 (past 64 bits: get_varint)
                     if buf[r] < 0x80:
+                        if run == 9 and buf[r] > 1:
+                            return 0, 0, MALFORMED, p
                         count += 1
                         run = 0
                     else:

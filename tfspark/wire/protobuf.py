@@ -63,7 +63,8 @@ def put_varint(out, pos, v):
 
 @njit
 def get_varint(buf, pos, end):
-    """(value as int64 two's complement, position after it); position -1 if malformed."""
+    """(value as int64 two's complement, position after it); position -1 if malformed (an
+    11th byte, or a 10th byte over 1: a value past 64 bits, as the reference decoder has it)."""
     result = np.int64(0)
     shift = 0
     while pos < end:
@@ -71,6 +72,8 @@ def get_varint(buf, pos, end):
         pos += 1
         result |= (b & 0x7F) << shift
         if b < 0x80:
+            if shift == 63 and b > 1:
+                return np.int64(0), -1
             return result, pos
         shift += 7
         if shift > 63:  # an 11th byte: not a varint
