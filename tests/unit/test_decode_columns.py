@@ -247,6 +247,80 @@ def test_numpy_decoder_reads_scalars_of_one_type_in_one_pass_as_each_alone():
                                      path="f.tfrecord")
 
 
+def test_string_scalars_copied_while_indexing_are_the_strings_each_other_path_reads():
+    """Strings of scalar string features are copied while the records are indexed, where
+    every record holds its one short string; past the room for them they are gathered after,
+    and a buffer with any other record takes the general path. All three give what the
+    reference decoder reads, in the NumPy decoder (objects and bytes) and the Arrow one."""
+    from tfspark.arrow.decode import STRING_ROOM, Decoder
+    from tfspark.numpy.decode import NumpyDecoder
+    from tfspark.wire.example_py import decode_with_spec
+
+    rng = np.random.default_rng(3)
+    n = 200
+
+    def strings(lo, hi):
+        return [rng.integers(0, 256, int(rng.integers(lo, hi)), np.uint8).tobytes()
+                for _ in range(n)]
+
+    spec = infer_spec(_schema(short=T.BinaryType(), wide=T.BinaryType(), long=T.BinaryType(),
+                              some=T.BinaryType()))
+    some = strings(0, 5)
+    table = pa.table({"short": strings(0, 20),  # copied while indexing
+                      "wide": [bytes([i % 251]) * (STRING_ROOM + 10) for i in range(n)],
+                      "long": strings(0, 300),  # some past 127 bytes: the general path
+                      "some": [None if i % 9 == 4 else v for i, v in enumerate(some)]})
+    buf, offsets = encode_records(table, spec, framed=True)
+    read = Decoder(spec).index(buf, offsets, framed=True).scalars
+    assert read is not None
+    row = {f.name: j for j, f in enumerate(read.features["string"])}
+    assert read.string_fill[row["short"]] == sum(map(len, table["short"].to_pylist()))
+    assert read.valid["string"][row["wide"]].all() and read.string_fill[row["wide"]] == -1
+    assert not read.valid["string"][row["long"]].all()
+    assert not read.valid["string"][row["some"]].all()
+
+    frames = buf.tobytes()
+    want = [decode_with_spec(frames[offsets[i] + 12:offsets[i + 1] - 4], spec,
+                             fill_defaults=False) for i in range(n)]
+    arrow = decode_records(buf, offsets, spec, framed=True)
+    objects, _ = NumpyDecoder(spec, 1).decode(buf, offsets, path="f.tfrecord")
+    raw, _ = NumpyDecoder(spec, 1, strings="bytes").decode(buf, offsets, path="f.tfrecord")
+    for name in table.column_names:
+        expect = [w[name] for w in want]
+        assert arrow.column(name).to_pylist() == expect == table[name].to_pylist(), name
+        filled = [b"" if v is None else v for v in expect]
+        assert objects[name].tolist() == filled, name
+        values, splits = raw[name].values, raw[name].row_splits
+        assert [values[a:b].tobytes() for a, b in zip(splits[:-1], splits[1:])] == filled, name
+
+    # A key twice in a record (the later entry wins, short or long), and records whose
+    # string is not the one short string: each buffer is read as the reference reads it.
+    one = infer_spec(_schema(s=T.BinaryType(), t=T.BinaryType()))
+    long = b"L" * 200
+    odd = [[example(entry(b"s", byte_list(b"ab")), entry(b"t", byte_list(b"x")),
+                    entry(b"s", byte_list(b"cde")))],
+           [example(entry(b"s", byte_list(b"ab")), entry(b"s", byte_list(long))),
+            example(entry(b"s", byte_list(long)), entry(b"s", byte_list(b"z")))],
+           [example(entry(b"s", byte_list(b"ab")), entry(b"t", byte_list()))]]
+    for recs in odd:
+        framed = [frame_record(r) for r in recs]
+        data = np.frombuffer(b"".join(framed), np.uint8)
+        bounds = np.cumsum([0] + [len(r) for r in framed])
+        expect = [decode_with_spec(r, one, fill_defaults=False) for r in recs]
+        got = decode_records(data, bounds, one, framed=True)
+        numpy_got, _ = NumpyDecoder(one, 1).decode(data, bounds, path="f.tfrecord")
+        for name in ("s", "t"):
+            assert got.column(name).to_pylist() == [e[name] for e in expect], (recs, name)
+            assert numpy_got[name].tolist() == [e[name] or b"" for e in expect], (recs, name)
+    # A string copied, then the key again with ints: refused, naming the feature.
+    rec = frame_record(example(entry(b"s", byte_list(b"q")), entry(b"s", ints_packed(1))))
+    data, bounds = np.frombuffer(rec, np.uint8), np.array([0, len(rec)])
+    with pytest.raises(SchemaError, match="feature 's' .* int64 list but the spec says string"):
+        decode_records(data, bounds, one, framed=True)
+    with pytest.raises(SchemaError, match="feature 's' .* int64 list but the spec says string"):
+        NumpyDecoder(one, 1).decode(data, bounds, path="f.tfrecord")
+
+
 def test_scalar_with_two_values_names_the_feature():
     rec = example(entry(b"a", ints_packed(1, 2)))
     with pytest.raises(SchemaError, match="feature 'a' has 2 values"):

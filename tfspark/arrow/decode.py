@@ -70,10 +70,12 @@ def records_column(buf: np.ndarray, offsets: np.ndarray, *, framed: bool = True)
 
 @dataclass
 class ScalarsRead:
-    """A buffer's scalar int64 and float32 features (fixed, no shape): read while the records
-    are indexed (the one packed value every writer makes) into values[dtype] (features,
-    records) with valid[dtype]; what indexing left is read by example_read.scalars_many when
-    a column is first asked for (RecordIndex.scalar)."""
+    """A buffer's scalar features (fixed, no shape), read while the records are indexed: of
+    int64 and float32 features the one packed value every writer makes into values[dtype]
+    (features, records), of string features the byte range of their one string into
+    values["string"] (features, 2 x records), each with valid[dtype]. What indexing left is
+    read when a column is first asked for: numbers by example_read.scalars_many
+    (RecordIndex.scalar), strings by the general path (RecordIndex.string_scalar)."""
 
     features: dict[str, list[Feature]]  # by dtype, in spec order
     keys: dict[str, np.ndarray]  # their key indexes
@@ -81,17 +83,21 @@ class ScalarsRead:
     values: dict[str, np.ndarray]
     valid: dict[str, np.ndarray]
     done: set[str] = field(default_factory=set)  # dtypes read whole (scalars_many ran)
+    # The string features' bytes, copied while indexing: string_bytes[j, :string_fill[j]]
+    # (-1: not one string per record in order, see index_records)
+    string_bytes: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.uint8))
+    string_fill: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     @classmethod
     def plan(cls, spec: FeatureSpec, keys: int) -> ScalarsRead:
         """The scalar features of spec (its `keys` keys), for no records yet."""
-        features: dict[str, list[Feature]] = {"int64": [], "float32": []}
-        at: dict[str, list[int]] = {"int64": [], "float32": []}
+        features: dict[str, list[Feature]] = {d: [] for d in _NUMPY}
+        at: dict[str, list[int]] = {d: [] for d in _NUMPY}
         k = 0
         for f in spec.features:
             if f.kind == "sequence":
                 continue
-            if f.kind == "fixed" and not f.shape and f.dtype != "string":
+            if f.kind == "fixed" and not f.shape:
                 features[f.dtype].append(f)
                 at[f.dtype].append(k)
             k += len(f.keys)
@@ -103,16 +109,25 @@ class ScalarsRead:
                    {d: np.zeros((len(fs), 0), _NUMPY[d]) for d, fs in features.items()},
                    {d: np.zeros((len(fs), 0), np.bool_) for d, fs in features.items()})
 
-    def sized(self, n: int) -> ScalarsRead:
-        """The same features, with room for n records."""
+    def sized(self, n: int, nbytes: int) -> ScalarsRead:
+        """The same features, with room for n records of nbytes in all (the strings' bytes
+        get room for up to STRING_ROOM bytes per record: past that, they are gathered after
+        indexing)."""
+        strings = len(self.features["string"])
         return ScalarsRead(self.features, self.keys, self.rows,
-                           {d: np.empty((len(fs), n), _NUMPY[d])
+                           {d: np.empty((len(fs), 2 * n if d == "string" else n), _NUMPY[d])
                             for d, fs in self.features.items()},
                            {d: np.zeros((len(fs), n), np.bool_)
-                            for d, fs in self.features.items()})
+                            for d, fs in self.features.items()},
+                           string_bytes=np.empty((strings, min(nbytes, STRING_ROOM * n)),
+                                                 np.uint8),
+                           string_fill=np.zeros(strings, np.int64))
 
 
-_NUMPY = {"int64": np.int64, "float32": np.float32}
+STRING_ROOM = 64  # bytes per record and string feature copied while indexing
+
+
+_NUMPY = {"int64": np.int64, "float32": np.float32, "string": np.int64}  # strings: spans
 
 
 class Decoder:
@@ -167,14 +182,16 @@ class Decoder:
         ends = np.empty((n, len(self.keys)), np.int64)
         unknown = np.full(3, -1, np.int64)
         sequence = self.spec.is_sequence
-        read = self._scalars.sized(n)
+        read = self._scalars.sized(n, int(off[-1] - off[0]))
         code, rec, pos = index_records(data, off, head, tail, self._key_data,
                                        self._key_offsets, self._table, kinds, starts, ends,
                                        unknown, sequence, read.rows["int64"],
                                        read.values["int64"], read.valid["int64"],
                                        read.rows["float32"],
                                        read.values["float32"].view(np.uint8),
-                                       read.valid["float32"])
+                                       read.valid["float32"], read.rows["string"],
+                                       read.values["string"], read.valid["string"],
+                                       read.string_bytes, read.string_fill)
         ctx = RecordIndex(data, off, (kinds, starts, ends), path or "<buffer>", offset)
         ctx.scalars = read
         what = "tf.train.SequenceExample" if sequence else "tf.train.Example"
@@ -275,6 +292,27 @@ class RecordIndex:
         row = read.features[f.dtype].index(f)
         return values[row], valid[row]
 
+    def string_scalar(self, f: Feature, k: int):
+        """values(f, f.name, k, "string") of a fixed string scalar (key k): from the strings'
+        byte ranges found while indexing when every record has its one string there (no
+        second walk over the records), else from the general path."""
+        read = self.scalars
+        assert read is not None, "a RecordIndex made by Decoder.index"
+        row = read.features["string"].index(f)
+        if not read.valid["string"][row].all():
+            return self.values(f, f.name, k, "string")
+        spans = read.values["string"][row].reshape(-1, 2)
+        rows = np.arange(self.n + 1, dtype=np.int64)
+        offsets = np.zeros(self.n + 1, np.int64)
+        np.cumsum(spans[:, 1] - spans[:, 0], out=offsets[1:])
+        filled = int(read.string_fill[row])
+        if filled == offsets[-1]:  # copied while indexing (a copy of its own: the room is
+            blob = read.string_bytes[row, :filled].copy()  # larger)
+        else:
+            blob = np.empty(int(offsets[-1]), np.uint8)
+            example_read.gather_spans(self.data, spans, blob)
+        return np.ones(self.n, np.int64), rows, (blob, offsets)
+
     def values(self, f: Feature, key: str, k: int, dtype: str):
         """(counts per record, -1 when absent; element offsets n+1; values) of key k."""
         counts = np.empty(self.n, np.int64)
@@ -332,7 +370,10 @@ def _feature_column(ctx: RecordIndex, f: Feature, k: int) -> pa.Array:
         mask = pa.py_buffer(np.packbits(valid, bitorder="little"))
         return pa.Array.from_buffers(pa.from_numpy_dtype(out.dtype), ctx.n,
                                      [mask, pa.py_buffer(out)])
-    counts, rows, values = ctx.values(f, f.name, k, f.dtype)
+    if f.kind == "fixed" and not f.shape:  # a string
+        counts, rows, values = ctx.string_scalar(f, k)
+    else:
+        counts, rows, values = ctx.values(f, f.name, k, f.dtype)
     present = counts >= 0
     if f.kind == "fixed" and not f.shape:
         if (counts > 1).any():

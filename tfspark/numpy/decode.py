@@ -147,7 +147,10 @@ def _row_column(ctx: RecordIndex, f: Feature, k: int, strings: Any) -> Any:
             raise ctx.error(rec, f"ragged feature {f.name!r}: row lengths do not add up to "
                                  f"its values")
         return Ragged(Ragged(_leaf(f, values, strings), inner), lrows)
-    counts, rows, values = ctx.values(f, f.name, k, f.dtype)
+    if f.kind == "fixed" and not f.shape:  # a string
+        counts, rows, values = ctx.string_scalar(f, k)
+    else:
+        counts, rows, values = ctx.values(f, f.name, k, f.dtype)
     if f.kind == "varlen":
         return Ragged(_leaf(f, values, strings), rows)
     width = f.shape[0] if f.shape else 1
@@ -164,6 +167,9 @@ def _row_column(ctx: RecordIndex, f: Feature, k: int, strings: Any) -> Any:
                              f"fixes its shape to {list(f.shape)}", schema=True)
     if f.dtype == "string" and strings == "bytes":
         return _fixed_bytes(present, width, values, _default(f), bool(f.shape))
+    if present.all():  # every row has its values: they are the column (no copy)
+        leaf = _leaf(f, values, strings)
+        return leaf.reshape(n, width) if f.shape else leaf
     if isinstance(strings, Lookup):
         out = np.empty((n, width), np.int64)
         out[~present] = strings.id_of(_default(f))

@@ -25,6 +25,7 @@ import numpy as np
 
 from tfspark.wire.jit import njit
 from tfspark.wire.protobuf import (
+    BYTES,
     FEATURE_LISTS,
     FLOAT,
     INT,
@@ -70,7 +71,8 @@ def lookup_key(buf, ks, ke, keys, key_offsets, table):
 
 @njit
 def index_records(buf, offsets, head, tail, keys, key_offsets, table, kinds, starts, ends,
-                  unknown, sequence, int_row, ints, ivalid, float_row, floats_u8, fvalid):
+                  unknown, sequence, int_row, ints, ivalid, float_row, floats_u8, fvalid,
+                  str_row, spans, svalid, sbytes, sfill):
     """For record i and key k: kinds[i, k] = the kind of its list (NONE for a Feature without
     one; left at -1 when the record has no such key) and starts/ends = the byte range of the
     list's body (left as given where kinds is -1: read them only where it is not). unknown =
@@ -82,7 +84,12 @@ def index_records(buf, offsets, head, tail, keys, key_offsets, table, kinds, sta
     its float32 into the bytes floats_u8[j, 4i:4i+4] (fvalid[j, i] set); both when the list is
     the one packed field every writer makes (TensorFlow's and tfspark's). Any other list is
     left to example_read.scalars_many, which reads (and checks) what is not valid here. -1
-    for every other key (all of them: nothing read, and the outputs may be empty).
+    for every other key (all of them: nothing read, and the outputs may be empty). Likewise
+    str_row[k] = j >= 0 for a key of one string: where its list is one string under 128
+    bytes, the string's byte range into spans[j, 2i:2i+2] (svalid[j, i] set), and its bytes
+    after the ones before it in sbytes[j] (sfill[j]: how many there are; -1 once they are not
+    one string per record in order: no room left, or a key twice in a record). A record where
+    it is not (absent, or any other list) is left to count_values and fill_bytes.
 
     Numba does not inline calls to kernels this size, and a call costs more than parsing a
     field, so the layout every writer uses (one-byte tags and lengths, key before value, one
@@ -182,6 +189,23 @@ def index_records(buf, offsets, head, tail, keys, key_offsets, table, kinds, sta
                         for m in range(4):
                             floats_u8[j, 4 * i + m] = buf[la + 2 + m]
                         fvalid[j, i] = True
+                j = str_row[k]
+                if j >= 0:
+                    if svalid[j, i]:  # a second entry of the key in this record
+                        sfill[j] = -1
+                    svalid[j, i] = False
+                    if kind == BYTES and lb - la >= 2 and buf[la] == 0x0A and \
+                            buf[la + 1] < 0x80 and buf[la + 1] == lb - la - 2:
+                        spans[j, 2 * i] = la + 2
+                        spans[j, 2 * i + 1] = lb
+                        svalid[j, i] = True
+                        at = sfill[j]  # (copied here, while the record is in the cache)
+                        if at >= 0 and at + lb - la - 2 <= sbytes.shape[1]:
+                            for m in range(lb - la - 2):
+                                sbytes[j, at + m] = buf[la + 2 + m]
+                            sfill[j] = at + lb - la - 2
+                        else:
+                            sfill[j] = -1
             pos = b
     return OK, 0, 0
 

@@ -218,6 +218,17 @@ def fill_bytes(buf, kinds, starts, ends, k, rows, data, data_offsets):
 
 
 @njit
+def gather_spans(buf, spans, data):
+    """The byte ranges spans[i] = (start, end) of buf, back to back into data."""
+    pos_out = 0
+    for i in range(spans.shape[0]):
+        a, b = spans[i, 0], spans[i, 1]
+        for m in range(b - a):
+            data[pos_out + m] = buf[a + m]
+        pos_out += b - a
+
+
+@njit
 def scalars_many(buf, kinds, starts, ends, ks, want, out, out_u8, valid):
     """The scalars of several features of one type that indexing did not read
     (example_index.index_records reads the one packed value every writer makes): for each
