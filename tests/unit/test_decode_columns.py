@@ -390,6 +390,41 @@ def decode_and_compare(recs: list[bytes], spec=SPEC) -> bool:
     return True
 
 
+@settings(max_examples=400, deadline=None)
+@given(st.binary(min_size=10, max_size=10), st.integers(1, 10))
+def test_a_varint_of_known_length_reads_as_the_byte_by_byte_reader_reads_it(data, n):
+    """The branch-free varint reader (scalars while indexing) against get_varint: the same
+    value where the n bytes are one varint, and a refusal wherever they are not."""
+    from tfspark.wire.protobuf import get_varint, varint_of_length
+
+    buf = np.frombuffer(data, np.uint8)
+    value, end = get_varint(buf, 0, n)
+    got, ok = varint_of_length(buf, 0, n)
+    assert bool(ok) == (end == n), (data.hex(), n)
+    if ok:
+        assert got == value, (data.hex(), n)
+
+
+def test_varints_of_every_length_read_branch_free():
+    from tfspark.wire.protobuf import put_varint, varint_of_length
+
+    for v in [0, 1, 127, 128, 2**14, 2**21 - 1, 2**35, 2**56 - 1, 2**56, 2**62, 2**63 - 1,
+              -1, -(2**63), -12345]:
+        buf = np.zeros(12, np.uint8)
+        n = put_varint(buf, 0, np.int64(v))
+        got, ok = varint_of_length(buf, 0, n)
+        assert ok and got == v, (v, n)
+        shorter = varint_of_length(buf, 0, n - 1)[1] if n > 1 else False
+        longer = varint_of_length(buf, 0, n + 1)[1] if n < 10 else False
+        assert not shorter and not longer, (v, n)
+    # past 64 bits (a 10th byte over 1), a 10th byte that continues, a 9th that does not
+    # where there are 10, and one that does where there are 9 (or an 8th where 8): refused
+    for raw, n in [([0x80] * 9 + [0x02], 10), ([0x80] * 10, 10), ([0x80] * 8 + [0x01, 0x01], 10),
+                   ([0x80] * 9 + [0x00], 9), ([0x80] * 8 + [0x00, 0x00], 8)]:
+        buf = np.array(raw + [0, 0], np.uint8)
+        assert not varint_of_length(buf, 0, n)[1], (raw, n)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.binary(max_size=80))
 def test_random_bytes_never_crash(data):

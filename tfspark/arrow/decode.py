@@ -110,17 +110,17 @@ class ScalarsRead:
                    {d: np.zeros((len(fs), 0), np.bool_) for d, fs in features.items()})
 
     def sized(self, n: int, nbytes: int) -> ScalarsRead:
-        """The same features, with room for n records of nbytes in all (the strings' bytes
-        get room for up to STRING_ROOM bytes per record: past that, they are gathered after
-        indexing)."""
+        """The same features, with room for n records of nbytes in all. Each string feature's
+        bytes get room for STRING_ROOM bytes a record, or a share of twice the records' bytes
+        where that is less (past it, they are gathered after indexing)."""
         strings = len(self.features["string"])
+        room = min(STRING_ROOM * n, 2 * nbytes // max(strings, 1))
         return ScalarsRead(self.features, self.keys, self.rows,
                            {d: np.empty((len(fs), 2 * n if d == "string" else n), _NUMPY[d])
                             for d, fs in self.features.items()},
                            {d: np.zeros((len(fs), n), np.bool_)
                             for d, fs in self.features.items()},
-                           string_bytes=np.empty((strings, min(nbytes, STRING_ROOM * n)),
-                                                 np.uint8),
+                           string_bytes=np.empty((strings, room), np.uint8),
                            string_fill=np.zeros(strings, np.int64))
 
 

@@ -35,6 +35,7 @@ from tfspark.wire.protobuf import (
     get_varint,
     map_entry,
     next_field,
+    varint_of_length,
 )
 
 # ---------------------------------------------------------------- key lookup
@@ -96,6 +97,7 @@ def index_records(buf, offsets, head, tail, keys, key_offsets, table, kinds, sta
     list per Feature, keys in spec order) is parsed inline; anything else takes next_field.
     """
     nkeys = key_offsets.shape[0] - 1
+    nbuf = buf.shape[0]
     for i in range(offsets.shape[0] - 1):
         pos = offsets[i] + head
         e = offsets[i + 1] - tail
@@ -178,8 +180,12 @@ def index_records(buf, offsets, head, tail, keys, key_offsets, table, kinds, sta
                     ivalid[j, i] = False
                     if kind == INT and 3 <= lb - la <= 12 and buf[la] == 0x0A and \
                             buf[la + 1] == lb - la - 2:
-                        v, end = get_varint(buf, la + 2, lb)
-                        if end == lb:
+                        if la + 12 <= nbuf:  # (the 10 bytes it may read are there)
+                            v, good = varint_of_length(buf, la + 2, lb - la - 2)
+                        else:
+                            v, end = get_varint(buf, la + 2, lb)
+                            good = end == lb
+                        if good:
                             ints[j, i] = v
                             ivalid[j, i] = True
                 j = float_row[k]

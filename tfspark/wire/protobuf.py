@@ -81,6 +81,49 @@ def get_varint(buf, pos, end):
     return np.int64(0), -1
 
 
+# varint_of_length's constants: per length n (1..10) of a varint, the continuation bits of
+# its first 8 bytes, and which of those 8 bytes are its own
+_ALL80 = np.uint64(0x8080808080808080)
+_ALL7F = np.uint64(0x7F7F7F7F7F7F7F7F)
+_PAIRS = (np.uint64(0x007F007F007F007F), np.uint64(0x7F007F007F007F00))
+_QUADS = (np.uint64(0x00003FFF00003FFF), np.uint64(0x3FFF00003FFF0000))
+_HALVES = (np.uint64(0x000000000FFFFFFF), np.uint64(0x0FFFFFFF00000000))
+_CONT = np.array([sum(0x80 << (8 * m) for m in range(min(n - 1, 8))) if n else 0
+                  for n in range(11)], np.uint64)
+_OWN = np.array([(1 << (8 * min(n, 8))) - 1 for n in range(11)], np.uint64)
+
+
+@njit
+def varint_of_length(buf, pos, n):
+    """(value, whether buf[pos:pos + n] is exactly one varint) for n in 1..10, as get_varint
+    reads it, without a branch per byte (whose count a run of random-length varints makes
+    unpredictable): the 7-bit groups of the first 8 bytes are packed with shifts and masks.
+    buf[pos:pos + 10] must all be readable."""
+    w = (np.uint64(buf[pos]) | (np.uint64(buf[pos + 1]) << np.uint64(8)) |
+         (np.uint64(buf[pos + 2]) << np.uint64(16)) |
+         (np.uint64(buf[pos + 3]) << np.uint64(24)) |
+         (np.uint64(buf[pos + 4]) << np.uint64(32)) |
+         (np.uint64(buf[pos + 5]) << np.uint64(40)) |
+         (np.uint64(buf[pos + 6]) << np.uint64(48)) |
+         (np.uint64(buf[pos + 7]) << np.uint64(56)))
+    b8 = np.uint64(buf[pos + 8])
+    b9 = np.uint64(buf[pos + 9])
+    x = w & _OWN[n]
+    ok = (x & _ALL80) == _CONT[n]  # every byte but the last continues (of the first 8)
+    x &= _ALL7F
+    x = (x & _PAIRS[0]) | ((x & _PAIRS[1]) >> np.uint64(1))
+    x = (x & _QUADS[0]) | ((x & _QUADS[1]) >> np.uint64(2))
+    x = (x & _HALVES[0]) | ((x & _HALVES[1]) >> np.uint64(4))
+    past8 = np.uint64(n > 8)
+    past9 = np.uint64(n > 9)
+    x |= ((b8 & np.uint64(0x7F)) << np.uint64(56)) * past8
+    x |= ((b9 & np.uint64(1)) << np.uint64(63)) * past9
+    # (bitwise, not `and`: a branch on the length is what this avoids) byte 9 continues only
+    # where there is a 10th, which holds one bit at most
+    ok = ok & ((n <= 8) | ((b8 >> np.uint64(7)) == past9)) & ((n < 10) | (b9 <= np.uint64(1)))
+    return np.int64(x), ok
+
+
 @njit
 def next_field(buf, pos, end):
     """(field number, wire type, payload start, payload end) of the field at pos; field -1 if
