@@ -118,8 +118,8 @@ def varint_of_length(buf, pos, n):
     past9 = np.uint64(n > 9)
     x |= ((b8 & np.uint64(0x7F)) << np.uint64(56)) * past8
     x |= ((b9 & np.uint64(1)) << np.uint64(63)) * past9
-    # (bitwise, not `and`: a branch on the length is what this avoids) byte 9 continues only
-    # where there is a 10th, which holds one bit at most
+    # (bitwise, not `and`: a branch on the length is what this avoids) the 9th byte continues
+    # only where there is a 10th, which holds one bit at most
     ok = ok & ((n <= 8) | ((b8 >> np.uint64(7)) == past9)) & ((n < 10) | (b9 <= np.uint64(1)))
     return np.int64(x), ok
 
