@@ -75,7 +75,7 @@ class ScalarsRead:
     (features, records), of string features the byte range of their one string into
     values["string"] (features, 2 x records), each with valid[dtype]. What indexing left is
     read when a column is first asked for: numbers by example_read.scalars_many
-    (RecordIndex.scalar), strings by the general path (RecordIndex.string_scalar)."""
+    (RecordIndex.scalar), strings by the general path (RecordIndex.values)."""
 
     features: dict[str, list[Feature]]  # by dtype, in spec order
     keys: dict[str, np.ndarray]  # their key indexes
@@ -292,15 +292,16 @@ class RecordIndex:
         row = read.features[f.dtype].index(f)
         return values[row], valid[row]
 
-    def string_scalar(self, f: Feature, k: int):
-        """values(f, f.name, k, "string") of a fixed string scalar (key k): from the strings'
-        byte ranges found while indexing when every record has its one string there (no
-        second walk over the records), else from the general path."""
+    def _indexed_strings(self, f: Feature, key: str):
+        """values() of a fixed string scalar from what indexing found (its strings' byte
+        ranges, their bytes mostly copied already), where every record holds its one string
+        there; None where not (another feature, or any other record: the general path)."""
         read = self.scalars
-        assert read is not None, "a RecordIndex made by Decoder.index"
+        if read is None or key != f.name or f not in read.features["string"]:
+            return None  # (a block record's strings are lists: not read while indexing)
         row = read.features["string"].index(f)
         if not read.valid["string"][row].all():
-            return self.values(f, f.name, k, "string")
+            return None
         spans = read.values["string"][row].reshape(-1, 2)
         rows = np.arange(self.n + 1, dtype=np.int64)
         offsets = np.zeros(self.n + 1, np.int64)
@@ -315,6 +316,8 @@ class RecordIndex:
 
     def values(self, f: Feature, key: str, k: int, dtype: str):
         """(counts per record, -1 when absent; element offsets n+1; values) of key k."""
+        if dtype == "string" and (indexed := self._indexed_strings(f, key)) is not None:
+            return indexed
         counts = np.empty(self.n, np.int64)
         code, rec, info, nbytes = example_read.count_values(self.data, *self.index, k,
                                                             KIND_OF_DTYPE[dtype], counts)
@@ -370,10 +373,7 @@ def _feature_column(ctx: RecordIndex, f: Feature, k: int) -> pa.Array:
         mask = pa.py_buffer(np.packbits(valid, bitorder="little"))
         return pa.Array.from_buffers(pa.from_numpy_dtype(out.dtype), ctx.n,
                                      [mask, pa.py_buffer(out)])
-    if f.kind == "fixed" and not f.shape:  # a string
-        counts, rows, values = ctx.string_scalar(f, k)
-    else:
-        counts, rows, values = ctx.values(f, f.name, k, f.dtype)
+    counts, rows, values = ctx.values(f, f.name, k, f.dtype)
     present = counts >= 0
     if f.kind == "fixed" and not f.shape:
         if (counts > 1).any():

@@ -147,10 +147,7 @@ def _row_column(ctx: RecordIndex, f: Feature, k: int, strings: Any) -> Any:
             raise ctx.error(rec, f"ragged feature {f.name!r}: row lengths do not add up to "
                                  f"its values")
         return Ragged(Ragged(_leaf(f, values, strings), inner), lrows)
-    if f.kind == "fixed" and not f.shape:  # a string
-        counts, rows, values = ctx.string_scalar(f, k)
-    else:
-        counts, rows, values = ctx.values(f, f.name, k, f.dtype)
+    counts, rows, values = ctx.values(f, f.name, k, f.dtype)
     if f.kind == "varlen":
         return Ragged(_leaf(f, values, strings), rows)
     width = f.shape[0] if f.shape else 1
