@@ -119,6 +119,7 @@ def test_strings_as_objects_ragged_and_ids_come_through(data):
         assert len(got) == sum(len(p) for p in part)
 
 
+@pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
 def test_an_early_stop_a_new_pass_and_garbage_end_the_processes(data):
     reader = tfspark.read_batches(data["blocks"], 32, seed=1, processes=2, epochs=None)
     it = iter(reader)

@@ -176,8 +176,9 @@ class ProcessBatches:
                 self._state = {**start, "turn": turn, "workers": list(workers)}
                 yield batch
         finally:
+            # self._running stays: dropping it here could free the generator that wraps this
+            # one (when the reader is garbage), whose close would then find this one running
             pool.end()
-            self._running = None
 
 
 class _Pool:
