@@ -26,7 +26,7 @@ from tfspark.numpy.columns import Ragged, Table
 from tfspark.spec import layout
 from tfspark.spec.model import Feature, FeatureSpec
 from tfspark.wire.jit import njit
-from tfspark.wire.protobuf import TOO_MANY
+from tfspark.wire.protobuf import TOO_MANY, word_at
 
 _DTYPES = {"int64": np.int64, "float32": np.float32, "string": object}
 
@@ -146,13 +146,7 @@ def distinct_strings(blob, offs, cap):
         a = np.int64(offs[i])
         length = np.int64(offs[i + 1]) - a
         if a + 8 <= end:  # the word at a, its bytes past the string masked off
-            w = (np.uint64(blob[a]) | (np.uint64(blob[a + 1]) << np.uint64(8)) |
-                 (np.uint64(blob[a + 2]) << np.uint64(16)) |
-                 (np.uint64(blob[a + 3]) << np.uint64(24)) |
-                 (np.uint64(blob[a + 4]) << np.uint64(32)) |
-                 (np.uint64(blob[a + 5]) << np.uint64(40)) |
-                 (np.uint64(blob[a + 6]) << np.uint64(48)) |
-                 (np.uint64(blob[a + 7]) << np.uint64(56))) & _HEAD_MASK[min(length, 8)]
+            w = word_at(blob, a) & _HEAD_MASK[min(length, 8)]
         else:
             w = np.uint64(0)
             for k in range(min(length, 8)):

@@ -94,18 +94,24 @@ _OWN = np.array([(1 << (8 * min(n, 8))) - 1 for n in range(11)], np.uint64)
 
 
 @njit
+def word_at(buf, pos):
+    """The 8 bytes buf[pos:pos + 8] as one little-endian uint64 (one load once compiled)."""
+    return (np.uint64(buf[pos]) | (np.uint64(buf[pos + 1]) << np.uint64(8)) |
+            (np.uint64(buf[pos + 2]) << np.uint64(16)) |
+            (np.uint64(buf[pos + 3]) << np.uint64(24)) |
+            (np.uint64(buf[pos + 4]) << np.uint64(32)) |
+            (np.uint64(buf[pos + 5]) << np.uint64(40)) |
+            (np.uint64(buf[pos + 6]) << np.uint64(48)) |
+            (np.uint64(buf[pos + 7]) << np.uint64(56)))
+
+
+@njit
 def varint_of_length(buf, pos, n):
     """(value, whether buf[pos:pos + n] is exactly one varint) for n in 1..10, as get_varint
     reads it, without a branch per byte (whose count a run of random-length varints makes
     unpredictable): the 7-bit groups of the first 8 bytes are packed with shifts and masks.
     buf[pos:pos + 10] must all be readable."""
-    w = (np.uint64(buf[pos]) | (np.uint64(buf[pos + 1]) << np.uint64(8)) |
-         (np.uint64(buf[pos + 2]) << np.uint64(16)) |
-         (np.uint64(buf[pos + 3]) << np.uint64(24)) |
-         (np.uint64(buf[pos + 4]) << np.uint64(32)) |
-         (np.uint64(buf[pos + 5]) << np.uint64(40)) |
-         (np.uint64(buf[pos + 6]) << np.uint64(48)) |
-         (np.uint64(buf[pos + 7]) << np.uint64(56)))
+    w = word_at(buf, pos)
     b8 = np.uint64(buf[pos + 8])
     b9 = np.uint64(buf[pos + 9])
     x = w & _OWN[n]
