@@ -106,10 +106,9 @@ def _binary(values: tuple[np.ndarray, np.ndarray]) -> pa.Array:
 
 def _strings(values: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
     """An object array of bytes, one per string. Equal strings share one object where at most
-    one in 8 is distinct and they are short (a categorical column: one object per
-    distinct value, found
-    by a compiled hash pass that releases the GIL, then a NumPy take), as pandas' Arrow
-    conversion deduplicates; otherwise one object per string, made by Arrow in C++."""
+    one in 8 is distinct and they are short (a categorical column): one object per distinct
+    value, found by a compiled hash pass that releases the GIL, then a NumPy take, as pandas'
+    conversion from Arrow deduplicates. Otherwise one object per string, made by Arrow in C++."""
     blob, offs = values
     n = len(offs) - 1
     if n >= _DISTINCT_MIN and blob.size <= _DISTINCT_BYTES * n:

@@ -95,7 +95,7 @@ _OWN = np.array([(1 << (8 * min(n, 8))) - 1 for n in range(11)], np.uint64)
 
 @njit
 def word_at(buf, pos):
-    """The 8 bytes buf[pos:pos + 8] as one little-endian uint64 (one load once compiled)."""
+    """The 8 bytes buf[pos:pos + 8] as one little-endian uint64."""
     return (np.uint64(buf[pos]) | (np.uint64(buf[pos + 1]) << np.uint64(8)) |
             (np.uint64(buf[pos + 2]) << np.uint64(16)) |
             (np.uint64(buf[pos + 3]) << np.uint64(24)) |
