@@ -165,6 +165,50 @@ def test_any_key_order_unpacked_lists_unknown_keys_and_fields():
         {"a": None, "f": None, "l": None, "s": None}]
 
 
+def test_int64_lists_read_in_one_pass_take_every_packing_and_refuse_every_bad_varint():
+    """int64 lists are counted and filled in one pass, into room for as many values as their
+    bytes: every packing and value length, against the reference decoder; each bad varint
+    refused, naming the feature and the record."""
+    extremes = [0, 1, 127, 128, -1, 2**63 - 1, -(2**63), 300, -300]
+    fine = [
+        example(entry(b"l", ints_packed(*extremes))),  # 10-byte varints beside 1-byte ones
+        example(entry(b"l", ints_unpacked(*extremes))),
+        example(entry(b"l", ld(3, ld(1, b"") + b"\x08" + varint(5) + ld(1, varint(-7))))),
+        example(entry(b"l", ld(3, ld(1, varint(1)) + b"\x15abcd" + ld(9, b"xyz")))),  # unknown
+        example(entry(b"l", floats_unpacked())),  # an empty list of another kind: no values
+        example(entry(b"l", byte_list())),
+        example(entry(b"l", ld(3, b""))),
+        b"",
+    ]
+    assert all(decode_and_compare([rec]) for rec in fine)
+    got = decode_records(*records(*fine), SPEC).column("l").to_pylist()
+    assert got == [extremes, extremes, [5, -7], [1], [], [], [], None]
+    bad = {
+        "past 64 bits": ld(1, b"\x80" * 9 + b"\x02"),
+        "11 bytes": ld(1, b"\x80" * 10 + b"\x01"),
+        "last byte continues": ld(1, varint(5) + b"\x80"),
+        "unpacked, cut short": b"\x08\x80",
+        "a field past the list": b"\x0a\x05\x01",
+    }
+    for what, body in bad.items():
+        recs = [example(entry(b"l", ints_packed(1, 2))), example(entry(b"l", ld(3, body)))]
+        assert not decode_and_compare(recs), what
+        with pytest.raises(CorruptRecordError, match=r"malformed int64 list of feature 'l'"):
+            decode_records(*records(*recs), SPEC)
+    with pytest.raises(SchemaError, match=r"feature 'l' \(key 'l'\) holds a float list"):
+        decode_records(*records(example(entry(b"l", floats_unpacked(1.0)))), SPEC)
+    # each record's count, not the running total: a fixed shape is checked record by record
+    pair = infer_spec(T.StructType([T.StructField("l", T.ArrayType(T.LongType()))]),
+                      shapes={"l": [2]})
+    recs = [example(entry(b"l", ints_packed(-1, 2**40))), b"",
+            example(entry(b"l", ints_unpacked(3) + ints_packed(4)))]  # the last list wins
+    with pytest.raises(SchemaError, match=r"feature .l. has 1 values .*record at byte offset 29"):
+        decode_records(*records(*recs), pair)
+    recs[2] = example(entry(b"l", ints_unpacked(3, 4)))
+    assert decode_records(*records(*recs), pair).column("l").to_pylist() == [
+        [-1, 2**40], None, [3, 4]]
+
+
 def test_ints_are_read_as_floats_but_not_the_other_way():
     rec = example(entry(b"f", ints_packed(3, -1)))
     assert decode_records(*records(rec), SPEC).column("f").to_pylist() == [[3.0, -1.0]]

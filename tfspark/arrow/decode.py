@@ -21,6 +21,7 @@ from tfspark.wire.example_index import index_records, key_table
 from tfspark.wire.protobuf import (
     FEATURE_LISTS,
     INEXACT,
+    INT,
     KIND_NAMES,
     KIND_OF_DTYPE,
     TOO_MANY,
@@ -319,16 +320,22 @@ class RecordIndex:
         if dtype == "string" and (indexed := self._indexed_strings(f, key)) is not None:
             return indexed
         counts = np.empty(self.n, np.int64)
+        if dtype == "int64":  # counted and filled in one pass, into room for the most values
+            kinds, starts, ends = self.index
+            room = int(np.where(kinds[:, k] == INT, ends[:, k] - starts[:, k], 0).sum())
+            rows = np.empty(self.n + 1, np.int64)
+            out = np.empty(room, np.int64)
+            code, rec, info = example_read.read_ints(self.data, *self.index, k, counts, rows,
+                                                     out)
+            self.check(code, rec, info, f, key, dtype)
+            out.resize(int(rows[-1]), refcheck=False)  # shrunk where it lies (realloc)
+            return counts, rows, out
         code, rec, info, nbytes = example_read.count_values(self.data, *self.index, k,
                                                             KIND_OF_DTYPE[dtype], counts)
         self.check(code, rec, info, f, key, dtype)
         rows = np.zeros(self.n + 1, np.int64)
         np.cumsum(np.maximum(counts, 0), out=rows[1:])
         total = int(rows[-1])
-        if dtype == "int64":
-            out = np.empty(total, np.int64)
-            example_read.fill_ints(self.data, *self.index, k, rows, out)
-            return counts, rows, out
         if dtype == "float32":
             out = np.empty(total, np.float32)
             code, rec, info = example_read.fill_floats(self.data, *self.index, k, rows, out,

@@ -1,10 +1,10 @@
 """Compiled kernels that read one key's lists out of records indexed by
 example_index.index_records: count the values per record (so each column is allocated once),
-then fill them in.
+then fill them in; int64 lists in one pass, into room for the most values their bytes can hold.
 
 A list body is what index_records points at: BytesList, FloatList or Int64List fields
-(packed or not, repeated or not). Bodies were not checked when indexed, so the count pass
-validates each one and the fill passes only read what it accepted. The layouts every writer
+(packed or not, repeated or not). Bodies were not checked when indexed, so the count pass (or
+the one pass) validates each one and the fill passes only read what it accepted. The layouts every writer
 uses (one packed field, short strings, one value for scalars) are parsed inline: numba does not
 inline calls to kernels this size, and a call costs more than a field.
 """
@@ -168,11 +168,49 @@ def _put_floats(buf, a, b, out_u8, j):
 
 
 @njit
-def fill_ints(buf, kinds, starts, ends, k, rows, out):
-    """Each record's int64 values of key k into out[rows[i]:rows[i+1]] (counted by count_values)."""
+def read_ints(buf, kinds, starts, ends, k, counts, rows, out):
+    """Counting and filling in one pass over the bodies, where the spec wants int64:
+    counts[i] = values of key k in record i (-1 when absent), rows[i + 1] = rows[i] + them,
+    and the values into out[rows[i]:rows[i + 1]]. out holds at least the body bytes of every
+    record whose list is an Int64List (a value takes a byte or more). Validates as
+    count_values does; returns (code, record, kind) with its codes."""
+    j = 0
+    rows[0] = 0
     for i in range(kinds.shape[0]):
-        if kinds[i, k] == INT:  # other kinds here are empty lists
-            _put_ints(buf, starts[i, k], ends[i, k], out, rows[i])
+        kind = kinds[i, k]
+        a, b = starts[i, k], ends[i, k]
+        if kind < 0:
+            counts[i] = -1
+        elif kind != INT:  # an error unless its list is empty
+            c, _, code, _ = count_list(buf, kind, a, b)
+            if code != OK:
+                return code, i, 0
+            if c > 0:
+                return WRONG_TYPE, i, kind
+            counts[i] = 0
+        else:
+            first = j
+            pos = a
+            while pos < b:
+                f, w, p, q = next_field(buf, pos, b)
+                if f < 0:
+                    return MALFORMED, i, 0
+                if f == 1 and w == 0:
+                    v, _ = get_varint(buf, p, q)
+                    out[j] = v
+                    j += 1
+                elif f == 1 and w == 2:
+                    r = p
+                    while r < q:
+                        v, r = get_varint(buf, r, q)
+                        if r < 0:  # past 64 bits, or its last byte past the field
+                            return MALFORMED, i, 0
+                        out[j] = v
+                        j += 1
+                pos = q
+            counts[i] = j - first
+        rows[i + 1] = j
+    return OK, 0, 0
 
 
 @njit
