@@ -4,9 +4,10 @@ then fill them in; int64 lists in one pass, into room for the most values their 
 
 A list body is what index_records points at: BytesList, FloatList or Int64List fields
 (packed or not, repeated or not). Bodies were not checked when indexed, so the count pass (or
-the one pass) validates each one and the fill passes only read what it accepted. The layouts every writer
-uses (one packed field, short strings, one value for scalars) are parsed inline: numba does not
-inline calls to kernels this size, and a call costs more than a field.
+the one pass of int64 lists) validates each one and the fill passes only read what it
+accepted. The layouts every writer uses (one packed field, short strings, one value for
+scalars) are parsed inline: numba does not inline calls to kernels this size, and a call
+costs more than a field.
 """
 
 from __future__ import annotations
@@ -107,19 +108,23 @@ def count_values(buf, kinds, starts, ends, k, want, counts):
 
 @njit
 def _put_ints(buf, a, b, out, j):
-    """Int64List body buf[a:b] -> out[j:] (int64, or float32: converted); the next j. The body
-    was counted, so validated, before."""
+    """Int64List body buf[a:b] -> out[j:] (int64, or float32: converted); the next j, or -1
+    where the body is malformed (a field, or a varint past 64 bits or past its field)."""
     pos = a
     while pos < b:
         f, w, p, q = next_field(buf, pos, b)
+        if f < 0:
+            return -1
         if f == 1 and w == 0:
             v, _ = get_varint(buf, p, q)
             out[j] = v
             j += 1
         elif f == 1 and w == 2:
             r = p
-            while r < q:  # counted, so every varint here ends inside the field
+            while r < q:
                 v, r = get_varint(buf, r, q)
+                if r < 0:
+                    return -1
                 out[j] = v
                 j += 1
         pos = q
@@ -189,26 +194,11 @@ def read_ints(buf, kinds, starts, ends, k, counts, rows, out):
                 return WRONG_TYPE, i, kind
             counts[i] = 0
         else:
-            first = j
-            pos = a
-            while pos < b:
-                f, w, p, q = next_field(buf, pos, b)
-                if f < 0:
-                    return MALFORMED, i, 0
-                if f == 1 and w == 0:
-                    v, _ = get_varint(buf, p, q)
-                    out[j] = v
-                    j += 1
-                elif f == 1 and w == 2:
-                    r = p
-                    while r < q:
-                        v, r = get_varint(buf, r, q)
-                        if r < 0:  # past 64 bits, or its last byte past the field
-                            return MALFORMED, i, 0
-                        out[j] = v
-                        j += 1
-                pos = q
-            counts[i] = j - first
+            at = _put_ints(buf, a, b, out, j)
+            if at < 0:
+                return MALFORMED, i, 0
+            counts[i] = at - j
+            j = at
         rows[i + 1] = j
     return OK, 0, 0
 
