@@ -3,7 +3,8 @@ arrow.encode, for the Spark reader and `verify`. No protobuf objects, no TensorF
 
 decode_records(buf, offsets, spec) finds every record's Feature for each spec key once
 (wire.example_index: any key order, unknown keys skipped), then reads each key's values with
-a count pass and a fill pass (wire.example_read) into one canonical Arrow column per feature.
+a count pass and a fill pass (int64 lists: one pass; wire.example_read) into one canonical
+Arrow column per feature.
 The one-record pure-Python decoder is wire.example_py.
 """
 
