@@ -175,9 +175,17 @@ class Location:
         signed_in(self.fs, path := self.join(rel) if rel else self.base)
         return self.fs.open_input_stream(path, compression=None)
 
-    def open_output(self, rel: str) -> Any:
-        """base/rel for writing (its directory made first), written as is."""
+    def open_output(self, rel: str, bulk: bool = False) -> Any:
+        """base/rel for writing (its directory made first), written as is. bulk: a large file
+        not read back soon, written past the page cache where it is a local file (see
+        tfspark.store.direct)."""
         target = self.join(rel)
+        if bulk and self.is_local:
+            from tfspark.store.direct import open_direct
+
+            direct = self._in_dir(target, lambda: open_direct(target))
+            if direct is not None:
+                return direct
         return self._in_dir(target, lambda: self.fs.open_output_stream(target,
                                                                        compression=None))
 

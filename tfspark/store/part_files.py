@@ -284,7 +284,7 @@ class ParquetCopy:
         if self.drop:
             batch = batch.select([n for n in batch.schema.names if n not in self.drop])
         if self._writer is None:  # the file is there from the first row (a kill leaves it)
-            self._out = self.loc.open_output(self.name)
+            self._out = self.loc.open_output(self.name, bulk=True)
             self._writer = pq.ParquetWriter(self._out, batch.schema, compression="snappy",
                                             use_dictionary=_dictionary_columns(batch.schema))
         self._pending.append(batch)

@@ -98,7 +98,7 @@ class Uploads:
     def open(self, rel: str) -> Any:
         """loc/rel for writing: a stream with write, flush and close."""
         if self._pool is None:
-            return self.loc.open_output(rel)
+            return self.loc.open_output(rel, bulk=True)
         return _Opening(self._pool.submit(self.loc.open_output, rel), self._budget)
 
     def close(self, stream: Any) -> None:
