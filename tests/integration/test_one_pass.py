@@ -78,6 +78,36 @@ def test_a_dataframe_drawn_anew_each_pass_gives_the_copy_the_records_rows(spark,
     assert "two passes" not in r.summary()
 
 
+def _batch_sizes(spark):
+    """200,000 rows in one partition, each carrying the size of the Arrow batch it came in
+    (a mapInArrow of the user's own before the write: it takes the batches the session says)."""
+    import pyarrow as pa
+
+    def sized(batches):
+        for b in batches:
+            yield b.append_column("batch", pa.array([b.num_rows] * b.num_rows, pa.int64()))
+
+    return spark.range(0, 200_000, numPartitions=1).mapInArrow(sized, "id long, batch long")
+
+
+def test_the_tasks_take_large_arrow_batches_and_a_setting_of_the_users_stays(spark, tmp_path):
+    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    assert spark.conf.get(key) == "10000"  # Spark's default
+    r = tfspark.write_tfrecords(_batch_sizes(spark), str(tmp_path / "large"))
+    assert r.passes == 1
+    sizes = pq.read_table(tfspark.read_manifest(str(tmp_path / "large")).backup.location)
+    assert max(sizes["batch"].to_pylist()) == 65536  # not 10,000 rows a batch
+    assert spark.conf.get(key) == "10000"  # restored
+    spark.conf.set(key, "3000")  # the user's own: kept, during the write and after
+    try:
+        tfspark.write_tfrecords(_batch_sizes(spark), str(tmp_path / "own"))
+        sizes = pq.read_table(tfspark.read_manifest(str(tmp_path / "own")).backup.location)
+        assert max(sizes["batch"].to_pylist()) == 3000
+        assert spark.conf.get(key) == "3000"
+    finally:
+        spark.conf.unset(key)
+
+
 def test_one_pass_on_an_object_store(spark, s3, tmp_path):
     """On S3 (moto on loopback), with the filesystem given: the tasks write the copy there."""
     fs = s3.filesystem()

@@ -315,9 +315,11 @@ def _one_pass(spark: Any, df: DataFrame, opts: WriteOptions, *, base_spec: Featu
         manifest_stats={}, splits=tuple(opts.split or ()),
         count_nulls=tuple(f.name for f in spec.features), copy_to=staging,
         split_column=split_col)
-    manifest = write_through_tasks(
-        out_df, replace(opts, max_bytes_per_file=opts.target_file_bytes, task_stats=task_stats),
-        workflow, None, what, before_commit=settle)
+    with sizing.one_pass_batches(spark):
+        manifest = write_through_tasks(
+            out_df, replace(opts, max_bytes_per_file=opts.target_file_bytes,
+                            task_stats=task_stats),
+            workflow, None, what, before_commit=settle)
     facts = RowFacts(rows_in[0], dict((manifest.stats or {}).get("null_counts", {})))
     backup_rows = int((manifest.stats or {}).get("rows", {}).get("backup", rows_in[0]))
     return Staged(spec, manifest, facts, backup_rows,

@@ -76,6 +76,29 @@ def footers(files: Sequence[str | Location]) -> Footers | None:
     return Footers(rows, worst or None, total, nulls)
 
 
+ARROW_ROWS = "spark.sql.execution.arrow.maxRecordsPerBatch"
+ARROW_ROWS_DEFAULT = 10000  # Spark's
+ONE_PASS_ROWS = 65536  # rows per Arrow batch the one-pass export's tasks take
+
+
+@contextlib.contextmanager
+def one_pass_batches(spark: Any) -> Iterator[None]:
+    """Arrow batches of ONE_PASS_ROWS rows for the one-pass export's tasks while it runs, where
+    the session has Spark's 10,000 (a value of the user's own is kept), restored afterwards.
+    Each batch costs the tasks a few calls per column (encoding, null counts, the copy's
+    writer) and the JVM its own; Spark 4 still ends a batch at maxBytesPerBatch (64 MiB by
+    default), so rows of large values make smaller ones."""
+    current = spark.conf.get(ARROW_ROWS, str(ARROW_ROWS_DEFAULT)) or str(ARROW_ROWS_DEFAULT)
+    if int(current) != ARROW_ROWS_DEFAULT:
+        yield
+        return
+    spark.conf.set(ARROW_ROWS, str(ONE_PASS_ROWS))
+    try:
+        yield
+    finally:
+        spark.conf.set(ARROW_ROWS, current)
+
+
 @contextlib.contextmanager
 def batch_rows(spark: Any, row_bytes: float | None) -> Iterator[None]:
     """Smaller batches for rows of huge values, restored afterwards. Spark reads parquet in
@@ -83,7 +106,7 @@ def batch_rows(spark: Any, row_bytes: float | None) -> Iterator[None]:
     with 50 MB strings either is gigabytes and executors die of OutOfMemoryError. Both are
     lowered so a batch holds about _BATCH_BYTES."""
     keys = {"spark.sql.parquet.columnarReaderBatchSize": 4096,
-            "spark.sql.execution.arrow.maxRecordsPerBatch": 10000}
+            ARROW_ROWS: ARROW_ROWS_DEFAULT}
     want = max(1, int(_BATCH_BYTES // row_bytes)) if row_bytes else None
     changed: dict[str, str] = {}
     for key, default in keys.items():
