@@ -7,6 +7,7 @@ stored as parquet) are written, alternating, by:
   parquet            df.write.parquet(...)
   floor: transfer    df.mapInArrow(a task that writes nothing): the rows through Python at all
   floor: pyarrow     df.mapInArrow(a task that writes its batches with pyarrow's parquet writer)
+                     (both floors in the Arrow batches write_tfrecords' tasks take)
   row layout         write_tfrecords(df, ...) with its defaults (one pass: TFRecords, parquet
                      copy, statistics)
   block layout       the same with rows_per_record=1024
@@ -70,6 +71,7 @@ def _writers(spark, df, tmp: str) -> dict:
     import pyarrow as pa
 
     import tfspark
+    from tfspark.spark.sizing import one_pass_batches
 
     def parquet(out: str) -> dict:
         t = time.perf_counter()
@@ -83,7 +85,8 @@ def _writers(spark, df, tmp: str) -> dict:
             yield pa.RecordBatch.from_pydict({"n": [0]})
 
         t = time.perf_counter()
-        df.mapInArrow(task, "n long").collect()
+        with one_pass_batches(spark):  # the batches write_tfrecords' tasks take
+            df.mapInArrow(task, "n long").collect()
         return {"s": time.perf_counter() - t}
 
     def by_pyarrow(out: str) -> dict:
@@ -105,7 +108,8 @@ def _writers(spark, df, tmp: str) -> dict:
             yield pa.RecordBatch.from_pydict({"n": [0]})
 
         t = time.perf_counter()
-        df.mapInArrow(task, "n long").collect()
+        with one_pass_batches(spark):
+            df.mapInArrow(task, "n long").collect()
         return {"s": time.perf_counter() - t}
 
     def export(out: str, **settings) -> dict:
@@ -143,12 +147,13 @@ def _phases(source: str, rows: int) -> dict:
 
     from tfspark.arrow.encode import BatchEncoder
     from tfspark.arrow.encode_block import BlockEncoder
+    from tfspark.spark.sizing import ONE_PASS_ROWS
     from tfspark.spec import infer_spec
     from tfspark.store.fs import locate
     from tfspark.store.part_files import ParquetCopy
     from tfspark.store.stats.sketch import TaskStats
 
-    batches = list(ds.dataset(source).to_batches(batch_size=10_000))
+    batches = list(ds.dataset(source).to_batches(batch_size=ONE_PASS_ROWS))  # as tasks take them
     spec = infer_spec(batches[0].schema)
     out: dict[str, float] = {}
 
