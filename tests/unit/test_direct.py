@@ -18,6 +18,16 @@ def _flags(fd: int) -> int:
         return int(next(line for line in f if line.startswith("flags:")).split()[1], 8)
 
 
+@pytest.fixture(autouse=True)
+def _direct_here(tmp_path):
+    """These tests need a temporary directory on a filesystem that takes O_DIRECT (ext4, xfs,
+    btrfs, tmpfs since Linux 6.6); elsewhere tfspark writes files as any other."""
+    f = open_direct(str(tmp_path / "probe"))
+    if f is None:
+        pytest.skip(f"the filesystem of {tmp_path} refuses O_DIRECT")
+    f.close()
+
+
 @pytest.fixture
 def small_chunks(monkeypatch):
     monkeypatch.setattr(direct, "CHUNK", 3 * ALIGN)  # many chunks from a few writes

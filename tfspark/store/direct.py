@@ -25,6 +25,7 @@ ALIGN = 4096  # what O_DIRECT asks of offsets, lengths and addresses: a multiple
 # logical block size in use (512 or 4,096 bytes)
 CHUNK = 2**20  # bytes per write (a multiple of ALIGN)
 _O_DIRECT = getattr(os, "O_DIRECT", 0)
+_REFUSED = {errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP}  # what a filesystem says to O_DIRECT
 
 
 def open_direct(path: str) -> DirectFile | None:
@@ -36,7 +37,7 @@ def open_direct(path: str) -> DirectFile | None:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | _O_DIRECT,
                      0o666)
     except OSError as e:
-        if e.errno != errno.EINVAL:
+        if e.errno not in _REFUSED:
             raise
         return None
     return DirectFile(fd)
@@ -118,7 +119,7 @@ class DirectFile:
             try:
                 n = os.write(self._fd, view)
             except OSError as e:
-                if e.errno != errno.EINVAL or not self._direct:
+                if e.errno not in _REFUSED or not self._direct:
                     raise
                 self.buffered()  # refused after all (the alignment): the page cache then
                 continue
