@@ -18,7 +18,7 @@ from __future__ import annotations
 import errno
 import mmap
 import os
-import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 ALIGN = 4096  # what O_DIRECT asks of offsets, lengths and addresses: a multiple of any
@@ -53,8 +53,8 @@ class DirectFile:
         self._buffers: list[mmap.mmap] = []  # page aligned; made as they are needed
         self._filling = 0  # the buffer that takes the next bytes
         self._filled = 0
-        self._writing: threading.Thread | None = None
-        self._error: BaseException | None = None
+        self._writer: ThreadPoolExecutor | None = None  # its one thread, from the first chunk
+        self._writing: Future | None = None
         self._direct = True
         self._position = 0
         self.closed = False
@@ -92,27 +92,17 @@ class DirectFile:
         """The full buffer written in the background, once the write before it is done;
         the other buffer fills meanwhile."""
         self._wait()
-        chunk = memoryview(self._buffers[self._filling])
-        self._writing = threading.Thread(target=self._write_quietly, args=(chunk,),
-                                         name="tfspark-direct-write", daemon=True)
-        self._writing.start()
+        if self._writer is None:
+            self._writer = ThreadPoolExecutor(1, thread_name_prefix="tfspark-direct-write")
+        self._writing = self._writer.submit(self._write, memoryview(self._buffers[self._filling]))
         self._filling ^= 1
         self._filled = 0
 
     def _wait(self) -> None:
-        """After the background write; its error raised (once)."""
-        if self._writing is not None:
-            self._writing.join()
-            self._writing = None
-        if self._error is not None:
-            error, self._error = self._error, None
-            raise error
-
-    def _write_quietly(self, view: memoryview) -> None:
-        try:
-            self._write(view)
-        except BaseException as e:  # noqa: BLE001 - raised by the writer's next call
-            self._error = e
+        """After the background write; its error raised."""
+        writing, self._writing = self._writing, None
+        if writing is not None:
+            writing.result()
 
     def _write(self, view: memoryview) -> None:
         while view.nbytes:
@@ -150,6 +140,6 @@ class DirectFile:
                 self.buffered()
                 self._write(rest[aligned:])
         finally:
-            if self._writing is not None:  # (only where a write failed: it ended)
-                self._writing.join()
+            if self._writer is not None:  # (its last write ended: waited for above)
+                self._writer.shutdown()
             os.close(self._fd)
