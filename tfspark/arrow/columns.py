@@ -52,22 +52,28 @@ def size_column(c: Column, sizes: np.ndarray, key: np.ndarray) -> None:
 
 
 def write_column(c: Column, out: np.ndarray, cursor: np.ndarray, lo: int, hi: int,
-           key: np.ndarray) -> None:
-    """Write column c's entries of rows [lo, hi) at the rows' cursors."""
+                 key: np.ndarray, wide: bool = False) -> None:
+    """Write column c's entries of rows [lo, hi) at the rows' cursors; wide: by words, into
+    framed records (see wire.example_write)."""
     if c.kind == INT:
         if c.scalar:
-            example_write.write_int_scalars(out, cursor, lo, hi, key, c.present, c.values)
+            example_write.write_int_scalars(out, cursor, lo, hi, key, c.present, c.values, wide)
         else:
-            example_write.write_ints(out, cursor, lo, hi, key, c.rows, c.present, c.values)
+            example_write.write_ints(out, cursor, lo, hi, key, c.rows, c.present, c.values,
+                                     wide)
     elif c.kind == FLOAT:
         if c.scalar:
             example_write.write_float_scalars(out, cursor, lo, hi, key, c.present,
-                                              c.values.view(np.uint8))
+                                              c.values.view(np.uint8), wide)
         else:
             example_write.write_floats(out, cursor, lo, hi, key, c.rows, c.present,
-                            c.values.view(np.uint8))
+                                       c.values.view(np.uint8), wide)
+    elif c.scalar:
+        example_write.write_bytes_scalars(out, cursor, lo, hi, key, c.present, c.values,
+                                          c.offsets, wide)
     else:
-        example_write.write_bytes(out, cursor, lo, hi, key, c.rows, c.present, c.values, c.offsets)
+        example_write.write_bytes(out, cursor, lo, hi, key, c.rows, c.present, c.values,
+                                  c.offsets, wide)
 
 
 def check_columns(batch: pa.RecordBatch, spec: FeatureSpec) -> None:

@@ -115,15 +115,17 @@ class BatchEncoder:
         for c, key in zip(cols, keys):
             size_column(c, sizes, key)
         offsets, cursor = example_write.layout(sizes, framed)
-        out = self.buffer(int(offsets[-1]))
+        total = int(offsets[-1])
+        # framed records are written by words, which need room past the last one
+        room = self.buffer(total + example_write.SLACK)
         for lo in range(0, n, BLOCK_ROWS):
             hi = min(lo + BLOCK_ROWS, n)
-            example_write.write_heads(out, offsets, sizes, framed, lo, hi)
+            example_write.write_heads(room, offsets, sizes, framed, lo, hi)
             for c, key in zip(cols, keys):
-                write_column(c, out, cursor, lo, hi, key)
+                write_column(c, room, cursor, lo, hi, key, wide=framed)
             if framed:
-                frame_into(out, offsets[lo:hi + 1])
-        return out, offsets
+                frame_into(room, offsets[lo:hi + 1])
+        return room[:total], offsets
 
     def _columns(self, batch: pa.RecordBatch) -> tuple[list[Column], int]:
         """(the canonical columns of the records, how many records): one per row here."""

@@ -26,6 +26,7 @@ from numba.extending import intrinsic
 
 from tfspark.wire.crc import TABLES, crc32c
 from tfspark.wire.jit import njit
+from tfspark.wire.words import load_u64
 
 
 def _has_instruction() -> bool:
@@ -87,24 +88,6 @@ _crc_u64 = _crc_step(64, 64)  # 8 bytes at a time
 _crc_u8 = _crc_step(32, 8)  # the last few
 
 
-def _load_u64_typer(typingctx, arr, idx):
-    """The 8 bytes at arr[idx:idx + 8] as one little-endian word (any alignment; the caller
-    keeps idx + 8 within the array), of a contiguous 1-d uint8 array only: an address from the
-    index alone would be wrong for any other."""
-    if not (isinstance(arr, types.Array) and arr.ndim == 1 and arr.layout == "C"
-            and arr.dtype == types.uint8):
-        return None
-
-    def codegen(context, builder, signature, args):
-        data = context.make_array(signature.args[0])(context, builder, args[0]).data
-        word = builder.bitcast(builder.gep(data, [args[1]]), ir.IntType(64).as_pointer())
-        return builder.load(word, align=1)
-    return types.uint64(arr, types.intp), codegen
-
-
-_load_u64: Any = intrinsic(_load_u64_typer)
-
-
 @njit
 def _advance(c, s):
     """The raw register c advanced over LANE zero bytes (s: SHIFT)."""
@@ -123,13 +106,13 @@ def _crc_instruction(buf, start, end):
         b = np.uint64(0)
         d = np.uint64(0)
         for k in range(p, p + LANE, 8):
-            c = _crc_u64(c, _load_u64(buf, k))
-            b = _crc_u64(b, _load_u64(buf, k + LANE))
-            d = _crc_u64(d, _load_u64(buf, k + 2 * LANE))
+            c = _crc_u64(c, load_u64(buf, k))
+            b = _crc_u64(b, load_u64(buf, k + LANE))
+            d = _crc_u64(d, load_u64(buf, k + 2 * LANE))
         c = _advance(_advance(c, s) ^ b, s) ^ d
         p += 3 * LANE
     while end - p >= 8:
-        c = _crc_u64(c, _load_u64(buf, p))
+        c = _crc_u64(c, load_u64(buf, p))
         p += 8
     r = np.uint32(c)
     while p < end:

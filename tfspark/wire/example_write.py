@@ -31,12 +31,16 @@ from tfspark.wire.protobuf import (
     INT,
     list_tag,
     put_varint,
+    put_varint_word,
     varint_bytes,
     varint_size,
 )
 from tfspark.wire.tfrecord import HEADER_BYTES, TRAILER_BYTES
+from tfspark.wire.words import load_u64, store_u64
 
 _BYTES_TAG, _FLOAT_TAG, _INT_TAG = list_tag(BYTES), list_tag(FLOAT), list_tag(INT)
+# Bytes of room a buffer needs past its last record for the kernels' word stores (`wide`).
+SLACK = 8
 # Byte positions in the copying loops are uint64: numba checks every signed index for a
 # negative one (Python's wrap-around), which took half the time of copying a scalar's entry.
 _U = np.uint64
@@ -51,19 +55,69 @@ def _entry_size(key_len, list_len):
 
 
 @njit
-def _put_entry_head(out, pos, key, tag, list_len):
+def _put_entry_head(out, pos, key, tag, list_len, words):
+    """An entry's bytes up to its list body; the key from `words` (wide) when not empty."""
     feature = 1 + varint_size(list_len) + list_len
     entry = key.shape[0] + 1 + varint_size(feature) + feature
     out[pos] = 0x0A
     pos = put_varint(out, pos + 1, entry)
-    at = _U(pos)
-    for k in range(_U(key.shape[0])):
-        out[at + k] = key[k]
+    if words.shape[0]:
+        _put_words(out, pos, words)
+    else:
+        at = _U(pos)
+        for k in range(_U(key.shape[0])):
+            out[at + k] = key[k]
     pos += key.shape[0]
     out[pos] = 0x12
     pos = put_varint(out, pos + 1, feature)
     out[pos] = tag
     return put_varint(out, pos + 1, list_len)
+
+
+# ---------------------------------------------------------------- wide: words, not bytes
+#
+# A buffer of framed records is written `wide`: heads, keys and values go out 8 bytes at a
+# store (wire.words), and each store may overwrite up to 7 bytes past what it means to write.
+# Those bytes are always written again after: an entry is 8 bytes or more and the entries of a
+# row are written in order, so the next entry of the row covers them; the last entry's are
+# the record's trailer and the next record's length, which framing writes after the entries
+# (both 16 bytes, more than the 7). The buffer holds SLACK bytes past its last record. Records
+# without framing lie back to back, and are written a byte at a time.
+
+
+@njit
+def _words(head):
+    """A head's bytes as little-endian words, zero-padded to a whole word."""
+    out = np.zeros((head.shape[0] + 7) // 8 * 8, np.uint8)
+    out[:head.shape[0]] = head
+    return out.view(np.uint64)
+
+
+@njit
+def _put_words(out, pos, words):
+    """words' bytes at out[pos:], whole words (past the head they pad: see above)."""
+    for k in range(words.shape[0]):
+        store_u64(out, pos + 8 * k, words[k])
+
+
+@njit
+def _copy(out, pos, src, s, n, wide):
+    """src[s:s + n] to out[pos:]; by words when wide (while src has 8 bytes to read)."""
+    k = 0
+    if wide:
+        last = src.shape[0] - 8
+        while k < n and s + k <= last:
+            store_u64(out, pos + k, load_u64(src, s + k))
+            k += 8
+    at, src_at = _U(pos), _U(s)
+    for j in range(_U(k), _U(n)):  # (strings are short; a loop beats slice setup)
+        out[at + j] = src[src_at + j]
+    return pos + n
+
+
+@njit
+def _no_words():
+    return np.zeros(0, np.uint64)
 
 
 @njit
@@ -85,19 +139,23 @@ def size_ints(sizes, key, rows, present, values):
 
 
 @njit
-def write_ints(out, cursor, lo, hi, key, rows, present, values):
+def write_ints(out, cursor, lo, hi, key, rows, present, values, wide):
     """Write the Int64List entries of rows [lo, hi) at their cursors, advancing them."""
+    words = _words(key) if wide else _no_words()
     for i in range(lo, hi):
         if present[i]:
             a, b = rows[i], rows[i + 1]
             payload = _int_payload(values, a, b)
             body = 0 if payload == 0 else 1 + varint_size(payload) + payload
-            pos = _put_entry_head(out, cursor[i], key, _INT_TAG, body)
+            pos = _put_entry_head(out, cursor[i], key, _INT_TAG, body, words)
             if payload:
                 out[pos] = 0x0A
                 pos = put_varint(out, pos + 1, payload)
                 for j in range(a, b):
-                    pos = put_varint(out, pos, values[j])
+                    if wide:
+                        pos = put_varint_word(out, pos, values[j], varint_size(values[j]))
+                    else:
+                        pos = put_varint(out, pos, values[j])
             cursor[i] = pos
 
 
@@ -112,23 +170,21 @@ def size_floats(sizes, key, rows, present, values_u8):
 
 
 @njit
-def write_floats(out, cursor, lo, hi, key, rows, present, values_u8):
+def write_floats(out, cursor, lo, hi, key, rows, present, values_u8, wide):
     """Write the FloatList entries of rows [lo, hi) at their cursors (values_u8: the float32
     values as bytes), advancing the cursors.
     """
+    words = _words(key) if wide else _no_words()
     for i in range(lo, hi):
         if present[i]:
             a, b = 4 * rows[i], 4 * rows[i + 1]
             payload = b - a
             body = 0 if payload == 0 else 1 + varint_size(payload) + payload
-            pos = _put_entry_head(out, cursor[i], key, _FLOAT_TAG, body)
+            pos = _put_entry_head(out, cursor[i], key, _FLOAT_TAG, body, words)
             if payload:
                 out[pos] = 0x0A
                 pos = put_varint(out, pos + 1, payload)
-                at, src = _U(pos), _U(a)
-                for k in range(_U(payload)):
-                    out[at + k] = values_u8[src + k]
-                pos += payload
+                pos = _copy(out, pos, values_u8, a, payload, wide)
             cursor[i] = pos
 
 
@@ -150,21 +206,76 @@ def size_bytes(sizes, key, rows, present, data, offsets):
 
 
 @njit
-def write_bytes(out, cursor, lo, hi, key, rows, present, data, offsets):
+def write_bytes(out, cursor, lo, hi, key, rows, present, data, offsets, wide):
     """Write the BytesList entries of rows [lo, hi) at their cursors, advancing them."""
+    words = _words(key) if wide else _no_words()
     for i in range(lo, hi):
         if present[i]:
             a, b = rows[i], rows[i + 1]
-            pos = _put_entry_head(out, cursor[i], key, _BYTES_TAG, _bytes_body(offsets, a, b))
+            pos = _put_entry_head(out, cursor[i], key, _BYTES_TAG, _bytes_body(offsets, a, b),
+                                  words)
             for j in range(a, b):
                 s, e = offsets[j], offsets[j + 1]
                 out[pos] = 0x0A
                 pos = put_varint(out, pos + 1, e - s)
-                at, src = _U(pos), _U(s)
-                for k in range(_U(e - s)):  # strings are short; a loop beats slice setup
-                    out[at + k] = data[src + k]
-                pos += e - s
+                pos = _copy(out, pos, data, s, e - s, wide)
             cursor[i] = pos
+
+
+@njit
+def write_bytes_scalars(out, cursor, lo, hi, key, present, data, offsets, wide):
+    """write_bytes for a scalar column (string j is row j's): each entry's head up to the
+    string's bytes depends on its length only, so the heads of strings under SHORT bytes are
+    made once, as words (wide), and copied."""
+    if not wide:
+        write_bytes(out, cursor, lo, hi, key, np.arange(present.shape[0] + 1), present, data,
+                    offsets, wide)
+        return
+    width = (_short_head(key, SHORT - 1).shape[0] + 7) // 8
+    words = np.zeros((SHORT, width), np.uint64)
+    sizes = np.zeros(SHORT, np.int64)
+    for n in range(SHORT):
+        head = _short_head(key, n)
+        w = _words(head)
+        words[n, :w.shape[0]] = w
+        sizes[n] = head.shape[0]
+    key_words = _words(key)
+    last = data.shape[0] - 8
+    for i in range(lo, hi):
+        if present[i]:
+            s, e = offsets[i], offsets[i + 1]
+            n = e - s
+            pos = cursor[i]
+            if n < SHORT:
+                for k in range((sizes[n] + 7) // 8):
+                    store_u64(out, pos + 8 * k, words[n, k])
+                pos += sizes[n]
+            else:
+                pos = _put_entry_head(out, pos, key, _BYTES_TAG, 1 + varint_size(n) + n,
+                                      key_words)
+                out[pos] = 0x0A
+                pos = put_varint(out, pos + 1, n)
+            if n <= 8 and s <= last:  # (most strings of a category: one word)
+                store_u64(out, pos, load_u64(data, s))
+                cursor[i] = pos + n
+            else:
+                cursor[i] = _copy(out, pos, data, s, n, wide)
+
+
+SHORT = 64  # bytes under which a scalar string's entry head comes from a table
+
+
+@njit
+def _short_head(key, n):
+    """The bytes of a one-string BytesList entry under `key` up to the string's n bytes."""
+    body = 1 + varint_size(n) + n
+    feature = 1 + varint_size(body) + body
+    entry = key.shape[0] + 1 + varint_size(feature) + feature
+    head = np.empty(1 + varint_size(entry) + entry - n, np.uint8)
+    pos = _put_entry_head(head, 0, key, _BYTES_TAG, body, _no_words())
+    head[pos] = 0x0A
+    put_varint(head, pos + 1, n)
+    return head
 
 
 @njit
@@ -207,7 +318,7 @@ def _scalar_head(key, tag, payload):
     feature = 1 + 1 + body
     entry = key.shape[0] + 1 + 1 + feature
     head = np.empty(1 + varint_size(entry) + entry - payload, np.uint8)
-    pos = _put_entry_head(head, 0, key, tag, body)
+    pos = _put_entry_head(head, 0, key, tag, body, _no_words())
     head[pos] = 0x0A
     head[pos + 1] = payload
     return head
@@ -223,9 +334,20 @@ def size_float_scalars(sizes, key, present, values_u8):
 
 
 @njit
-def write_float_scalars(out, cursor, lo, hi, key, present, values_u8):
+def write_float_scalars(out, cursor, lo, hi, key, present, values_u8, wide):
     """Scalar floats: every entry is the same head followed by the value's 4 bytes."""
     head = _scalar_head(key, _FLOAT_TAG, 4)
+    if wide:
+        words = _words(head)
+        n = head.shape[0]
+        bits = values_u8.view(np.uint32)
+        for i in range(lo, hi):
+            if present[i]:
+                pos = cursor[i]
+                _put_words(out, pos, words)
+                store_u64(out, pos + n, np.uint64(bits[i]))
+                cursor[i] = pos + n + 4
+        return
     h = _U(head.shape[0])
     for i in range(lo, hi):
         if present[i]:
@@ -251,9 +373,26 @@ def size_int_scalars(sizes, key, present, values):
 
 
 @njit
-def write_int_scalars(out, cursor, lo, hi, key, present, values):
+def write_int_scalars(out, cursor, lo, hi, key, present, values, wide):
     """write_ints for a scalar column: a precomputed head per varint size, then the value."""
     heads = [_scalar_head(key, _INT_TAG, p) for p in range(1, 11)]
+    if wide:
+        width = (heads[9].shape[0] + 7) // 8  # (the longest head: of 10 bytes)
+        words = np.zeros((11, width), np.uint64)
+        sizes = np.zeros(11, np.int64)
+        for p in range(1, 11):
+            w = _words(heads[p - 1])
+            words[p, :w.shape[0]] = w
+            sizes[p] = heads[p - 1].shape[0]
+        for i in range(lo, hi):
+            if present[i]:
+                v = values[i]
+                p = varint_size(v)
+                pos = cursor[i]
+                for k in range((sizes[p] + 7) // 8):
+                    store_u64(out, pos + 8 * k, words[p, k])
+                cursor[i] = put_varint_word(out, pos + sizes[p], v, p)
+        return
     for i in range(lo, hi):
         if present[i]:
             v = values[i]

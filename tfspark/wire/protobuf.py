@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from tfspark.wire.jit import njit
+from tfspark.wire.words import leading_zeros, store_u64
 
 # The kind of a Feature's list is its field number in the Feature message; NONE: no list.
 NONE, BYTES, FLOAT, INT = 0, 1, 2, 3
@@ -31,21 +32,10 @@ def list_tag(kind: int) -> int:
 
 @njit
 def varint_size(v):
-    """Bytes of the protobuf varint of int64 v (10 for negatives)."""
-    if v < 0:
-        return 10  # two's complement of a negative int64 fills all 64 bits
-    if v < 0x80:
-        return 1
-    if v < 0x4000:
-        return 2
-    if v < 0x200000:
-        return 3
-    n = 4
-    u = v >> 28
-    while u > 0:
-        u >>= 7
-        n += 1
-    return n
+    """Bytes of the protobuf varint of int64 v (10 for negatives: two's complement fills all
+    64 bits), from its significant bits without a branch: a column of random sizes made the
+    branches' guesses a third of the int64 writer's time."""
+    return (np.int64(70) - np.int64(leading_zeros(np.uint64(v) | np.uint64(1)))) // 7
 
 
 @njit
@@ -59,6 +49,27 @@ def put_varint(out, pos, v):
         at += np.uint64(1)
     out[at] = np.uint8(u)
     return pos + int(at - np.uint64(pos)) + 1
+
+
+@njit
+def put_varint_word(out, pos, v, n):
+    """put_varint for v of n = varint_size(v) bytes, its first 8 bytes stored as one word: the
+    7-bit groups spread to bytes with shifts and masks (varint_of_length's packing, reversed),
+    the continuation bits or-ed in. Overwrites out[pos + n:pos + 8] too (up to 7 bytes after
+    the varint, which the caller writes after), so out must have room for 8 bytes at pos."""
+    u = np.uint64(v)
+    x = u & np.uint64(0x00FFFFFFFFFFFFFF)
+    x = (x & _HALVES[0]) | ((x & np.uint64(0x00FFFFFFF0000000)) << np.uint64(4))
+    x = (x & _QUADS[0]) | ((x & np.uint64(0x0FFFC0000FFFC000)) << np.uint64(2))
+    x = (x & _PAIRS[0]) | ((x & np.uint64(0x3F803F803F803F80)) << np.uint64(1))
+    # bytes 9 and 10 (negatives take 10) as a word at pos + 8, or, for a shorter varint, at pos
+    # to be overwritten by the first word: a store either way, not a branch
+    rest = u >> np.uint64(56)
+    tenth = np.uint64(n == 10) << np.uint64(7)  # the 9th byte's continuation bit
+    last = (rest & np.uint64(0x7F)) | tenth | ((rest >> np.uint64(7)) << np.uint64(8))
+    store_u64(out, pos + 8 * np.int64(n > 8), last)
+    store_u64(out, pos, x | _CONT[n])
+    return pos + n
 
 
 @njit

@@ -1,0 +1,69 @@
+"""Unaligned 8-byte words in byte arrays, for the compiled kernels: one load or store instruction
+where a loop would move a byte at a time (the CRC's input; the heads and values the Example
+writer copies). Both take a contiguous 1-d uint8 array and an index, and neither checks bounds:
+the caller keeps [idx, idx + 8) within the array's memory. And a word's leading zero bits, one
+instruction where a loop would branch (the size of a varint).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+
+def _bytes_array(arr: Any) -> bool:
+    """Whether numba's type `arr` is a contiguous 1-d uint8 array: an address from the index
+    alone would be wrong for any other."""
+    return (isinstance(arr, types.Array) and arr.ndim == 1 and arr.layout == "C"
+            and arr.dtype == types.uint8)
+
+
+def _address(context: Any, builder: Any, arr_type: Any, arr: Any, idx: Any) -> Any:
+    data = context.make_array(arr_type)(context, builder, arr).data
+    return builder.bitcast(builder.gep(data, [idx]), ir.IntType(64).as_pointer())
+
+
+def _load_typer(typingctx, arr, idx):
+    """The 8 bytes at arr[idx:idx + 8] as one little-endian word, any alignment."""
+    if not _bytes_array(arr):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.load(_address(context, builder, signature.args[0], *args), align=1)
+    return types.uint64(arr, types.intp), codegen
+
+
+def _store_typer(typingctx, arr, idx, word):
+    """Write word's 8 bytes (little-endian) at arr[idx:idx + 8], any alignment."""
+    if not _bytes_array(arr):
+        return None
+
+    def codegen(context, builder, signature, args):
+        builder.store(args[2], _address(context, builder, signature.args[0], args[0], args[1]),
+                      align=1)
+        return context.get_dummy_value()
+    return types.void(arr, types.intp, types.uint64), codegen
+
+
+def _clz_typer(typingctx, word):
+    """The leading zero bits of a uint64 (64 for 0)."""
+    if word != types.uint64:
+        return None
+
+    def codegen(context, builder, signature, args):
+        fnty = ir.FunctionType(ir.IntType(64), [ir.IntType(64), ir.IntType(1)])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.ctlz.i64")
+        return builder.call(fn, [args[0], ir.Constant(ir.IntType(1), 0)])
+    return types.uint64(types.uint64), codegen
+
+
+_load_typer.__name__ = "load_u64"  # (numba names an intrinsic after its typer)
+_store_typer.__name__ = "store_u64"
+_clz_typer.__name__ = "leading_zeros"
+load_u64: Any = intrinsic(_load_typer)
+store_u64: Any = intrinsic(_store_typer)
+leading_zeros: Any = intrinsic(_clz_typer)
