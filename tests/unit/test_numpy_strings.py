@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
-from tfspark.numpy.decode import _strings, distinct_strings
+from tfspark.arrow.hashing import distinct_strings
+from tfspark.numpy.decode import _strings
 
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])

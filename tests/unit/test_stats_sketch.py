@@ -72,6 +72,33 @@ def test_a_task_that_counted_exactly_joins_one_that_estimated():
         4 * out["distinct_relative_sd"] * truth, truth
 
 
+@pytest.mark.parametrize("distinct", [1, 7, 300, 5000])
+def test_string_counts_are_exact_whichever_way_they_are_counted(distinct):
+    """Few distinct strings are counted from the compiled hash pass's numbers, many by Arrow's
+    value_counts (past one in 8 distinct): the same exact counts, nulls left out, values of 0
+    to 40 bytes (past the hash's first word), sliced batches."""
+    from collections import Counter
+
+    rng = np.random.default_rng(distinct)
+    pool = ["", "a", "abcdefgh", "abcdefghi", "abcdefghj"] + \
+        [f"value-{k}-" + "x" * (k % 30) for k in range(distinct)]
+    pool = pool[:max(distinct, 1)]
+    n = 30_000
+    picks = [None if i % 13 == 0 else pool[k] for i, k in enumerate(rng.integers(0, len(pool), n))]
+    spec = FeatureSpec((Feature("s", ("s",), "fixed", "string", "bytes", "string",
+                                nullable=True),))
+    st = TaskStats(spec, top_k=10_000)  # cap 20,000: every value counted exactly
+    whole = pa.record_batch({"s": pa.array(picks)})
+    for lo in range(0, n, 7_000):
+        st.add(None, whole.slice(lo, 7_000))
+    out = merge([pickle.loads(pickle.dumps(st.result()))], spec, 10_000, None)
+    s = out["features"]["s"]
+    want = Counter(v for v in picks if v is not None)
+    assert dict(s["top"]) == dict(want)
+    assert s["distinct_approx"] == len(want)
+    assert s["nulls"] == picks.count(None)
+
+
 def test_deciles_within_the_recorded_rank_error_and_splits_apart():
     rng = np.random.default_rng(3)
     tasks = [_columns(rng, 200_000, 10, 10) for _ in range(4)]

@@ -10,6 +10,7 @@ import numpy as np
 
 from tfspark.arrow.hashing import splitmix
 from tfspark.wire.jit import njit
+from tfspark.wire.words import leading_zeros
 
 
 @njit
@@ -51,20 +52,16 @@ def hll_add(registers, keys, lg_k):  # pragma: no cover - compiled
     """Each 64-bit key (an integer's bits, or a string's FNV-1a) into a HyperLogLog of
     2**lg_k registers: splitmix64's finalizer (as split keys are hashed) mixes it, its top
     lg_k bits pick a register, and the register keeps the largest rank (leading zeros + 1 of
-    the other bits) seen."""
-    low_bits = np.uint64(64 - lg_k)
-    low_mask = (np.uint64(1) << low_bits) - np.uint64(1)
-    top = np.uint64(1) << (low_bits - np.uint64(1))  # the low bits' highest
+    the other bits, 64 - lg_k + 1 when they are all zero) seen. The rank is one instruction on
+    the other bits shifted to the top, a 1 below them ending the count where they end."""
+    lg = np.uint64(lg_k)
+    low_bits = np.uint64(64) - lg
+    stop = np.uint64(1) << (lg - np.uint64(1))
     for i in range(keys.shape[0]):
         x = splitmix(keys[i])
-        index = int(x >> low_bits)
-        low = x & low_mask
-        rank = 1
-        while rank <= 64 - lg_k and not (low & top):  # two steps on average
-            rank += 1
-            low <<= np.uint64(1)
-        if rank > registers[index]:
-            registers[index] = rank
+        index = x >> low_bits
+        rank = np.uint8(leading_zeros((x << lg) | stop) + np.uint64(1))
+        registers[index] = max(registers[index], rank)
 
 
 @njit
