@@ -23,7 +23,8 @@ from typing import Any
 
 ALIGN = 4096  # what O_DIRECT asks of offsets, lengths and addresses: a multiple of any
 # logical block size in use (512 or 4,096 bytes)
-CHUNK = 2**20  # bytes per write (a multiple of ALIGN)
+CHUNK = 4 << 20  # bytes per write (a multiple of ALIGN): 4 MiB, where 1 MiB handed the writing
+# thread four times as many writes, and the export took longer in each of two side-by-side runs
 _O_DIRECT = getattr(os, "O_DIRECT", 0)
 _REFUSED = {errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP}  # what a filesystem says to O_DIRECT
 
