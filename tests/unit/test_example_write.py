@@ -10,8 +10,9 @@ import pytest
 
 from tfspark.arrow.encode import BatchEncoder
 from tfspark.spec import infer_spec
+from tfspark.wire.example_py import decode_example
 from tfspark.wire.protobuf import put_varint, put_varint_word, varint_bytes, varint_size
-from tfspark.wire.tfrecord import frame_record
+from tfspark.wire.tfrecord import HEADER_BYTES, TRAILER_BYTES, frame_record
 
 EDGES = [0, 1, 127, 128, 16383, 16384, 2**21, 2**28, 2**35, 2**42, 2**49, 2**56 - 1, 2**56,
          2**63 - 1, -1, -2, -(2**62), -(2**63)]
@@ -74,6 +75,24 @@ def test_framed_records_are_the_plain_records_framed(n: int, seed: int) -> None:
                         for i in range(batch.num_rows))
         assert bytes(framed) == want
         assert framed_at[-1] == len(want)
+        _same_rows(bytes(framed), framed_at, batch)
+
+
+def _same_rows(framed: bytes, at: np.ndarray, batch: pa.RecordBatch) -> None:
+    """Each record, read by the pure-Python reference decoder, holds its row's values."""
+    rows = batch.to_pylist()
+    for i, row in enumerate(rows):
+        got = decode_example(framed[at[i] + HEADER_BYTES:at[i + 1] - TRAILER_BYTES])
+        for name, value in row.items():
+            if value is None:
+                assert name not in got, (i, name)
+                continue
+            values = value if isinstance(value, list) else [value]
+            if isinstance(values[0] if values else None, str):
+                values = [v.encode() for v in values]
+            elif isinstance(values[0] if values else None, float):
+                values = [float(np.float32(v)) for v in values]
+            assert got[name] == values, (i, name)
 
 
 def test_a_reused_encoder_leaves_nothing_of_a_longer_batch_behind() -> None:

@@ -47,6 +47,8 @@ def size_column(c: Column, sizes: np.ndarray, key: np.ndarray) -> None:
             example_write.size_float_scalars(sizes, key, c.present, c.values.view(np.uint8))
         else:
             example_write.size_floats(sizes, key, c.rows, c.present, c.values.view(np.uint8))
+    elif c.scalar:
+        example_write.size_bytes_scalars(sizes, key, c.present, c.offsets)
     else:
         example_write.size_bytes(sizes, key, c.rows, c.present, c.values, c.offsets)
 

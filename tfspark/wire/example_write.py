@@ -266,6 +266,22 @@ SHORT = 64  # bytes under which a scalar string's entry head comes from a table
 
 
 @njit
+def size_bytes_scalars(sizes, key, present, offsets):
+    """size_bytes for a scalar column: the entry bytes of strings under SHORT bytes from a
+    table by length."""
+    table = np.zeros(SHORT, np.int64)
+    for n in range(SHORT):
+        table[n] = _short_head(key, n).shape[0] + n
+    for i in range(present.shape[0]):
+        if present[i]:
+            n = offsets[i + 1] - offsets[i]
+            if n < SHORT:
+                sizes[i] += table[n]
+            else:
+                sizes[i] += _entry_size(key.shape[0], 1 + varint_size(n) + n)
+
+
+@njit
 def _short_head(key, n):
     """The bytes of a one-string BytesList entry under `key` up to the string's n bytes."""
     body = 1 + varint_size(n) + n
