@@ -6,7 +6,8 @@ stored as parquet) are written, alternating, by:
 
   parquet            df.write.parquet(...)
   floor: transfer    df.mapInArrow(a task that writes nothing): the rows through Python at all
-  floor: pyarrow     df.mapInArrow(a task that writes its batches with pyarrow's parquet writer)
+  floor: pyarrow     df.mapInArrow(a task that writes its batches with pyarrow's parquet writer,
+                     set as the parquet copy's files are)
                      (both floors in the Arrow batches write_tfrecords' tasks take)
   row layout         write_tfrecords(df, ...) with its defaults (one pass: TFRecords, parquet
                      copy, statistics)
@@ -95,13 +96,12 @@ def _writers(spark, df, tmp: str) -> dict:
         def task(batches):
             import uuid
 
-            import pyarrow.parquet as pq
+            from tfspark.store.part_files import parquet_writer
 
             writer = None
             for b in batches:
-                if writer is None:
-                    writer = pq.ParquetWriter(f"{out}/{uuid.uuid4().hex}.parquet", b.schema,
-                                              compression="snappy")
+                if writer is None:  # (the parquet copy's settings)
+                    writer = parquet_writer(f"{out}/{uuid.uuid4().hex}.parquet", b.schema)
                 writer.write_batch(b)
             if writer is not None:
                 writer.close()

@@ -108,6 +108,30 @@ def test_the_tasks_take_large_arrow_batches_and_a_setting_of_the_users_stays(spa
         spark.conf.unset(key)
 
 
+def test_the_copys_files_write_longs_as_deltas_and_spark_reads_them_back(spark, tmp_path):
+    """The copy's longs are DELTA_BINARY_PACKED, its strings dictionaries, its doubles plain,
+    all snappy; Spark's reader gives back every id and value the TFRecords hold."""
+    path = str(tmp_path / "deltas")
+    r = tfspark.write_tfrecords(_random_rows(spark), path)
+    assert r.passes == 1
+    location = tfspark.read_manifest(path).backup.location
+    files = [os.path.join(location, f) for f in os.listdir(location) if f.endswith(".parquet")]
+    assert files
+    for f in files:
+        group = pq.ParquetFile(f).metadata.row_group(0)
+        encodings = {group.column(c).path_in_schema: set(group.column(c).encodings)
+                     for c in range(group.num_columns)}
+        assert "DELTA_BINARY_PACKED" in encodings["id"]
+        assert "RLE_DICTIONARY" in encodings["s"]
+        assert encodings["x"] <= {"PLAIN", "RLE"}
+        assert {group.column(c).compression for c in range(group.num_columns)} == {"SNAPPY"}
+    by_spark = {row.id: (row.x, row.s) for row in spark.read.parquet(location).collect()}
+    records = _record_rows(path)
+    assert set(by_spark) == set(records)
+    assert all(abs(by_spark[i][0] - records[i][0]) < 1e-6 and by_spark[i][1] == records[i][1]
+               for i in records)
+
+
 def test_one_pass_on_an_object_store(spark, s3, tmp_path):
     """On S3 (moto on loopback), with the filesystem given: the tasks write the copy there."""
     fs = s3.filesystem()

@@ -266,8 +266,9 @@ def write_parquet(df: Any, staging: Location, write_id: str) -> list[tuple[str, 
 
     @scrubbed
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import pyarrow.parquet as pq
         from pyspark import TaskContext
+
+        from tfspark.store.part_files import parquet_writer  # (the driver loads no kernels)
 
         ctx = TaskContext.get()
         task = f"{ctx.partitionId():05d}-{write_id}-{ctx.taskAttemptId()}" if ctx else \
@@ -278,7 +279,7 @@ def write_parquet(df: Any, staging: Location, write_id: str) -> list[tuple[str, 
             for batch in batches:
                 if writer is None:
                     out = staging.open_output(name)
-                    writer = pq.ParquetWriter(out, batch.schema, compression="snappy")
+                    writer = parquet_writer(out, batch.schema)
                 writer.write_batch(batch)
                 rows += batch.num_rows
         finally:

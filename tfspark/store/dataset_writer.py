@@ -45,6 +45,7 @@ from tfspark.store.options import (
     workflow_signature,
     write_settings,
 )
+from tfspark.store.part_files import parquet_writer
 from tfspark.store.placement import check_placement
 from tfspark.store.uris import error_line, redact
 from tfspark.store.write import (
@@ -410,7 +411,6 @@ def _stage(source: Source, spec: FeatureSpec, staging: Location, opts: WriteOpti
            write_id: str) -> tuple[list[str], Facts]:
     """Write the rows as parquet files under `staging`, rolled at about the target file size
     (in memory), gathering their facts; returns the files (relative to `staging`)."""
-    import pyarrow.parquet as pq
 
     facts = Facts()
     files: list[str] = []
@@ -425,7 +425,7 @@ def _stage(source: Source, spec: FeatureSpec, staging: Location, opts: WriteOpti
             if writer is None:
                 name = f"part-{len(files):05d}-{write_id}.parquet"
                 out = staging.open_output(name)
-                writer = pq.ParquetWriter(out, source.schema, compression="snappy")
+                writer = parquet_writer(out, source.schema)
                 files.append(name)
             writer.write_batch(batch)
             held += batch.nbytes
