@@ -138,9 +138,13 @@ def test_frame_buffer_rejects_bad_offsets():
         frame_buffer(buf, np.array([], dtype=np.int64))
 
 
-def test_frame_into_fills_header_and_trailer_in_place():
+@pytest.mark.parametrize("sizes", ["small", "mixed"])
+def test_frame_into_fills_header_and_trailer_in_place(sizes):
     rng = np.random.default_rng(3)
     records = _random_records(rng, 50, max_len=600)
+    if sizes == "mixed":  # records framed three at a time, and large ones on their own
+        records = [bytes(rng.integers(0, 256, n, dtype=np.uint8))
+                   for n in (0, 1, 7, 8, 9, 40_000, 3, 15, 100_000, 20, 20, 12_287, 12_288, 5)]
     start = 5  # slots need not start at 0, and the array may have spare room after them
     framed_offsets = start + np.concatenate([[0], np.cumsum([len(r) + 16 for r in records])])
     out = rng.integers(0, 256, int(framed_offsets[-1]) + 7, dtype=np.uint8)  # junk everywhere

@@ -24,7 +24,7 @@ import numpy as np
 from tfspark.errors import CorruptRecordError
 from tfspark.wire.crc import crc32c_lib, masked, masked_crc
 from tfspark.wire.crc_hw import AVAILABLE as CRC_INSTRUCTION
-from tfspark.wire.crc_hw import crc_length, crc_three, frame_crc
+from tfspark.wire.crc_hw import LANE, crc_length, crc_three, frame_crc
 from tfspark.wire.jit import njit
 
 HEADER_BYTES = 12  # uint64 length + uint32 masked crc of the length
@@ -91,12 +91,17 @@ def _frame_by_tables(out, offsets):
 
 @njit
 def _frame_by_instruction(out, offsets):
-    """_frame_slot's bytes, three records at a time (crc_hw.crc_three)."""
+    """_frame_slot's bytes, three small records at a time (crc_hw.crc_three); a record of
+    3 * LANE bytes or more on its own (its CRC runs three lanes of its own)."""
     n = offsets.shape[0] - 1
     i = 0
     while i + 3 <= n:
         a, b, c = offsets[i], offsets[i + 1], offsets[i + 2]
         na, nb, nc = b - a - OVERHEAD, c - b - OVERHEAD, offsets[i + 3] - c - OVERHEAD
+        if max(na, nb, nc) >= 3 * LANE:
+            _frame_slot(out, a, na)
+            i += 1
+            continue
         ca, cb, cc = crc_three(out, a + HEADER_BYTES, na, b + HEADER_BYTES, nb,
                                c + HEADER_BYTES, nc)
         _put_frame(out, a, na, ca)
