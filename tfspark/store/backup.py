@@ -41,7 +41,6 @@ STAGING_PREFIX = mf.BACKUP_STAGING
 PublishTable = Callable[[str, mf.PendingBackup, int], str]
 
 
-
 def staging_name(write_id: str) -> str:
     """The staging directory of write `write_id` by this process: the name says which write
     made it, and which driver (host and pid), so a later write can tell the leftovers of dead

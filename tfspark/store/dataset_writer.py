@@ -411,7 +411,6 @@ def _stage(source: Source, spec: FeatureSpec, staging: Location, opts: WriteOpti
            write_id: str) -> tuple[list[str], Facts]:
     """Write the rows as parquet files under `staging`, rolled at about the target file size
     (in memory), gathering their facts; returns the files (relative to `staging`)."""
-
     facts = Facts()
     files: list[str] = []
     writer: Any = None
