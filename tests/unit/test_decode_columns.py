@@ -469,6 +469,32 @@ def test_varints_of_every_length_read_branch_free():
         assert not varint_of_length(buf, 0, n)[1], (raw, n)
 
 
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.integers(-(2**63), 2**64 - 1), max_size=12), st.binary(max_size=4),
+       st.integers(0, 12))
+def test_packed_varints_read_as_the_byte_by_byte_reader_reads_them(values, junk, after):
+    """get_varints (a packed Int64List's values, lengths found a word at a time where 10
+    bytes are readable) against get_varint one value after another: the same values, and a
+    refusal wherever the bytes are not whole varints up to the end, whatever follows them."""
+    from tfspark.wire.protobuf import get_varint, get_varints, varint_bytes
+
+    body = b"".join(varint_bytes(v % 2**64) for v in values) + junk
+    buf = np.frombuffer(body + b"\xff" * after, np.uint8)
+    want: list[int] = []
+    r, q = 0, len(body)
+    while r < q:
+        v, r = get_varint(buf, r, q)
+        if r < 0:
+            break
+        want.append(int(v))
+    out = np.zeros(len(body) + 1, np.int64)
+    j = get_varints(buf, 0, q, out, 0)
+    if r == q:
+        assert j == len(want) and out[:j].tolist() == want, (body.hex(), after)
+    else:
+        assert j == -1, (body.hex(), after)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.binary(max_size=80))
 def test_random_bytes_never_crash(data):

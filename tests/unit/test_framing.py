@@ -444,6 +444,43 @@ def test_big_and_small_records_have_their_data_crc_checked(bad, where, instructi
                              lambda buf, off, base: len(off) - 1)) == len(records)
 
 
+# With the crc32 instruction, small records have their data CRCs checked three at a time once
+# their headers are walked: each of ten records damaged in turn (its data, its stored CRC or
+# its length's CRC) is the one named, with the records before it handed on, whatever batches
+# the reader asks for.
+SMALL_SIZES = [0, 1, 7, 8, 9, 100, 255, 3, 64, 17]
+
+
+@pytest.mark.parametrize("instruction", [True, False])
+@pytest.mark.parametrize("bad", range(len(SMALL_SIZES)))
+@pytest.mark.parametrize("where", ["data", "stored crc", "length crc"])
+def test_each_damaged_small_record_is_the_one_named(bad, where, instruction, monkeypatch):
+    from tfspark.wire.stream import stream_framed
+
+    if instruction and not framing.CRC_INSTRUCTION:
+        pytest.skip("this CPU has no crc32 instruction (SSE4.2)")
+    monkeypatch.setattr(framing, "CRC_INSTRUCTION", instruction)
+    rng = np.random.default_rng(bad)
+    records = [rng.integers(0, 256, n, dtype=np.uint8).tobytes() for n in SMALL_SIZES]
+    starts = np.cumsum([0] + [n + framing.OVERHEAD for n in SMALL_SIZES])
+    data = bytearray(b"".join(map(frame_record, records)))
+    n = SMALL_SIZES[bad]
+    at = {"data": framing.HEADER_BYTES + n // 2 if n else framing.HEADER_BYTES,
+          "stored crc": framing.HEADER_BYTES + n + 2, "length crc": 9}[where]
+    data[int(starts[bad]) + at] ^= 0x10
+    what = "length CRC mismatch" if where == "length crc" else "data CRC mismatch"
+    with pytest.raises(CorruptRecordError, match=what) as info:
+        framing.frame_offsets(np.frombuffer(bytes(data), np.uint8), path="f")
+    assert info.value.offset == starts[bad]
+    for batch in (1, 2, 4, 10):
+        handed: list[int] = []
+        with pytest.raises(CorruptRecordError, match=what) as info:
+            for got in stream_framed(io.BytesIO(bytes(data)), "f", True,
+                                     lambda buf, off, base: len(off) - 1, batch_records=batch):
+                handed.append(got)
+        assert sum(handed) == bad and info.value.offset == starts[bad]
+
+
 @settings(max_examples=60, deadline=None)
 @given(sizes=st.lists(st.integers(0, 300), min_size=1, max_size=60),
        chunk=st.integers(1, 700), batch=st.integers(1, 9))

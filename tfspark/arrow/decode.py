@@ -36,6 +36,7 @@ from tfspark.wire.tfrecord import (
     checked_offsets,
     gather_records,
 )
+from tfspark.wire.words import SLACK
 
 __all__ = ["Decoder", "ScalarsRead", "decode_records", "records_column"]
 SEQUENCE_EXAMPLE = ("the record is a tf.train.SequenceExample (it has feature_lists), not a "
@@ -122,7 +123,7 @@ class ScalarsRead:
                             for d, fs in self.features.items()},
                            {d: np.zeros((len(fs), n), np.bool_)
                             for d, fs in self.features.items()},
-                           string_bytes=np.empty((strings, room), np.uint8),
+                           string_bytes=np.empty((strings, room + SLACK), np.uint8),
                            string_fill=np.zeros(strings, np.int64))
 
 
@@ -190,7 +191,7 @@ class Decoder:
                                        unknown, sequence, read.rows["int64"],
                                        read.values["int64"], read.valid["int64"],
                                        read.rows["float32"],
-                                       read.values["float32"].view(np.uint8),
+                                       read.values["float32"].view(np.uint32),
                                        read.valid["float32"], read.rows["string"],
                                        read.values["string"], read.valid["string"],
                                        read.string_bytes, read.string_fill)
@@ -343,10 +344,10 @@ class RecordIndex:
                                                        out.view(np.uint8))
             self.check(code, rec, info, f, key, dtype)
             return counts, rows, out
-        blob = np.empty(nbytes, np.uint8)
+        room = np.empty(nbytes + SLACK, np.uint8)  # (fill_bytes copies by words)
         blob_offsets = np.empty(total + 1, np.int64)
-        example_read.fill_bytes(self.data, *self.index, k, rows, blob, blob_offsets)
-        return counts, rows, (blob, blob_offsets)
+        example_read.fill_bytes(self.data, *self.index, k, rows, room, blob_offsets)
+        return counts, rows, (room[:nbytes], blob_offsets)
 
 
 def _sequence_column(ctx: RecordIndex, f: Feature, j: int) -> pa.Array:

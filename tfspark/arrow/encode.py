@@ -33,6 +33,7 @@ from tfspark.spec.model import Feature, FeatureSpec
 from tfspark.wire import example_write, sequence_write
 from tfspark.wire.protobuf import BYTES, FLOAT, INT
 from tfspark.wire.tfrecord import frame_into
+from tfspark.wire.words import SLACK
 
 
 def encode_batch(batch: pa.RecordBatch | pa.Table, spec: FeatureSpec, *,
@@ -117,7 +118,7 @@ class BatchEncoder:
         offsets, cursor = example_write.layout(sizes, framed)
         total = int(offsets[-1])
         # framed records are written by words, which need room past the last one
-        room = self.buffer(total + example_write.SLACK)
+        room = self.buffer(total + SLACK)
         for lo in range(0, n, BLOCK_ROWS):
             hi = min(lo + BLOCK_ROWS, n)
             example_write.write_heads(room, offsets, sizes, framed, lo, hi)

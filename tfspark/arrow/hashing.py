@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from tfspark.wire.jit import njit
-from tfspark.wire.protobuf import word_at
+from tfspark.wire.words import load_u64
 
 
 @njit
@@ -76,7 +76,7 @@ def distinct_strings(blob, offs, cap):
         a = np.int64(offs[i])
         length = np.int64(offs[i + 1]) - a
         if a + 8 <= end:  # the word at a, its bytes past the string masked off
-            w = word_at(blob, a) & _HEAD_MASK[min(length, 8)]
+            w = load_u64(blob, a) & _HEAD_MASK[min(length, 8)]
         else:
             w = np.uint64(0)
             for k in range(min(length, 8)):

@@ -31,7 +31,7 @@ from tfspark.numpy.units import Span
 from tfspark.store.concurrency import OpenedAhead
 from tfspark.store.fetch import Fetcher, hand_over, reading
 from tfspark.store.shards import Shard
-from tfspark.wire.stream import stream_framed
+from tfspark.wire.stream import CHUNK_BYTES, stream_framed
 
 QUEUED = 4  # decoded pieces waiting per slot
 
@@ -68,12 +68,13 @@ class FileChunks:
                                  start=span.byte if byte is None else byte,
                                  end=None if span.end < 0 else span.end)
 
-    def pieces(self, span: Span, at: Position, decoder: NumpyDecoder,
-               opened: Any = None) -> Iterator[tuple[Table, Position | None]]:
+    def pieces(self, span: Span, at: Position, decoder: NumpyDecoder, opened: Any = None,
+               buffer: np.ndarray | None = None) -> Iterator[tuple[Table, Position | None]]:
         """A span's rows from `at` on, in pieces, each with the Position after it when it ends
         a chunk (None otherwise); the last piece, possibly empty, ends the span: its Position
         is the start of the slot's next span. A whole file's rows are counted against the
-        manifest at its end."""
+        manifest at its end. buffer: the reading thread's memory for the file's bytes (the
+        pieces are copies: decoded, they hold none of it)."""
         part, f = self.part, span.file
         loc = part.files[f]
         name = loc.uri
@@ -111,7 +112,8 @@ class FileChunks:
                     _skip(source, at.byte, name)
                 for table, end_record, end_byte in stream_framed(
                         source, name, True, decode, gz, per_chunk, first_record=at.record,
-                        base=at.byte, size=None if span.end < 0 else span.end - at.byte):
+                        base=at.byte, size=None if span.end < 0 else span.end - at.byte,
+                        buffer=buffer):
                     got = num_rows(table)
                     if limit is not None and rows + got >= limit:
                         yield slice_table(table, 0, limit - rows), after
@@ -182,13 +184,15 @@ class Interleave:
 
         def run(k: int, at: Position) -> None:
             decoder = self.chunks.decoder()
+            buffer = np.empty(CHUNK_BYTES, np.uint8)  # this thread's, from file to file
             mine = self.files[k]
             opened = OpenedAhead(self.chunks.open, mine)  # remote: their first bytes on the way
             try:
                 for p in range(at.file, len(mine)):
                     opened.open_after(p, self.chunks.ahead)
                     start = at if p == at.file else Position(p)
-                    for item in self.chunks.pieces(mine[p], start, decoder, opened.take(p)):
+                    for item in self.chunks.pieces(mine[p], start, decoder, opened.take(p),
+                                                   buffer):
                         if not put(k, item):
                             return
             except BaseException as e:  # noqa: BLE001 - handed to the consumer

@@ -37,6 +37,8 @@ from tfspark.wire.protobuf import (
     next_field,
     varint_of_length,
 )
+from tfspark.wire.words import SLACK, load_u64, store_u64
+from tfspark.wire.words import unsigned as _U
 
 # ---------------------------------------------------------------- key lookup
 
@@ -72,7 +74,7 @@ def lookup_key(buf, ks, ke, keys, key_offsets, table):
 
 @njit
 def index_records(buf, offsets, head, tail, keys, key_offsets, table, kinds, starts, ends,
-                  unknown, sequence, int_row, ints, ivalid, float_row, floats_u8, fvalid,
+                  unknown, sequence, int_row, ints, ivalid, float_row, float_bits, fvalid,
                   str_row, spans, svalid, sbytes, sfill):
     """For record i and key k: kinds[i, k] = the kind of its list (NONE for a Feature without
     one; left at -1 when the record has no such key) and starts/ends = the byte range of the
@@ -82,15 +84,18 @@ def index_records(buf, offsets, head, tail, keys, key_offsets, table, kinds, sta
 
     Scalar numbers are read while their record is indexed: where int_row[k] = j >= 0, key k's
     one packed int64 value into ints[j, i] (ivalid[j, i] set); where float_row[k] = j >= 0,
-    its float32 into the bytes floats_u8[j, 4i:4i+4] (fvalid[j, i] set); both when the list is
-    the one packed field every writer makes (TensorFlow's and tfspark's). Any other list is
+    its float32's bits into float_bits[j, i] (the values' uint32 view; fvalid[j, i] set);
+    both when the list is the one packed field every writer makes (TensorFlow's and
+    tfspark's). Any other list is
     left to example_read.scalars_many, which reads (and checks) what is not valid here. -1
     for every other key (all of them: nothing read, and the outputs may be empty). Likewise
     str_row[k] = j >= 0 for a key of one string: where its list is one string under 128
     bytes, the string's byte range into spans[j, 2i:2i+2] (svalid[j, i] set), and its bytes
     after the ones before it in sbytes[j] (sfill[j]: how many there are; -1 once they are not
-    one string per record in order: no room left, or a key twice in a record). A record where
-    it is not (absent, or any other list) is left to count_values and fill_bytes.
+    one string per record in order: no room left, or a key twice in a record). Each row of
+    sbytes ends in SLACK bytes that are never filled: strings are copied 8 bytes at a time,
+    and the last word of one may reach past its end. A record where it is not (absent, or any
+    other list) is left to count_values and fill_bytes.
 
     Numba does not inline calls to kernels this size, and a call costs more than parsing a
     field, so the layout every writer uses (one-byte tags and lengths, key before value, one
@@ -98,19 +103,22 @@ def index_records(buf, offsets, head, tail, keys, key_offsets, table, kinds, sta
     """
     nkeys = key_offsets.shape[0] - 1
     nbuf = buf.shape[0]
+    stride = sbytes.shape[1]  # each string feature's row of sbytes: room, then the slack
+    room = stride - SLACK
+    flat = sbytes.reshape(-1)
     for i in range(offsets.shape[0] - 1):
         pos = offsets[i] + head
         e = offsets[i + 1] - tail
         guess = 0  # the key expected next: writers sort keys as the spec does
         while pos < e:
-            if buf[pos] == 0x0A and pos + 2 < e and buf[pos + 1] < 0x80:  # short Features
+            if buf[_U(pos)] == 0x0A and pos + 2 < e and buf[_U(pos + 1)] < 0x80:  # short Features
                 a = pos + 2
-                b = a + np.int64(buf[pos + 1])
+                b = a + np.int64(buf[_U(pos + 1)])
                 if b > e:
                     return MALFORMED, i, pos
-            elif (buf[pos] == 0x0A and pos + 2 < e and buf[pos + 2] < 0x80):  # < 16 KiB
+            elif (buf[_U(pos)] == 0x0A and pos + 2 < e and buf[_U(pos + 2)] < 0x80):  # < 16 KiB
                 a = pos + 3
-                b = a + ((np.int64(buf[pos + 1]) & 0x7F) | (np.int64(buf[pos + 2]) << 7))
+                b = a + ((np.int64(buf[_U(pos + 1)]) & 0x7F) | (np.int64(buf[_U(pos + 2)]) << 7))
                 if b > e:
                     return MALFORMED, i, pos
             else:
@@ -124,9 +132,9 @@ def index_records(buf, offsets, head, tail, keys, key_offsets, table, kinds, sta
                     continue
             q = a
             while q < b:
-                if buf[q] == 0x0A and q + 1 < b and buf[q + 1] < 0x80:  # an entry
+                if buf[_U(q)] == 0x0A and q + 1 < b and buf[_U(q + 1)] < 0x80:  # an entry
                     a2 = q + 2
-                    b2 = a2 + np.int64(buf[q + 1])
+                    b2 = a2 + np.int64(buf[_U(q + 1)])
                     if b2 > b:
                         return MALFORMED, i, q
                 else:
@@ -139,10 +147,10 @@ def index_records(buf, offsets, head, tail, keys, key_offsets, table, kinds, sta
                 q = b2
                 ks = ke = vs = ve = a2  # a missing key is "", a missing value empty
                 r = a2
-                if r + 1 < b2 and buf[r] == 0x0A and buf[r + 1] < 0x80:
-                    ke = r + 2 + np.int64(buf[r + 1])
-                    if (ke + 1 < b2 and buf[ke] == 0x12 and buf[ke + 1] < 0x80
-                            and ke + 2 + np.int64(buf[ke + 1]) == b2):
+                if r + 1 < b2 and buf[_U(r)] == 0x0A and buf[_U(r + 1)] < 0x80:
+                    ke = r + 2 + np.int64(buf[_U(r + 1)])
+                    if (ke + 1 < b2 and buf[_U(ke)] == 0x12 and buf[_U(ke + 1)] < 0x80
+                            and ke + 2 + np.int64(buf[_U(ke + 1)]) == b2):
                         ks, vs, ve, r = r + 2, ke + 2, b2, b2
                     else:
                         ke = a2
@@ -155,7 +163,7 @@ def index_records(buf, offsets, head, tail, keys, key_offsets, table, kinds, sta
                     k = guess
                     ka = key_offsets[guess]
                     for j in range(ke - ks):
-                        if keys[ka + j] != buf[ks + j]:
+                        if keys[ka + j] != buf[_U(ks + j)]:
                             k = -1
                             break
                 if k < 0:
@@ -165,9 +173,12 @@ def index_records(buf, offsets, head, tail, keys, key_offsets, table, kinds, sta
                         unknown[0], unknown[1], unknown[2] = i, ks, ke
                     continue
                 guess = k + 1
-                if (ve - vs >= 2 and buf[vs + 1] < 0x80 and vs + 2 + np.int64(buf[vs + 1]) == ve
-                        and (buf[vs] == 0x0A or buf[vs] == 0x12 or buf[vs] == 0x1A)):
-                    kind, la, lb = np.int64(buf[vs] >> 3), vs + 2, ve
+                tag = length = np.int64(0)
+                if ve - vs >= 2:  # the list's tag and one-byte length
+                    tag, length = np.int64(buf[_U(vs)]), np.int64(buf[_U(vs + 1)])
+                if (length < 0x80 and vs + 2 + length == ve
+                        and (tag == 0x0A or tag == 0x12 or tag == 0x1A)):
+                    kind, la, lb = np.int64(tag >> 3), vs + 2, ve
                 else:
                     kind, la, lb = list_of(buf, vs, ve)
                     if kind < 0:
@@ -178,8 +189,8 @@ def index_records(buf, offsets, head, tail, keys, key_offsets, table, kinds, sta
                 j = int_row[k]  # (a later entry of a key wins: it is read again)
                 if j >= 0:
                     ivalid[j, i] = False
-                    if kind == INT and 3 <= lb - la <= 12 and buf[la] == 0x0A and \
-                            buf[la + 1] == lb - la - 2:
+                    if kind == INT and 3 <= lb - la <= 12 and buf[_U(la)] == 0x0A and \
+                            buf[_U(la + 1)] == lb - la - 2:
                         if la + 12 <= nbuf:  # (the 10 bytes it may read are there)
                             v, good = varint_of_length(buf, la + 2, lb - la - 2)
                         else:
@@ -191,25 +202,39 @@ def index_records(buf, offsets, head, tail, keys, key_offsets, table, kinds, sta
                 j = float_row[k]
                 if j >= 0:
                     fvalid[j, i] = False
-                    if kind == FLOAT and lb - la == 6 and buf[la] == 0x0A and buf[la + 1] == 4:
+                    if kind == FLOAT and lb - la == 6 and la + 8 <= nbuf:
+                        w = load_u64(buf, la)  # tag, length 4, the float's 4 bytes
+                        if (w & np.uint64(0xFFFF)) == np.uint64(0x040A):
+                            float_bits[j, i] = np.uint32(w >> np.uint64(16))
+                            fvalid[j, i] = True
+                    elif (kind == FLOAT and lb - la == 6 and buf[_U(la)] == 0x0A
+                          and buf[_U(la + 1)] == 4):
+                        bits = np.uint32(0)  # (the buffer's last bytes)
                         for m in range(4):
-                            floats_u8[j, 4 * i + m] = buf[la + 2 + m]
+                            bits |= np.uint32(buf[_U(la + 2 + m)]) << np.uint32(8 * m)
+                        float_bits[j, i] = bits
                         fvalid[j, i] = True
                 j = str_row[k]
                 if j >= 0:
                     if svalid[j, i]:  # a second entry of the key in this record
                         sfill[j] = -1
                     svalid[j, i] = False
-                    if kind == BYTES and lb - la >= 2 and buf[la] == 0x0A and \
-                            buf[la + 1] < 0x80 and buf[la + 1] == lb - la - 2:
+                    if kind == BYTES and lb - la >= 2 and buf[_U(la)] == 0x0A and \
+                            buf[_U(la + 1)] < 0x80 and buf[_U(la + 1)] == lb - la - 2:
                         spans[j, 2 * i] = la + 2
                         spans[j, 2 * i + 1] = lb
                         svalid[j, i] = True
                         at = sfill[j]  # (copied here, while the record is in the cache)
-                        if at >= 0 and at + lb - la - 2 <= sbytes.shape[1]:
-                            for m in range(lb - la - 2):
-                                sbytes[j, at + m] = buf[la + 2 + m]
-                            sfill[j] = at + lb - la - 2
+                        size = lb - la - 2
+                        if at >= 0 and at + size <= room:
+                            if lb + 8 <= nbuf:  # by words, the last one's overrun in the slack
+                                to = j * stride + at
+                                for m in range(0, size, 8):
+                                    store_u64(flat, to + m, load_u64(buf, la + 2 + m))
+                            else:
+                                for m in range(size):
+                                    sbytes[j, at + m] = buf[_U(la + 2 + m)]
+                            sfill[j] = at + size
                         else:
                             sfill[j] = -1
             pos = b

@@ -26,8 +26,11 @@ from tfspark.wire.protobuf import (
     TOO_MANY,
     WRONG_TYPE,
     get_varint,
+    get_varints,
     next_field,
 )
+from tfspark.wire.words import load_u64, store_u64
+from tfspark.wire.words import unsigned as _U
 
 
 @njit
@@ -37,8 +40,8 @@ def count_list(buf, kind, a, b):
     nbytes = 0
     pos = a
     while pos < b:
-        if kind == BYTES and buf[pos] == 0x0A and pos + 1 < b and buf[pos + 1] < 0x80:
-            q = pos + 2 + np.int64(buf[pos + 1])  # a short string, inline
+        if kind == BYTES and buf[_U(pos)] == 0x0A and pos + 1 < b and buf[_U(pos + 1)] < 0x80:
+            q = pos + 2 + np.int64(buf[_U(pos + 1)])  # a short string, inline
             if q > b:
                 return 0, 0, MALFORMED, pos
             count += 1
@@ -63,8 +66,8 @@ def count_list(buf, kind, a, b):
             elif kind == INT and w == 2 and q > p:
                 run = 0  # packed varints: count last bytes; no varint over 10 bytes,
                 for r in range(p, q):  # nor a 10th byte over 1 (past 64 bits: get_varint)
-                    if buf[r] < 0x80:
-                        if run == 9 and buf[r] > 1:
+                    if buf[_U(r)] < 0x80:
+                        if run == 9 and buf[_U(r)] > 1:
                             return 0, 0, MALFORMED, p
                         count += 1
                         run = 0
@@ -72,7 +75,7 @@ def count_list(buf, kind, a, b):
                         run += 1
                         if run >= 10:
                             return 0, 0, MALFORMED, p
-                if buf[q - 1] >= 0x80:
+                if buf[_U(q - 1)] >= 0x80:
                     return 0, 0, MALFORMED, p
         pos = q
     return count, nbytes, OK, 0
@@ -91,10 +94,10 @@ def count_values(buf, kinds, starts, ends, k, want, counts):
             counts[i] = -1
             continue
         a, b = starts[i, k], ends[i, k]
-        if kind == BYTES and want == BYTES and b - a >= 2 and buf[a] == 0x0A and \
-                buf[a + 1] < 0x80 and a + 2 + np.int64(buf[a + 1]) == b:  # one short string
+        if kind == BYTES and want == BYTES and b - a >= 2 and buf[_U(a)] == 0x0A and \
+                buf[_U(a + 1)] < 0x80 and a + 2 + np.int64(buf[_U(a + 1)]) == b:  # one short string
             counts[i] = 1
-            nbytes += np.int64(buf[a + 1])
+            nbytes += np.int64(buf[_U(a + 1)])
             continue
         c, nb, code, p = count_list(buf, kind, a, b)
         if code != OK:
@@ -120,13 +123,9 @@ def _put_ints(buf, a, b, out, j):
             out[j] = v
             j += 1
         elif f == 1 and w == 2:
-            r = p
-            while r < q:
-                v, r = get_varint(buf, r, q)
-                if r < 0:
-                    return -1
-                out[j] = v
-                j += 1
+            j = get_varints(buf, p, q, out, j)
+            if j < 0:
+                return -1
         pos = q
     return j
 
@@ -220,7 +219,10 @@ def fill_floats(buf, kinds, starts, ends, k, rows, out, out_u8):
 
 @njit
 def fill_bytes(buf, kinds, starts, ends, k, rows, data, data_offsets):
-    """Each string into data; data_offsets[rows[i] + m] = where value m of record i starts."""
+    """Each string into data; data_offsets[rows[i] + m] = where value m of record i starts.
+    data ends in words.SLACK bytes past the strings' own: they are copied 8 bytes at a time where
+    the buffer has 8 bytes past them, and the last word of a string may reach past its end."""
+    nbuf = buf.shape[0]
     pos_out = 0
     data_offsets[0] = 0
     for i in range(kinds.shape[0]):
@@ -230,15 +232,17 @@ def fill_bytes(buf, kinds, starts, ends, k, rows, data, data_offsets):
         pos = starts[i, k]
         b = ends[i, k]
         while pos < b:
-            if buf[pos] == 0x0A and pos + 1 < b and buf[pos + 1] < 0x80:  # a short string
-                f, w, p, q = 1, 2, pos + 2, pos + 2 + np.int64(buf[pos + 1])
+            if buf[_U(pos)] == 0x0A and pos + 1 < b and buf[_U(pos + 1)] < 0x80:  # a short string
+                f, w, p, q = 1, 2, pos + 2, pos + 2 + np.int64(buf[_U(pos + 1)])
             else:
                 f, w, p, q = next_field(buf, pos, b)
             if f == 1 and w == 2:
-                dst = data[pos_out:pos_out + (q - p)]
-                src = buf[p:q]
-                for m in range(q - p):
-                    dst[m] = src[m]
+                if q + 8 <= nbuf:
+                    for m in range(0, q - p, 8):
+                        store_u64(data, pos_out + m, load_u64(buf, p + m))
+                else:
+                    for m in range(q - p):
+                        data[pos_out + m] = buf[_U(p + m)]
                 pos_out += q - p
                 j += 1
                 data_offsets[j] = pos_out

@@ -37,13 +37,9 @@ from tfspark.wire.protobuf import (
 )
 from tfspark.wire.tfrecord import HEADER_BYTES, TRAILER_BYTES
 from tfspark.wire.words import load_u64, store_u64
+from tfspark.wire.words import unsigned as _U
 
 _BYTES_TAG, _FLOAT_TAG, _INT_TAG = list_tag(BYTES), list_tag(FLOAT), list_tag(INT)
-# Bytes of room a buffer needs past its last record for the kernels' word stores (`wide`).
-SLACK = 8
-# Byte positions in the copying loops are uint64: numba checks every signed index for a
-# negative one (Python's wrap-around), which took half the time of copying a scalar's entry.
-_U = np.uint64
 
 
 @njit
@@ -81,8 +77,8 @@ def _put_entry_head(out, pos, key, tag, list_len, words):
 # Those bytes are always written again after: an entry is 8 bytes or more and the entries of a
 # row are written in order, so the next entry of the row covers them; the last entry's are
 # the record's trailer and the next record's length, which framing writes after the entries
-# (both 16 bytes, more than the 7). The buffer holds SLACK bytes past its last record. Records
-# without framing lie back to back, and are written a byte at a time.
+# (both 16 bytes, more than the 7). The buffer holds words.SLACK bytes past its last record.
+# Records without framing lie back to back, and are written a byte at a time.
 
 
 @njit

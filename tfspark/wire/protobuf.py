@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from tfspark.wire.jit import njit
-from tfspark.wire.words import leading_zeros, store_u64
+from tfspark.wire.words import leading_zeros, load_u64, store_u64, trailing_zeros
+from tfspark.wire.words import unsigned as _U
 
 # The kind of a Feature's list is its field number in the Feature message; NONE: no list.
 NONE, BYTES, FLOAT, INT = 0, 1, 2, 3
@@ -79,7 +80,7 @@ def get_varint(buf, pos, end):
     result = np.int64(0)
     shift = 0
     while pos < end:
-        b = np.int64(buf[pos])
+        b = np.int64(buf[_U(pos)])
         pos += 1
         result |= (b & 0x7F) << shift
         if b < 0x80:
@@ -105,26 +106,15 @@ _OWN = np.array([(1 << (8 * min(n, 8))) - 1 for n in range(11)], np.uint64)
 
 
 @njit
-def word_at(buf, pos):
-    """The 8 bytes buf[pos:pos + 8] as one little-endian uint64."""
-    return (np.uint64(buf[pos]) | (np.uint64(buf[pos + 1]) << np.uint64(8)) |
-            (np.uint64(buf[pos + 2]) << np.uint64(16)) |
-            (np.uint64(buf[pos + 3]) << np.uint64(24)) |
-            (np.uint64(buf[pos + 4]) << np.uint64(32)) |
-            (np.uint64(buf[pos + 5]) << np.uint64(40)) |
-            (np.uint64(buf[pos + 6]) << np.uint64(48)) |
-            (np.uint64(buf[pos + 7]) << np.uint64(56)))
-
-
-@njit
 def varint_of_length(buf, pos, n):
     """(value, whether buf[pos:pos + n] is exactly one varint) for n in 1..10, as get_varint
     reads it, without a branch per byte (whose count a run of random-length varints makes
     unpredictable): the 7-bit groups of the first 8 bytes are packed with shifts and masks.
     buf[pos:pos + 10] must all be readable."""
-    w = word_at(buf, pos)
-    b8 = np.uint64(buf[pos + 8])
-    b9 = np.uint64(buf[pos + 9])
+    w = load_u64(buf, pos)
+    last = load_u64(buf, pos + 2) >> np.uint64(48)  # bytes 8 and 9
+    b8 = last & np.uint64(0xFF)
+    b9 = last >> np.uint64(8)
     x = w & _OWN[n]
     ok = (x & _ALL80) == _CONT[n]  # every byte but the last continues (of the first 8)
     x &= _ALL7F
@@ -139,6 +129,35 @@ def varint_of_length(buf, pos, n):
     # only where there is a 10th, which holds one bit at most
     ok = ok & ((n <= 8) | ((b8 >> np.uint64(7)) == past9)) & ((n < 10) | (b9 <= np.uint64(1)))
     return np.int64(x), ok
+
+
+@njit
+def get_varints(buf, p, q, out, j):
+    """The packed varints of buf[p:q] into out[j:] (as get_varint reads each); the next j, or
+    -1 where one is malformed or they do not end exactly at q. Where 10 bytes can be read, a
+    varint's length is found in one word (the first byte without a continuation bit) and its
+    groups packed by varint_of_length, with no branch per byte."""
+    r = p
+    fast = min(q, buf.shape[0] - 10)  # (before it, buf[r:r + 10] is readable)
+    while r < fast:
+        stops = ~load_u64(buf, r) & _ALL80
+        if stops != np.uint64(0):
+            n = np.int64(trailing_zeros(stops) >> np.uint64(3)) + 1
+        else:  # 9 or 10 bytes (a negative number takes 10)
+            n = 9 + np.int64(buf[_U(r + 8)] >> 7)
+        v, ok = varint_of_length(buf, r, n)
+        if not ok:
+            return -1
+        out[j] = v
+        j += 1
+        r += n
+    while r < q:
+        v, r = get_varint(buf, r, q)
+        if r < 0:
+            return -1
+        out[j] = v
+        j += 1
+    return j if r == q else -1
 
 
 @njit

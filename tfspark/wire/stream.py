@@ -248,7 +248,7 @@ def stream_framed(stream: Any, name: str, verify: bool,
                   to_batch: Callable[[np.ndarray, np.ndarray, int], Any],
                   gz: bool = False, batch_records: int | None = None, *,
                   first_record: int | None = None, base: int = 0,
-                  size: int | None = None) -> Iterator[Any]:
+                  size: int | None = None, buffer: np.ndarray | None = None) -> Iterator[Any]:
     """to_batch(buf, framed offsets, byte offset of buf[0]) for every <= batch_records records
     (default BATCH_RECORDS) of a framed stream, reading CHUNK_BYTES at a time and carrying
     partial records over; from a stream with next_span (a remote file's RangeStream), its
@@ -259,11 +259,13 @@ def stream_framed(stream: Any, name: str, verify: bool,
     group alike when a read starts mid-file; a batch may end sooner, where a read does).
     base: the stream's first byte's offset in the file (for to_batch and messages). size: the
     stream's bytes when known and small (a read buffer no bigger than that, +1 to see its
-    end)."""
+    end). buffer: uint8 memory to read into where it is large enough (one thread's, reused from
+    file to file: fresh memory costs a page fault per page); to_batch must copy what it keeps."""
     batch_records = batch_records or BATCH_RECORDS
     spans = getattr(stream, "next_span", None)
-    buf = view = np.empty(0 if spans else CHUNK_BYTES if size is None
-                          else max(1, min(CHUNK_BYTES, size + 1)), np.uint8)
+    want = 0 if spans else CHUNK_BYTES if size is None else max(1, min(CHUNK_BYTES, size + 1))
+    buf = view = buffer[:want] if buffer is not None and buffer.size >= want \
+        else np.empty(want, np.uint8)
     offsets = np.empty(batch_records + 1, np.int64)
     filled = start = need = 0
     seen = first_record or 0  # records handed on, numbered as in the file
