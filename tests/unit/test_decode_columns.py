@@ -11,6 +11,7 @@ from decimal import Decimal
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import example as case
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from protobytes import (
@@ -471,15 +472,19 @@ def test_varints_of_every_length_read_branch_free():
 
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.integers(-(2**63), 2**64 - 1), max_size=12), st.binary(max_size=4),
-       st.integers(0, 12))
+       st.binary(max_size=40))
+@case([1, 2, 3], b"", b"\0" * 40)  # whole varints after the list's end: not its own
+@case([-1, 300, -(2**63), 2**63 - 1, 0], b"", b"\x01" * 30)
+@case([5, -1], b"\x80", b"\0" * 30)  # the list ends inside a varint
+@case([7], b"\x80" * 11 + b"\x01", b"\0" * 30)  # a varint of 12 bytes
 def test_packed_varints_read_as_the_byte_by_byte_reader_reads_them(values, junk, after):
-    """get_varints (a packed Int64List's values, lengths found a word at a time where 10
-    bytes are readable) against get_varint one value after another: the same values, and a
-    refusal wherever the bytes are not whole varints up to the end, whatever follows them."""
+    """get_varints (a packed Int64List's values, their last bytes found 8 at a time where the
+    buffer has room for words) against get_varint one value after another: the same values,
+    and a refusal wherever the bytes are not whole varints up to the end, whatever follows."""
     from tfspark.wire.protobuf import get_varint, get_varints, varint_bytes
 
     body = b"".join(varint_bytes(v % 2**64) for v in values) + junk
-    buf = np.frombuffer(body + b"\xff" * after, np.uint8)
+    buf = np.frombuffer(body + after, np.uint8)
     want: list[int] = []
     r, q = 0, len(body)
     while r < q:
@@ -490,9 +495,9 @@ def test_packed_varints_read_as_the_byte_by_byte_reader_reads_them(values, junk,
     out = np.zeros(len(body) + 1, np.int64)
     j = get_varints(buf, 0, q, out, 0)
     if r == q:
-        assert j == len(want) and out[:j].tolist() == want, (body.hex(), after)
+        assert j == len(want) and out[:j].tolist() == want, (body.hex(), after.hex())
     else:
-        assert j == -1, (body.hex(), after)
+        assert j == -1, (body.hex(), after.hex())
 
 
 @settings(max_examples=200, deadline=None)

@@ -134,23 +134,31 @@ def varint_of_length(buf, pos, n):
 @njit
 def get_varints(buf, p, q, out, j):
     """The packed varints of buf[p:q] into out[j:] (as get_varint reads each); the next j, or
-    -1 where one is malformed or they do not end exactly at q. Where 10 bytes can be read, a
-    varint's length is found in one word (the first byte without a continuation bit) and its
-    groups packed by varint_of_length, with no branch per byte."""
-    r = p
-    fast = min(q, buf.shape[0] - 10)  # (before it, buf[r:r + 10] is readable)
-    while r < fast:
-        stops = ~load_u64(buf, r) & _ALL80
-        if stops != np.uint64(0):
-            n = np.int64(trailing_zeros(stops) >> np.uint64(3)) + 1
-        else:  # 9 or 10 bytes (a negative number takes 10)
-            n = 9 + np.int64(buf[_U(r + 8)] >> 7)
-        v, ok = varint_of_length(buf, r, n)
-        if not ok:
-            return -1
-        out[j] = v
-        j += 1
-        r += n
+    -1 where one is malformed or they do not end exactly at q. Where the buffer has room for
+    whole words, the bytes without a continuation bit (each varint's last) are found 8 at a
+    time, and each varint between two of them is packed by varint_of_length: the next
+    varint's place never waits on this one's value, and no branch is taken per byte."""
+    start = p  # the first byte of the varint being read
+    at = p  # the word being scanned
+    fast = min(q, buf.shape[0] - 24)  # (a word at `at` and 10 bytes at `start` are readable)
+    while at < fast:
+        stops = ~load_u64(buf, at) & _ALL80
+        if q - at < 8:  # (bytes past q are not this list's)
+            stops &= (np.uint64(1) << np.uint64(8 * (q - at))) - np.uint64(1)
+        while stops != np.uint64(0):
+            end = at + np.int64(trailing_zeros(stops) >> np.uint64(3)) + 1
+            n = end - start
+            if n > 10:
+                return -1
+            v, ok = varint_of_length(buf, start, n)
+            if not ok:
+                return -1
+            out[j] = v
+            j += 1
+            start = end
+            stops &= stops - np.uint64(1)
+        at += 8
+    r = start
     while r < q:
         v, r = get_varint(buf, r, q)
         if r < 0:
