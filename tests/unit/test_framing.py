@@ -444,10 +444,8 @@ def test_big_and_small_records_have_their_data_crc_checked(bad, where, instructi
                              lambda buf, off, base: len(off) - 1)) == len(records)
 
 
-# With the crc32 instruction, small records have their data CRCs checked three at a time once
-# their headers are walked: each of ten records damaged in turn (its data, its stored CRC or
-# its length's CRC) is the one named, with the records before it handed on, whatever batches
-# the reader asks for.
+# Each of ten small records damaged in turn (its data, its stored CRC or its length's CRC) is
+# the one named, with the records before it handed on, whatever batches the reader asks for.
 SMALL_SIZES = [0, 1, 7, 8, 9, 100, 255, 3, 64, 17]
 
 

@@ -285,12 +285,13 @@ class RecordIndex:
         assert read is not None, "a RecordIndex made by Decoder.index"
         values, valid = read.values[f.dtype], read.valid[f.dtype]
         if f.dtype not in read.done:
-            feats = read.features[f.dtype]
-            code, rec, info, j = example_read.scalars_many(
-                self.data, *self.index, read.keys[f.dtype], KIND_OF_DTYPE[f.dtype], values,
-                values.view(np.uint8), valid)
-            if code:
-                self.check(code, rec, info, feats[j], feats[j].name, f.dtype)
+            if not valid.all():  # (where indexing read them all, nothing is left to read)
+                feats = read.features[f.dtype]
+                code, rec, info, j = example_read.scalars_many(
+                    self.data, *self.index, read.keys[f.dtype], KIND_OF_DTYPE[f.dtype],
+                    values, values.view(np.uint8), valid)
+                if code:
+                    self.check(code, rec, info, feats[j], feats[j].name, f.dtype)
             read.done.add(f.dtype)
         row = read.features[f.dtype].index(f)
         return values[row], valid[row]

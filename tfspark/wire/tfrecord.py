@@ -197,10 +197,10 @@ def scan_frames(buf, start, limit, verify, offsets):
     needs info bytes in all), or LENGTH_CRC / DATA_CRC / BAD_LENGTH (record at pos, info = its
     length). Nothing past pos was accepted.
     """
-    if CRC_INSTRUCTION:
-        return _scan_by_instruction(buf, start, limit, verify, offsets)
-    count, stop, pos, info = _scan_kernel(buf, start, limit, verify, BIG_RECORD, offsets)
-    if verify and count and offsets[count] - offsets[0] >= BIG_RECORD + OVERHEAD:
+    big = MAX_RECORD if CRC_INSTRUCTION else BIG_RECORD
+    count, stop, pos, info = _scan_kernel(buf, start, limit, verify, big, offsets)
+    if verify and not CRC_INSTRUCTION and count and \
+            offsets[count] - offsets[0] >= BIG_RECORD + OVERHEAD:
         bad = _first_bad_big(buf, offsets[:count + 1])
         if bad >= 0:
             at = int(offsets[bad])
@@ -250,70 +250,6 @@ def _scan_kernel(buf, start, limit, verify, big, offsets):
         pos += n + OVERHEAD
         count += 1
         offsets[count] = pos
-
-
-@njit
-def _scan_by_instruction(buf, start, limit, verify, offsets):
-    """_scan_kernel's walk where the crc32 instruction is there: the data CRCs of three small
-    records checked together (crc_hw.crc_three) once their headers are walked, while their
-    bytes are still in the cache; a record of 3 * LANE bytes or more on its own."""
-    size = buf.shape[0]
-    pos = start
-    count = checked = 0  # records walked; of them, those whose data CRC is checked
-    offsets[0] = start
-    while True:
-        stop, info = -1, np.int64(0)
-        if pos == size:
-            stop = END
-        elif count == limit:
-            stop = LIMIT
-        elif size - pos < HEADER_BYTES:
-            stop, info = PARTIAL, np.int64(HEADER_BYTES)
-        else:
-            n = _u32(buf, pos) | (_u32(buf, pos + 4) << 32)
-            if verify and masked(crc_length(n)) != _u32(buf, pos + 8):
-                stop, info = LENGTH_CRC, n
-            elif n < 0 or n >= MAX_RECORD:
-                stop, info = BAD_LENGTH, n
-            elif size - pos < n + OVERHEAD:
-                stop, info = PARTIAL, n + OVERHEAD
-            else:
-                pos += n + OVERHEAD
-                count += 1
-                offsets[count] = pos
-                if count - checked < 3:
-                    continue
-        if verify:  # the records walked since the last check (three, or fewer at a stop)
-            bad = _first_bad_data(buf, offsets, checked, count)
-            if bad >= 0:
-                at = offsets[bad]
-                return bad, DATA_CRC, at, offsets[bad + 1] - at - OVERHEAD
-        checked = count
-        if stop >= 0:
-            return count, stop, pos, info
-
-
-@njit
-def _first_bad_data(buf, offsets, i, j):
-    """The first of the framed records i..j-1 whose data CRC fails, or -1."""
-    if j - i == 3:
-        a, b, c = offsets[i], offsets[i + 1], offsets[i + 2]
-        na, nb, nc = b - a - OVERHEAD, c - b - OVERHEAD, offsets[i + 3] - c - OVERHEAD
-        if max(na, nb, nc) < 3 * LANE:
-            ca, cb, cc = crc_three(buf, a + HEADER_BYTES, na, b + HEADER_BYTES, nb,
-                                   c + HEADER_BYTES, nc)
-            if masked(ca) != _u32(buf, b - TRAILER_BYTES):
-                return i
-            if masked(cb) != _u32(buf, c - TRAILER_BYTES):
-                return i + 1
-            if masked(cc) != _u32(buf, offsets[i + 3] - TRAILER_BYTES):
-                return i + 2
-            return -1
-    for r in range(i, j):
-        data, end = offsets[r] + HEADER_BYTES, offsets[r + 1] - TRAILER_BYTES
-        if masked(frame_crc(buf, data, end)) != _u32(buf, end):
-            return r
-    return -1
 
 
 @njit
