@@ -15,7 +15,8 @@ in the middle of a write, race two of them on one path, or let it inject a fault
     python fault_driver.py table --work DIR --path P --backup-table T --metastore D
             [--mode M --start A --end B]
         write_tfrecords of ids [A, B) with its backup in table T of a Hive catalog under D;
-        prints TABLES: the tables of T's database and T's ids
+        prints TABLES: the tables of T's database and T's ids (and BEFORE: the same before
+        a write to a table that exists)
     python fault_driver.py race --work DIR --role NAME --peers A,B --plan PLAN.json --sync DIR
         the rounds of PLAN.json, each started at a barrier (a file per peer in --sync), one
         JSON line per round on stdout: {"round", "role", "ok", "error", "error_type"}
@@ -213,21 +214,27 @@ def hive(metastore: Path) -> dict[str, str]:
 def table(args: argparse.Namespace) -> int:
     """write_tfrecords of ids [args.start, args.end) to args.path in args.mode with its backup
     in args.backup_table (a Hive catalog under args.metastore); then one TABLES line: the
-    tables of the backup's database and the backup's ids (sorted)."""
+    tables of the backup's database and the backup's ids (sorted). Before a write to a table
+    that exists, the same as a BEFORE line."""
     import tfspark
 
     spark = session(Path(args.work), "local[2]", args.batch_rows, hive(Path(args.metastore)))
     from pyspark.sql import functions as F
 
+    db = args.backup_table.rpartition(".")[0]
+
+    def catalog() -> dict[str, Any]:
+        return {"tables": sorted(t.name for t in spark.catalog.listTables(db)),
+                "ids": sorted(r[0] for r in spark.table(args.backup_table).select("id").collect())}
+
     if args.end > args.start:
+        if spark.catalog.tableExists(args.backup_table):
+            say("BEFORE", **catalog())
         df = spark.range(args.start, args.end, numPartitions=2).select(
             "id", (F.col("id") * 3).alias("v"),
             F.concat(F.lit("s"), F.col("id").cast("string")).alias("s"))
         tfspark.write_tfrecords(df, args.path, mode=args.mode, backup_table=args.backup_table)
-    db = args.backup_table.rpartition(".")[0]
-    tables = sorted(t.name for t in spark.catalog.listTables(db))
-    ids = sorted(r[0] for r in spark.table(args.backup_table).select("id").collect())
-    say("TABLES", tables=tables, ids=ids)
+    say("TABLES", **catalog())
     spark.stop()
     return 0
 

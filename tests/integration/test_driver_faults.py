@@ -413,14 +413,15 @@ def test_driver_killed_before_the_commit_of_a_table_backup(tmp_path):
     table = "fault_db.bk"
     common = ["--path", str(data), "--backup-table", table, "--metastore", str(meta)]
 
-    def tables(*args: str, name: str) -> dict[str, Any]:
+    def tables(*args: str, name: str) -> dict[str, dict[str, Any]]:
+        """What a driver's "table" run printed, by kind (BEFORE its write, TABLES after)."""
         with spawn(["table", *common, *args], tmp_path / name) as proc:
             assert proc.stdout is not None
             got = messages(proc.stdout, until="TABLES")
             assert proc.wait(timeout=300) == 0, (tmp_path / name / "driver.log").read_text()[-3000:]
-        return got[-1]
+        return {m["kind"]: m for m in got}
 
-    old = tables("--start", str(OLD[0]), "--end", str(OLD[1]), name="setup")
+    old = tables("--start", str(OLD[0]), "--end", str(OLD[1]), name="setup")["TABLES"]
     assert old["tables"] == ["bk"] and old["ids"] == list(range(*OLD))
     manifest = (data / "_tfspark.json").read_bytes()
     before = all_files(data)
@@ -430,11 +431,12 @@ def test_driver_killed_before_the_commit_of_a_table_backup(tmp_path):
         lambda: list((meta / "warehouse" / "fault_db.db").glob("bk__tfspark_staging_*/part-*")))
     assert (data / "_tfspark.json").read_bytes() == manifest
     assert lost_duplicated(read_committed(str(data))["id"], range(*OLD)) == (0, 0)
-    left = tables(name="after-kill")
+    # the next write to the backup (an append) first lists what the killed one left
+    seen = tables("--mode", "append", "--start", str(OLD[1]), "--end", str(OLD[1] + 500),
+                  name="append")
+    left, after = seen["BEFORE"], seen["TABLES"]
     assert left["ids"] == list(range(*OLD))
     assert [t for t in left["tables"] if "__tfspark_staging_" in t], left["tables"]
-    after = tables("--mode", "append", "--start", str(OLD[1]), "--end", str(OLD[1] + 500),
-                   name="append")
     assert after["tables"] == ["bk"], after["tables"]
     assert after["ids"] == list(range(OLD[0], OLD[1] + 500))
     assert not set(written) & set(all_files(data)), written

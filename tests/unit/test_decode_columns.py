@@ -477,6 +477,7 @@ def test_varints_of_every_length_read_branch_free():
 @case([-1, 300, -(2**63), 2**63 - 1, 0], b"", b"\x01" * 30)
 @case([5, -1], b"\x80", b"\0" * 30)  # the list ends inside a varint
 @case([7], b"\x80" * 11 + b"\x01", b"\0" * 30)  # a varint of 12 bytes
+@case([7], b"\x80" * 9 + b"\x02", b"\0" * 30)  # a 10th byte past 64 bits
 def test_packed_varints_read_as_the_byte_by_byte_reader_reads_them(values, junk, after):
     """get_varints (a packed Int64List's values, their last bytes found 8 at a time where the
     buffer has room for words) against get_varint one value after another: the same values,

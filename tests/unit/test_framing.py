@@ -513,3 +513,33 @@ def test_aligned_batches_do_not_depend_on_where_reads_end(sizes, chunk, batch):
     assert small == batches()
     assert [r for b in small for r in b] == records
     assert all(len(b) == batch for b in small[:-1]) and 0 < len(small[-1]) <= batch
+
+
+@settings(max_examples=40, deadline=None)
+@given(first=st.lists(st.integers(0, 300), min_size=1, max_size=40),
+       second=st.lists(st.integers(0, 300), max_size=40), chunk=st.integers(1, 700),
+       size=st.booleans())
+def test_a_buffer_reused_from_stream_to_stream_keeps_nothing_of_the_last(first, second, chunk,
+                                                                         size):
+    # A reading thread reads file after file into one buffer (stream_framed's buffer=): the
+    # records of a shorter stream after a longer one are exactly its own, however the reads
+    # fall, whether or not the stream's size is given.
+    from tfspark.wire import stream
+
+    def framed(sizes: list[int], salt: int) -> bytes:
+        return b"".join(frame_record(bytes([(i + salt) % 251]) * n) for i, n in enumerate(sizes))
+
+    def read(data: bytes, buffer: np.ndarray | None) -> list[bytes]:
+        return [r for piece in stream.stream_framed(
+            io.BytesIO(data), "f", True,
+            lambda buf, off, base: [buf[a + framing.HEADER_BYTES:b - framing.TRAILER_BYTES]
+                                    .tobytes() for a, b in zip(off[:-1], off[1:])],
+            size=len(data) if size else None, buffer=buffer) for r in piece]
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(stream, "CHUNK_BYTES", chunk)
+        buffer = np.full(stream.CHUNK_BYTES, 0xAB, np.uint8)
+        for sizes, salt in ((first, 1), (second, 2), (first, 3)):
+            data = framed(sizes, salt)
+            assert read(data, buffer) == read(data, None) == \
+                [bytes([(i + salt) % 251]) * n for i, n in enumerate(sizes)]
