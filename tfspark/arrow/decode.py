@@ -345,10 +345,10 @@ class RecordIndex:
                                                        out.view(np.uint8))
             self.check(code, rec, info, f, key, dtype)
             return counts, rows, out
-        room = np.empty(nbytes + SLACK, np.uint8)  # (fill_bytes copies by words)
+        blob = np.empty(nbytes + SLACK, np.uint8)  # (fill_bytes copies by words)
         blob_offsets = np.empty(total + 1, np.int64)
-        example_read.fill_bytes(self.data, *self.index, k, rows, room, blob_offsets)
-        return counts, rows, (room[:nbytes], blob_offsets)
+        example_read.fill_bytes(self.data, *self.index, k, rows, blob, blob_offsets)
+        return counts, rows, (blob[:nbytes], blob_offsets)
 
 
 def _sequence_column(ctx: RecordIndex, f: Feature, j: int) -> pa.Array:
