@@ -56,28 +56,24 @@ def _store_typer(typingctx, arr, idx, word):
     return types.void(arr, types.intp, types.uint64), codegen
 
 
-def _clz_typer(typingctx, word):
-    """The leading zero bits of a uint64 (64 for 0)."""
-    if word != types.uint64:
-        return None
+def _zeros_typer(llvm: str) -> Any:
+    """The typer of an intrinsic counting a uint64's zero bits at one end (64 for 0) with the
+    LLVM intrinsic `llvm` (llvm.ctlz.i64: leading, llvm.cttz.i64: trailing)."""
 
-    def codegen(context, builder, signature, args):
-        fnty = ir.FunctionType(ir.IntType(64), [ir.IntType(64), ir.IntType(1)])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.ctlz.i64")
-        return builder.call(fn, [args[0], ir.Constant(ir.IntType(1), 0)])
-    return types.uint64(types.uint64), codegen
+    def typer(typingctx, word):
+        if word != types.uint64:
+            return None
+
+        def codegen(context, builder, signature, args):
+            fnty = ir.FunctionType(ir.IntType(64), [ir.IntType(64), ir.IntType(1)])
+            fn = cgutils.get_or_insert_function(builder.module, fnty, llvm)
+            return builder.call(fn, [args[0], ir.Constant(ir.IntType(1), 0)])
+        return types.uint64(types.uint64), codegen
+    return typer
 
 
-def _ctz_typer(typingctx, word):
-    """The trailing zero bits of a uint64 (64 for 0)."""
-    if word != types.uint64:
-        return None
-
-    def codegen(context, builder, signature, args):
-        fnty = ir.FunctionType(ir.IntType(64), [ir.IntType(64), ir.IntType(1)])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.cttz.i64")
-        return builder.call(fn, [args[0], ir.Constant(ir.IntType(1), 0)])
-    return types.uint64(types.uint64), codegen
+_clz_typer = _zeros_typer("llvm.ctlz.i64")
+_ctz_typer = _zeros_typer("llvm.cttz.i64")
 
 
 _load_typer.__name__ = "load_u64"  # (numba names an intrinsic after its typer)
