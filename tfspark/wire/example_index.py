@@ -86,9 +86,9 @@ def index_records(buf, offsets, head, tail, keys, key_offsets, table, kinds, sta
     one packed int64 value into ints[j, i] (ivalid[j, i] set); where float_row[k] = j >= 0,
     its float32's bits into float_bits[j, i] (the values' uint32 view; fvalid[j, i] set);
     both when the list is the one packed field every writer makes (TensorFlow's and
-    tfspark's). Any other list is
-    left to example_read.scalars_many, which reads (and checks) what is not valid here. -1
-    for every other key (all of them: nothing read, and the outputs may be empty). Likewise
+    tfspark's). Any other list is left to example_read.scalars_many, which reads (and checks)
+    what is not valid here. -1 for every other key (all of them: nothing read, and the outputs
+    may be empty). Likewise
     str_row[k] = j >= 0 for a key of one string: where its list is one string under 128
     bytes, the string's byte range into spans[j, 2i:2i+2] (svalid[j, i] set), and its bytes
     after the ones before it in sbytes[j] (sfill[j]: how many there are; -1 once they are not

@@ -134,7 +134,7 @@ def get_varints(buf, p, q, out, j):
     -1 where one is malformed or they do not end exactly at q. Where 10 bytes can be read, a
     varint's length comes from its first word (the first byte without a continuation bit,
     found by counting trailing zeros) and its 7-bit groups are packed with shifts and masks:
-    no branch per byte, and none per value but the one between 8 bytes or fewer and more."""
+    no branch per byte; per value, only whether it takes more than 8 bytes (and then 9 or 10)."""
     r = p
     fast = min(q, buf.shape[0] - 10)  # (before it, buf[r:r + 10] is readable)
     while r < fast:
