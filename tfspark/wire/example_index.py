@@ -37,7 +37,7 @@ from tfspark.wire.protobuf import (
     next_field,
     varint_of_length,
 )
-from tfspark.wire.words import SLACK, load_u64, store_u64
+from tfspark.wire.words import SLACK, copy_bytes, load_u64
 from tfspark.wire.words import unsigned as _U
 
 # ---------------------------------------------------------------- key lookup
@@ -226,14 +226,8 @@ def index_records(buf, offsets, head, tail, keys, key_offsets, table, kinds, sta
                         svalid[j, i] = True
                         at = sfill[j]  # (copied here, while the record is in the cache)
                         size = lb - la - 2
-                        if at >= 0 and at + size <= room:
-                            if lb + 8 <= nbuf:  # by words, the last one's overrun in the slack
-                                to = j * stride + at
-                                for m in range(0, size, 8):
-                                    store_u64(flat, to + m, load_u64(buf, la + 2 + m))
-                            else:
-                                for m in range(size):
-                                    sbytes[j, at + m] = buf[_U(la + 2 + m)]
+                        if at >= 0 and at + size <= room:  # (words: overruns in the slack)
+                            copy_bytes(flat, j * stride + at, buf, la + 2, size, True)
                             sfill[j] = at + size
                         else:
                             sfill[j] = -1

@@ -29,7 +29,7 @@ from tfspark.wire.protobuf import (
     get_varints,
     next_field,
 )
-from tfspark.wire.words import load_u64, store_u64
+from tfspark.wire.words import copy_bytes
 from tfspark.wire.words import unsigned as _U
 
 
@@ -222,7 +222,6 @@ def fill_bytes(buf, kinds, starts, ends, k, rows, data, data_offsets):
     """Each string into data; data_offsets[rows[i] + m] = where value m of record i starts.
     data ends in words.SLACK bytes past the strings' own: they are copied 8 bytes at a time where
     the buffer has 8 bytes past them, and the last word of a string may reach past its end."""
-    nbuf = buf.shape[0]
     pos_out = 0
     data_offsets[0] = 0
     for i in range(kinds.shape[0]):
@@ -237,13 +236,7 @@ def fill_bytes(buf, kinds, starts, ends, k, rows, data, data_offsets):
             else:
                 f, w, p, q = next_field(buf, pos, b)
             if f == 1 and w == 2:
-                if q + 8 <= nbuf:
-                    for m in range(0, q - p, 8):
-                        store_u64(data, pos_out + m, load_u64(buf, p + m))
-                else:
-                    for m in range(q - p):
-                        data[pos_out + m] = buf[_U(p + m)]
-                pos_out += q - p
+                pos_out = copy_bytes(data, pos_out, buf, p, q - p, True)
                 j += 1
                 data_offsets[j] = pos_out
             pos = q

@@ -36,7 +36,7 @@ from tfspark.wire.protobuf import (
     varint_size,
 )
 from tfspark.wire.tfrecord import HEADER_BYTES, TRAILER_BYTES
-from tfspark.wire.words import load_u64, store_u64
+from tfspark.wire.words import copy_bytes, load_u64, store_u64
 from tfspark.wire.words import unsigned as _U
 
 _BYTES_TAG, _FLOAT_TAG, _INT_TAG = list_tag(BYTES), list_tag(FLOAT), list_tag(INT)
@@ -94,21 +94,6 @@ def _put_words(out, pos, words):
     """words' bytes at out[pos:], whole words (past the head they pad: see above)."""
     for k in range(words.shape[0]):
         store_u64(out, pos + 8 * k, words[k])
-
-
-@njit
-def _copy(out, pos, src, s, n, wide):
-    """src[s:s + n] to out[pos:]; by words when wide (while src has 8 bytes to read)."""
-    k = 0
-    if wide:
-        last = src.shape[0] - 8
-        while k < n and s + k <= last:
-            store_u64(out, pos + k, load_u64(src, s + k))
-            k += 8
-    at, src_at = _U(pos), _U(s)
-    for j in range(_U(k), _U(n)):  # (strings are short; a loop beats slice setup)
-        out[at + j] = src[src_at + j]
-    return pos + n
 
 
 @njit
@@ -180,7 +165,7 @@ def write_floats(out, cursor, lo, hi, key, rows, present, values_u8, wide):
             if payload:
                 out[pos] = 0x0A
                 pos = put_varint(out, pos + 1, payload)
-                pos = _copy(out, pos, values_u8, a, payload, wide)
+                pos = copy_bytes(out, pos, values_u8, a, payload, wide)
             cursor[i] = pos
 
 
@@ -214,7 +199,7 @@ def write_bytes(out, cursor, lo, hi, key, rows, present, data, offsets, wide):
                 s, e = offsets[j], offsets[j + 1]
                 out[pos] = 0x0A
                 pos = put_varint(out, pos + 1, e - s)
-                pos = _copy(out, pos, data, s, e - s, wide)
+                pos = copy_bytes(out, pos, data, s, e - s, wide)
             cursor[i] = pos
 
 
@@ -255,7 +240,7 @@ def write_bytes_scalars(out, cursor, lo, hi, key, present, data, offsets, wide):
                 store_u64(out, pos, load_u64(data, s))
                 cursor[i] = pos + n
             else:
-                cursor[i] = _copy(out, pos, data, s, n, wide)
+                cursor[i] = copy_bytes(out, pos, data, s, n, wide)
 
 
 SHORT = 64  # bytes under which a scalar string's entry head comes from a table

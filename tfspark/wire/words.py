@@ -1,8 +1,9 @@
 """Unaligned 8-byte words in byte arrays, for the compiled kernels: one load or store instruction
 where a loop would move a byte at a time (the CRC's input; the heads and values the Example
 writer copies). Both take a contiguous 1-d uint8 array and an index, and neither checks bounds:
-the caller keeps [idx, idx + 8) within the array's memory. And a word's leading or trailing zero
-bits, one instruction where a loop would branch (the size of a varint written or read).
+the caller keeps [idx, idx + 8) within the array's memory. A word's leading or trailing zero
+bits, one instruction where a loop would branch (the size of a varint written or read). And
+copy_bytes, the copy by words that the Example writer and the readers' string copies share.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
+
+from tfspark.wire.jit import njit
 
 SLACK = 8  # bytes past the end of what it means to write that a copy by words may write
 # The kernels index buffers by byte positions made unsigned (buf[unsigned(pos)]): numba checks
@@ -84,3 +87,20 @@ load_u64: Any = intrinsic(_load_typer)
 store_u64: Any = intrinsic(_store_typer)
 leading_zeros: Any = intrinsic(_clz_typer)
 trailing_zeros: Any = intrinsic(_ctz_typer)
+
+
+@njit
+def copy_bytes(out, pos, src, s, n, wide):
+    """src[s:s + n] to out[pos:], the position after it returned; by words when wide (while
+    src has 8 bytes to read), each store reaching up to 7 bytes past the copy's end: out
+    needs them (SLACK), and what they hold is written again or never read."""
+    k = 0
+    if wide:
+        last = src.shape[0] - 8
+        while k < n and s + k <= last:
+            store_u64(out, pos + k, load_u64(src, s + k))
+            k += 8
+    at, src_at = unsigned(pos), unsigned(s)
+    for j in range(unsigned(k), unsigned(n)):  # (strings are short; a loop beats slice setup)
+        out[at + j] = src[src_at + j]
+    return pos + n
