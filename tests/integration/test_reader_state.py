@@ -70,6 +70,9 @@ CASES = {
     "shuffled, 2 epochs": dict(batch_size=10, shuffle_buffer=40, seed=5, epochs=2,
                                num_threads=2),
     "file order": dict(batch_size=7, shuffle_buffer=0, shuffle_files=False, num_threads=1),
+    # each turn's rows come from two threads' pieces; a batch may take rows of both
+    "no shuffle, two slots": dict(batch_size=7, shuffle_buffer=0, seed=3, epochs=2,
+                                  num_threads=2),
     "three slots, drop_remainder": dict(batch_size=9, shuffle_buffer=25, seed=1, epochs=2,
                                         num_threads=3, drop_remainder=True),
     "even shard of files": dict(batch_size=8, seed=2, epochs=2, shard=(2, 1), num_threads=2),

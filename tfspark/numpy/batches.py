@@ -262,25 +262,31 @@ class BatchReader:
         epoch = start.epoch
         resume: states.ReaderState | None = start
         while self.epochs is None or epoch < self.epochs:
-            for rows, w, turns in self._windows(start.seed, epoch, resume):
+            for pieces, w, turns in self._windows(start.seed, epoch, resume, keep_pieces=True):
+                total = sum(num_rows(p) for p in pieces)
                 skip = resume.taken if resume is not None and w == resume.window else 0
-                if skip > num_rows(rows):
+                if skip > total:
                     raise OptionError(
                         f"state: a damaged read_batches state (taken={skip}, but window {w} "
-                        f"of epoch {epoch} holds {num_rows(rows)} rows); give back "
+                        f"of epoch {epoch} holds {total} rows); give back "
                         f"reader.state_dict() as it was saved")
-                if skip:
-                    rows = slice_table(rows, skip, num_rows(rows))
                 here = at.moved(epoch=epoch, window=w, turns=turns,
                                 elastic=at.elastic if self._in_rem(epoch) else None)
-                tables, ends, carry = cut_rows(carry, rows, self.batch_size)
                 window = []
-                for table, end in zip(tables, ends):
-                    at = here.moved(taken=skip + end, batches=at.batches + 1)
-                    window.append((self._split(table), at))
+                base = 0  # the window's rows before this piece
+                for piece in pieces:
+                    n = num_rows(piece)
+                    lo = min(n, max(0, skip - base))  # its rows handed on before a resume
+                    if lo < n:
+                        tables, ends, carry = cut_rows(
+                            carry, slice_table(piece, lo, n) if lo else piece, self.batch_size)
+                        for table, end in zip(tables, ends):
+                            at = here.moved(taken=base + lo + end, batches=at.batches + 1)
+                            window.append((self._split(table), at))
+                    base += n
                 if window:
                     yield window
-                at = here.moved(taken=skip + num_rows(rows), batches=at.batches)
+                at = here.moved(taken=total, batches=at.batches)
             resume = None
             epoch += 1
             if self.part.keep is not None:  # even shards: the epoch ends its last batch
@@ -302,11 +308,14 @@ class BatchReader:
             return None
         return self._split(carry)
 
-    def _windows(self, seed: int, epoch: int, resume: states.ReaderState | None
-                 ) -> Generator[tuple[Table, int, dict[str, Any]], None, None]:
+    def _windows(self, seed: int, epoch: int, resume: states.ReaderState | None,
+                 keep_pieces: bool = False
+                 ) -> Generator[tuple[list[Table], int, dict[str, Any]], None, None]:
         """One epoch's rows, a permuted window at a time (in turn order without shuffling),
         each with its number and where the turns stood when it began; from the window of
-        `resume` on when given."""
+        `resume` on when given. A window comes as tables whose rows follow one another: one
+        table, or with keep_pieces, where a window needs no permutation and no stacking, the
+        tables the reading threads decoded (joining them would copy every row once more)."""
         fetcher = Fetcher(self.io_threads, cache=self.cache)
         rem = self._rem if self._in_rem(epoch) else None
         part = rem.part if rem is not None else self.part
@@ -350,17 +359,18 @@ class BatchReader:
             if first and w == 0:
                 assert rem is not None
                 rows = elastic.read_leftovers(self, rem.leftovers, decoder())
-                yield self._mix(mixer, [rows], num_rows(rows), seed, epoch, 0), 0, began
+                yield (self._mix(mixer, [rows], num_rows(rows), seed, epoch, 0, keep_pieces), 0,
+                       began)
                 w = 1
             w = max(w, first)
             for pieces in chunked:
                 pending += pieces
                 have += sum(num_rows(p) for p in pieces)
                 if have and have >= self.buffer:
-                    yield self._mix(mixer, pending, have, seed, epoch, w), w, began
+                    yield self._mix(mixer, pending, have, seed, epoch, w, keep_pieces), w, began
                     w, pending, have, began = w + 1, [], 0, turns.snapshot()
             if have:
-                yield self._mix(mixer, pending, have, seed, epoch, w), w, began
+                yield self._mix(mixer, pending, have, seed, epoch, w, keep_pieces), w, began
         finally:
             chunked.close()  # stops the reading threads
             fetcher.close()
@@ -370,12 +380,15 @@ class BatchReader:
         return max(1, _CHUNK_ROWS // self.plan.rows_per_record)
 
     def _mix(self, mixer: Mixer, pieces: list[Table], rows: int, seed: int, epoch: int,
-             window: int) -> Table:
-        """A window's pieces as one table, its rows permuted (unless there is no shuffle)."""
+             window: int, keep: bool = False) -> list[Table]:
+        """A window's pieces as one table, its rows permuted (unless there is no shuffle);
+        keep: the pieces as they are where nothing is permuted or stacked."""
+        if keep and self.buffer <= 0 and not self.stacks:
+            return list(pieces)
         order = None
         if self.buffer > 0:
             order = np.random.default_rng([seed, epoch, 2, window]).permutation(rows)
-        return mixer.mix(pieces, order, self.stacks)
+        return [mixer.mix(pieces, order, self.stacks)]
 
     def _split(self, batch: Table) -> Any:
         if self.pad_widths:

@@ -377,7 +377,8 @@ def _left(old: BatchReader, state: Any, epoch: int) -> tuple[Table, list[Span]]:
     rest of its epoch."""
     windows = old._windows(state.seed, epoch, state)
     try:
-        rows, w, _ = next(windows)
+        pieces, w, _ = next(windows)
+        rows = concat_tables(pieces)
         turns = old.last_turns
         assert turns is not None
         after = turns.snapshot()
