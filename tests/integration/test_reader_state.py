@@ -19,6 +19,7 @@ import tfspark
 from tfspark.errors import OptionError
 from tfspark.numpy import batches as batches_module
 from tfspark.numpy import interleave, units
+from tfspark.wire import stream
 
 ROWS = 311
 pytestmark = pytest.mark.filterwarnings("ignore:even_shards")
@@ -70,9 +71,6 @@ CASES = {
     "shuffled, 2 epochs": dict(batch_size=10, shuffle_buffer=40, seed=5, epochs=2,
                                num_threads=2),
     "file order": dict(batch_size=7, shuffle_buffer=0, shuffle_files=False, num_threads=1),
-    # each turn's rows come from two threads' pieces; a batch may take rows of both
-    "no shuffle, two slots": dict(batch_size=7, shuffle_buffer=0, seed=3, epochs=2,
-                                  num_threads=2),
     "three slots, drop_remainder": dict(batch_size=9, shuffle_buffer=25, seed=1, epochs=2,
                                         num_threads=3, drop_remainder=True),
     "even shard of files": dict(batch_size=8, seed=2, epochs=2, shard=(2, 1), num_threads=2),
@@ -96,7 +94,21 @@ def test_resume_after_every_batch_gives_the_rest(data, layout, case):
     kw = {**CASES, **GLOBAL}[case]
     if "shard" in kw and layout == "one-file" and kw["shard"][0] == 2:
         kw = {**kw, "shard": (2, 0)}
-    path = data[layout]
+    _resumes_exactly(data[layout], kw)
+
+
+@pytest.mark.parametrize("layout", ["rows", "blocks-gz"])
+def test_resume_without_shuffle_where_reads_cut_chunks_into_pieces(data, layout, monkeypatch):
+    """Reads of 200 bytes: a turn's chunk comes in several pieces, and batches are cut from
+    them as they come (no shuffle), some taking rows of two pieces."""
+    monkeypatch.setattr(stream, "CHUNK_BYTES", 200)
+    _resumes_exactly(data[layout], dict(batch_size=7, shuffle_buffer=0, seed=3, epochs=2,
+                                        num_threads=2))
+
+
+def _resumes_exactly(path: str, kw: dict) -> None:
+    """A reader stopped after each batch (every third of a long epoch) and resumed from its
+    state yields the rest of the uninterrupted iteration."""
     full = tfspark.read_batches(path, **kw)
     it = iter(full)
     want = [_rows(b) for b in it]
