@@ -134,6 +134,7 @@ def stages(path: str) -> dict[str, float]:
     from tfspark.numpy.decode import NumpyDecoder, _strings
     from tfspark.store import manifest as mf
     from tfspark.store.fs import locate
+    from tfspark.wire.stream import CHUNK_BYTES
     from tfspark.wire.tfrecord import frame_offsets
 
     loc = locate(path)
@@ -148,8 +149,17 @@ def stages(path: str) -> dict[str, float]:
         out[name] = round(time.process_time() - c, 3)
         return r
 
-    raw = timed("read the bytes", lambda: [np.frombuffer(f.read_bytes(""), np.uint8)
-                                           for f in files])
+    # as a reading thread does: each file in turn into one reused buffer of CHUNK_BYTES
+    buffer = np.empty(CHUNK_BYTES, np.uint8)
+
+    def read_files() -> None:
+        for f in files:
+            with f.open_input() as stream:
+                while stream.readinto(buffer.data) == buffer.size:
+                    pass
+
+    timed("read the bytes", read_files)
+    raw = [np.frombuffer(f.read_bytes(""), np.uint8) for f in files]
     offs = timed("frame + CRC", lambda: [frame_offsets(b) for b in raw])
     dec = NumpyDecoder(m.spec, strings="bytes")
     from tfspark.numpy.batches import _CHUNK_ROWS  # records per decode, as the reader does
