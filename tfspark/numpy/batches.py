@@ -381,8 +381,9 @@ class BatchReader:
 
     def _mix(self, mixer: Mixer, pieces: list[Table], rows: int, seed: int, epoch: int,
              window: int, keep: bool = False) -> list[Table]:
-        """A window's pieces as one table, its rows permuted (unless there is no shuffle);
-        keep: the pieces as they are where nothing is permuted or stacked."""
+        """A window's pieces joined into one table (the list's one), its rows permuted unless
+        there is no shuffle; keep: the pieces as they are where nothing is permuted or
+        stacked."""
         if keep and self.buffer <= 0 and not self.stacks:
             return list(pieces)
         order = None
