@@ -262,7 +262,7 @@ class BatchReader:
         epoch = start.epoch
         resume: states.ReaderState | None = start
         while self.epochs is None or epoch < self.epochs:
-            for pieces, w, turns in self._windows(start.seed, epoch, resume, keep_pieces=True):
+            for pieces, w, turns in self._windows(start.seed, epoch, resume):
                 total = sum(num_rows(p) for p in pieces)
                 skip = resume.taken if resume is not None and w == resume.window else 0
                 if skip > total:
@@ -308,14 +308,13 @@ class BatchReader:
             return None
         return self._split(carry)
 
-    def _windows(self, seed: int, epoch: int, resume: states.ReaderState | None,
-                 keep_pieces: bool = False
+    def _windows(self, seed: int, epoch: int, resume: states.ReaderState | None
                  ) -> Generator[tuple[list[Table], int, dict[str, Any]], None, None]:
         """One epoch's rows, a permuted window at a time (in turn order without shuffling),
         each with its number and where the turns stood when it began; from the window of
         `resume` on when given. A window comes as tables whose rows follow one another: one
-        table, or with keep_pieces, where a window needs no permutation and no stacking, the
-        tables the reading threads decoded (joining them would copy every row once more)."""
+        table, or where a window needs no permutation and no stacking, the tables the reading
+        threads decoded (joining them would copy every row once more)."""
         fetcher = Fetcher(self.io_threads, cache=self.cache)
         rem = self._rem if self._in_rem(epoch) else None
         part = rem.part if rem is not None else self.part
@@ -359,18 +358,17 @@ class BatchReader:
             if first and w == 0:
                 assert rem is not None
                 rows = elastic.read_leftovers(self, rem.leftovers, decoder())
-                yield (self._mix(mixer, [rows], num_rows(rows), seed, epoch, 0, keep_pieces), 0,
-                       began)
+                yield self._mix(mixer, [rows], num_rows(rows), seed, epoch, 0), 0, began
                 w = 1
             w = max(w, first)
             for pieces in chunked:
                 pending += pieces
                 have += sum(num_rows(p) for p in pieces)
                 if have and have >= self.buffer:
-                    yield self._mix(mixer, pending, have, seed, epoch, w, keep_pieces), w, began
+                    yield self._mix(mixer, pending, have, seed, epoch, w), w, began
                     w, pending, have, began = w + 1, [], 0, turns.snapshot()
             if have:
-                yield self._mix(mixer, pending, have, seed, epoch, w, keep_pieces), w, began
+                yield self._mix(mixer, pending, have, seed, epoch, w), w, began
         finally:
             chunked.close()  # stops the reading threads
             fetcher.close()
@@ -380,11 +378,10 @@ class BatchReader:
         return max(1, _CHUNK_ROWS // self.plan.rows_per_record)
 
     def _mix(self, mixer: Mixer, pieces: list[Table], rows: int, seed: int, epoch: int,
-             window: int, keep: bool = False) -> list[Table]:
+             window: int) -> list[Table]:
         """A window's pieces joined into one table (the list's one), its rows permuted unless
-        there is no shuffle; keep: the pieces as they are where nothing is permuted or
-        stacked."""
-        if keep and self.buffer <= 0 and not self.stacks:
+        there is no shuffle; the pieces as they are where nothing is permuted or stacked."""
+        if self.buffer <= 0 and not self.stacks:
             return list(pieces)
         order = None
         if self.buffer > 0:
